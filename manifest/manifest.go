@@ -1,0 +1,89 @@
+// Package manifest defines the image manifest: the facts the image builder
+// knew when it built an image (component versions, the pause image, the
+// kernel modules, every file and its digest). berth reads it at boot instead
+// of asking binaries about themselves, so the plan stays a pure function.
+package manifest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// DefaultPath is where the manifest lives inside a booted image.
+const DefaultPath = "/etc/berth/manifest.json"
+
+// Manifest is written by image/ and read by berth at boot and by
+// `berth render --manifest`.
+type Manifest struct {
+	// BerthVersion is the version stamped into the berth binary in the image.
+	BerthVersion string `json:"berthVersion"`
+	// KernelVersion is the uname -r of the kernel the image was built for.
+	KernelVersion string `json:"kernelVersion"`
+	// Components maps a component name (kubelet, containerd, runc, cni,
+	// etcd...) to its version, for example "kubelet": "v1.35.4".
+	Components map[string]string `json:"components,omitempty"`
+	// SandboxImage is the pause image reference containerd is configured with.
+	SandboxImage string `json:"sandboxImage,omitempty"`
+	// Images are OCI image tarballs baked into the image, imported into
+	// containerd's k8s.io namespace after containerd is ready.
+	Images []Image `json:"images,omitempty"`
+	// Modules are every kernel module shipped, by name (no .ko suffix).
+	Modules []string `json:"modules,omitempty"`
+	// Preload are modules loaded at boot whatever the hardware, in order.
+	Preload []string `json:"preload,omitempty"`
+	// Tools are external programs the image ships for berth to call
+	// (mkfs.xfs, mkfs.ext4...), by name to absolute path.
+	Tools map[string]string `json:"tools,omitempty"`
+	// Files lists every file in the image with its digest, sorted by path.
+	Files []File `json:"files,omitempty"`
+	// Root describes the read-only root filesystem image, when there is one.
+	Root *Root `json:"root,omitempty"`
+}
+
+// Image is one OCI image tarball in the image.
+type Image struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// File is one file in the image.
+type File struct {
+	Path   string `json:"path"`
+	Mode   string `json:"mode"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+	Link   string `json:"link,omitempty"`
+}
+
+// Root describes the read-only root filesystem image.
+type Root struct {
+	Path     string `json:"path"`
+	Format   string `json:"format"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+	RootHash string `json:"rootHash,omitempty"`
+}
+
+// Parse decodes a manifest. Unknown fields are ignored so that an older
+// berth can still boot an image from a newer builder.
+func Parse(data []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decoding image manifest: %w", err)
+	}
+	return &m, nil
+}
+
+// Load reads and parses the manifest at path.
+func Load(path string) (*Manifest, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading image manifest: %w", err)
+	}
+	m, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
