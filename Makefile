@@ -11,7 +11,7 @@ LDFLAGS   := -s -w -X github.com/berth-node/berth/version.Version=$(VERSION)
 APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs iproute2 libseccomp-dev
 export GOFLAGS := -mod=mod
 
-.PHONY: deps build image test test-unit test-qemu lint demo clean
+.PHONY: deps build kernel image image-test test test-unit test-qemu lint demo clean
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 deps: $(BUILD)/.deps-stamp
@@ -41,9 +41,47 @@ test: deps lint test-unit test-qemu
 test-unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /qemu-tests)
 
-test-qemu: image
-	$(GO) test -count=1 -timeout 45m -v ./qemu-tests/... 2>&1 | tee $(BUILD)/qemu-tests.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' || true; \
-	grep -qE '^(FAIL|panic)' $(BUILD)/qemu-tests.log && exit 1 || true
+## kernel: the Debian kernel package linux-image-amd64 currently depends on,
+## downloaded and unpacked into build/kernel/<package>_<version>/ (skipped when
+## present); build/kernel/current points at it.
+KERNEL_DIR := $(BUILD)/kernel/current
+kernel: deps
+	@mkdir -p $(BUILD)/kernel
+	@pkg=$$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $$2; exit}'); \
+	if [ -z "$$pkg" ]; then \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get update -qq; \
+	  pkg=$$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $$2; exit}'); \
+	fi; \
+	[ -n "$$pkg" ] || { echo "kernel: cannot resolve linux-image-amd64's kernel package"; exit 1; }; \
+	ver=$$(apt-cache show "$$pkg" | awk '/^Version:/{print $$2; exit}'); \
+	dir="$$pkg"_"$$ver"; \
+	if [ ! -f "$(BUILD)/kernel/$$dir/.unpacked" ]; then \
+	  echo "kernel: fetching $$pkg $$ver"; \
+	  tmp=$$(mktemp -d "$(BUILD)/kernel/.dl-XXXXXX"); chmod 755 "$$tmp"; \
+	  (cd "$$tmp" && apt-get download -q "$$pkg=$$ver"); \
+	  rm -rf "$(BUILD)/kernel/$$dir"; dpkg -x "$$tmp"/*.deb "$(BUILD)/kernel/$$dir"; rm -rf "$$tmp"; \
+	  touch "$(BUILD)/kernel/$$dir/.unpacked"; \
+	fi; \
+	ln -sfn "$$dir" $(KERNEL_DIR); echo "kernel: $(KERNEL_DIR) -> $$dir"
+
+MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -berth $(BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR)
+
+## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, root.erofs).
+image: build kernel
+	$(MKIMAGE) -variant default -out $(BUILD)/image
+
+## image-test: the test image in build/image-test/ (adds busybox and test helpers).
+image-test: build kernel
+	$(MKIMAGE) -variant test -out $(BUILD)/image-test
+
+## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,
+## each VM's console in build/qemu-logs/.
+test-qemu: image-test
+	@rm -rf $(BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/image-test BERTH_QEMU_LOGDIR=$(BUILD)/qemu-logs $(GO) test -count=1 -timeout 40m -v ./qemu-tests/... > $(BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
+	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/qemu-tests.log || true; \
+	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(BUILD)/qemu-tests.log"; exit $$rc; fi
+
+include components.mk
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,315 @@
+// Package bootlog is berth's log/slog handler: one line per event, stamped
+// with milliseconds since the kernel started and the boot phase it belongs
+// to, written to the console (what operators read through EC2's console
+// output and tests read from the serial port) and to /dev/kmsg (so the lines
+// sit in dmesg among the kernel's own).
+//
+// Console line:  [  1234ms] phase: message level=WARN key=value key2="quoted value"
+// kmsg record:   <4>berth: phase: message level=WARN key=value ...
+//
+// The phase comes from a "phase" attribute (log.With("phase", "modules"));
+// "-" when there is none. level= appears only for warnings and errors.
+package bootlog
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// KmsgMax bounds one /dev/kmsg record: the kernel refuses longer writes
+// (LOG_LINE_MAX is 1024 less a prefix), so a long line is cut rather than
+// lost.
+const KmsgMax = 960
+
+// pendingMax bounds what is kept before the console exists, so a logging
+// loop before devtmpfs is mounted cannot eat memory.
+const pendingMax = 512
+
+// SinceBoot is CLOCK_BOOTTIME: time since the kernel started, suspend
+// included, the same clock as dmesg's stamps.
+func SinceBoot() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// Output is where lines go. It is shared by every handler derived from one
+// New, and holds lines until Attach gives it somewhere to write, because PID
+// 1 logs before /dev is mounted.
+type Output struct {
+	mu      sync.Mutex
+	console io.Writer
+	kmsg    io.Writer
+	// attached is false until Attach; until then lines wait in pending.
+	attached bool
+	pending  []pendingLine
+	dropped  int
+}
+
+type pendingLine struct {
+	console, kmsg []byte
+}
+
+// NewOutput returns an Output that keeps lines until Attach.
+func NewOutput() *Output { return &Output{} }
+
+// Attach sets the writers (either may be nil) and writes out what was kept.
+// Calling it again replaces the writers, for example after switching root.
+func (o *Output) Attach(console, kmsg io.Writer) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.console, o.kmsg, o.attached = console, kmsg, true
+	if o.dropped > 0 {
+		o.writeLocked([]byte(fmt.Sprintf("[%6dms] -: %d early log lines dropped level=WARN\n", SinceBoot().Milliseconds(), o.dropped)), nil)
+		o.dropped = 0
+	}
+	for _, p := range o.pending {
+		o.writeLocked(p.console, p.kmsg)
+	}
+	o.pending = nil
+}
+
+// WriteLine writes s and a newline to the console only: for the boot
+// report line, longer than a kmsg record and read from the console anyway.
+func (o *Output) WriteLine(s string) {
+	o.write([]byte(s+"\n"), nil)
+}
+
+func (o *Output) write(console, kmsg []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.attached {
+		if len(o.pending) >= pendingMax {
+			o.dropped++
+			return
+		}
+		o.pending = append(o.pending, pendingLine{console, kmsg})
+		return
+	}
+	o.writeLocked(console, kmsg)
+}
+
+// writeLocked ignores write errors: a console that cannot be written has no
+// better place to report it.
+func (o *Output) writeLocked(console, kmsg []byte) {
+	if o.console != nil {
+		_, _ = o.console.Write(console)
+	}
+	if o.kmsg != nil && kmsg != nil {
+		_, _ = o.kmsg.Write(kmsg)
+	}
+}
+
+// Options tune a Handler.
+type Options struct {
+	// Level is the lowest level written; nil means info.
+	Level slog.Leveler
+	// Clock gives the time since boot; nil means SinceBoot. Tests set it.
+	Clock func() time.Duration
+}
+
+// Handler is the slog.Handler. It is safe for concurrent use.
+type Handler struct {
+	out    *Output
+	opts   Options
+	phase  string
+	attrs  []byte // preformatted " k=v" pairs from WithAttrs
+	prefix string // group prefix, "g1.g2."
+}
+
+// New returns a Handler writing to out.
+func New(out *Output, opts Options) *Handler {
+	if opts.Level == nil {
+		opts.Level = slog.LevelInfo
+	}
+	if opts.Clock == nil {
+		opts.Clock = SinceBoot
+	}
+	return &Handler{out: out, opts: opts}
+}
+
+// Enabled implements slog.Handler.
+func (h *Handler) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= h.opts.Level.Level()
+}
+
+// WithAttrs implements slog.Handler.
+func (h *Handler) WithAttrs(as []slog.Attr) slog.Handler {
+	h2 := *h
+	h2.attrs = append([]byte(nil), h.attrs...)
+	for _, a := range as {
+		h2.attrs = appendAttr(h2.attrs, h2.prefix, a, &h2.phase)
+	}
+	return &h2
+}
+
+// WithGroup implements slog.Handler.
+func (h *Handler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	h2 := *h
+	h2.prefix = h.prefix + name + "."
+	return &h2
+}
+
+// Handle implements slog.Handler.
+func (h *Handler) Handle(_ context.Context, r slog.Record) error {
+	phase := h.phase
+	var body []byte
+	body = appendMessage(body, r.Message)
+	switch {
+	case r.Level >= slog.LevelError:
+		body = append(body, " level=ERROR"...)
+	case r.Level >= slog.LevelWarn:
+		body = append(body, " level=WARN"...)
+	}
+	body = append(body, h.attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		body = appendAttr(body, h.prefix, a, &phase)
+		return true
+	})
+	if phase == "" {
+		phase = "-"
+	}
+
+	console := make([]byte, 0, len(body)+len(phase)+16)
+	console = fmt.Appendf(console, "[%6dms] %s: ", h.opts.Clock().Milliseconds(), phase)
+	console = append(console, body...)
+	console = append(console, '\n')
+
+	kmsg := fmt.Appendf(nil, "<%d>berth: %s: ", kmsgPriority(r.Level), phase)
+	kmsg = append(kmsg, body...)
+	if len(kmsg) > KmsgMax-1 {
+		kmsg = truncateUTF8(kmsg, KmsgMax-1)
+	}
+	kmsg = append(kmsg, '\n')
+
+	h.out.write(console, kmsg)
+	return nil
+}
+
+// kmsgPriority maps slog levels onto syslog priorities.
+func kmsgPriority(l slog.Level) int {
+	switch {
+	case l >= slog.LevelError:
+		return 3
+	case l >= slog.LevelWarn:
+		return 4
+	case l >= slog.LevelInfo:
+		return 6
+	}
+	return 7
+}
+
+// truncateUTF8 cuts b to n bytes without leaving half a rune at the end.
+func truncateUTF8(b []byte, n int) []byte {
+	b = b[:n]
+	for i := 0; i < utf8.UTFMax && len(b) > 0; i++ {
+		r, size := utf8.DecodeLastRune(b)
+		if r != utf8.RuneError || size != 1 {
+			break
+		}
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// appendMessage keeps a message on one line: a newline inside it would
+// break "one line per event" for whoever greps the console.
+func appendMessage(b []byte, msg string) []byte {
+	for i := 0; i < len(msg); i++ {
+		switch c := msg[i]; c {
+		case '\n':
+			b = append(b, `\n`...)
+		case '\r':
+			b = append(b, `\r`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// appendAttr writes " key=value"; a top-level "phase" attribute sets the
+// line's phase instead of being printed.
+func appendAttr(b []byte, prefix string, a slog.Attr, phase *string) []byte {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return b
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		p := prefix
+		if a.Key != "" {
+			p += a.Key + "."
+		}
+		for _, g := range a.Value.Group() {
+			b = appendAttr(b, p, g, phase)
+		}
+		return b
+	}
+	if prefix == "" && a.Key == "phase" {
+		*phase = a.Value.String()
+		return b
+	}
+	b = append(b, ' ')
+	b = append(b, prefix...)
+	b = append(b, a.Key...)
+	b = append(b, '=')
+	return appendValue(b, a.Value)
+}
+
+func appendValue(b []byte, v slog.Value) []byte {
+	var s string
+	switch v.Kind() {
+	case slog.KindString:
+		s = v.String()
+	case slog.KindInt64:
+		return strconv.AppendInt(b, v.Int64(), 10)
+	case slog.KindUint64:
+		return strconv.AppendUint(b, v.Uint64(), 10)
+	case slog.KindBool:
+		return strconv.AppendBool(b, v.Bool())
+	case slog.KindDuration:
+		s = v.Duration().String()
+	case slog.KindFloat64:
+		return strconv.AppendFloat(b, v.Float64(), 'g', -1, 64)
+	case slog.KindTime:
+		s = v.Time().UTC().Format(time.RFC3339Nano)
+	default:
+		if err, ok := v.Any().(error); ok {
+			s = err.Error()
+		} else {
+			s = fmt.Sprint(v.Any())
+		}
+	}
+	if needsQuote(s) {
+		return strconv.AppendQuote(b, s)
+	}
+	return append(b, s...)
+}
+
+func needsQuote(s string) bool {
+	if s == "" {
+		return true
+	}
+	for _, r := range s {
+		if r <= ' ' || r == '=' || r == '"' || r == '\\' || r == 0x7f || r == utf8.RuneError {
+			return true
+		}
+	}
+	return false
+}
+
+// Ensure Handler satisfies slog.Handler.
+var _ slog.Handler = (*Handler)(nil)

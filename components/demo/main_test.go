@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHandlerNamesHost(t *testing.T) {
+	rec := httptest.NewRecorder()
+	handler("pod-1").ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 || rec.Body.String() != "hello from berth demo pod pod-1\n" {
+		t.Fatalf("got %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+// TestRunServesAndStops runs the server on a free port and checks it stops
+// cleanly when its context ends.
+func TestRunServesAndStops(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/"
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), ln, "h") }()
+	var body string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not answer within 5s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(body, "demo pod h") {
+		t.Errorf("body %q", body)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("run returned %v after cancel, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return within 10s of cancel")
+	}
+}

@@ -1,0 +1,475 @@
+// Package controlplane runs a throwaway Kubernetes control plane on the host
+// for berth's QEMU join tests and `make demo`: etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler, all listening on 127.0.0.1
+// only, with a fresh CA, and bootstrap-token auth plus the RBAC kubeadm sets
+// up, so a berth node joins it the way an EKS node joins a cluster: from an
+// endpoint, a CA and a credential in its user data.
+//
+// The apiserver advertises 10.0.2.2, the address QEMU's user network gives
+// the host as seen from a guest; loopback is refused for the kubernetes
+// service endpoints anyway.
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/berth-node/berth/fsutil"
+)
+
+// Options configure Start. Zero values take the defaults.
+type Options struct {
+	// BinDirs are searched in order for etcd, kube-apiserver,
+	// kube-controller-manager and kube-scheduler.
+	BinDirs []string
+	// StateDir holds certificates, kubeconfigs, etcd data and logs; a new
+	// temporary directory when empty. It is removed by Stop unless
+	// KeepState.
+	StateDir  string
+	KeepState bool
+	// Ports: zero fields get free ports.
+	Ports Ports
+	// AdvertiseAddress is the apiserver address nodes dial (default
+	// 10.0.2.2, the host as QEMU's user network shows it).
+	AdvertiseAddress   string
+	ServiceCIDR        string
+	ClusterCIDR        string
+	ExtraAPIServerArgs []string
+	// ReadyTimeout bounds the whole start, from exec to ready.
+	ReadyTimeout time.Duration
+	// StopTimeout bounds each component's SIGTERM-to-exit wait.
+	StopTimeout time.Duration
+}
+
+// Info is what a test or the demo needs to point a node at the cluster; the
+// command prints it as JSON.
+type Info struct {
+	// APIServerEndpoint is the URL as a QEMU guest sees it (NodeConfig
+	// spec.cluster.apiServerEndpoint).
+	APIServerEndpoint string `json:"apiServerEndpoint"`
+	// HostEndpoint is the same apiserver as the host dials it.
+	HostEndpoint string `json:"hostEndpoint"`
+	// CertificateAuthority is the base64 of the CA PEM (NodeConfig
+	// spec.cluster.certificateAuthority).
+	CertificateAuthority string `json:"certificateAuthority"`
+	BootstrapToken       string `json:"bootstrapToken"`
+	ServiceCIDR          string `json:"cidr"`
+	ClusterCIDR          string `json:"clusterCIDR"`
+	// Kubeconfig is the admin kubeconfig (host endpoint, system:masters).
+	Kubeconfig string `json:"kubeconfig"`
+	// BootstrapKubeconfig is a kubelet --bootstrap-kubeconfig for a guest
+	// (guest endpoint, bootstrap token).
+	BootstrapKubeconfig string `json:"bootstrapKubeconfig"`
+	StateDir            string `json:"stateDir"`
+	LogDir              string `json:"logDir"`
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	info   Info
+	opts   Options
+	log    *slog.Logger
+	procs  []*proc // in start order
+	client *http.Client
+	caPEM  []byte
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Binaries are the programs Start runs.
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// BinDirsUnder lists the subdirectories of a components directory (as laid
+// out by components.mk: kube-<version>/, etcd-<version>/), for
+// Options.BinDirs.
+func BinDirsUnder(componentsDir string) ([]string, error) {
+	ents, err := os.ReadDir(componentsDir)
+	if err != nil {
+		return nil, fmt.Errorf("listing components directory %s: %w", componentsDir, err)
+	}
+	var dirs []string
+	for _, e := range ents {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(componentsDir, e.Name()))
+		}
+	}
+	return dirs, nil
+}
+
+func findBinary(dirs []string, name string) (string, error) {
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %v: run `make components`", name, dirs)
+}
+
+func (o *Options) setDefaults() error {
+	if o.AdvertiseAddress == "" {
+		o.AdvertiseAddress = DefaultAdvertiseAddress
+	}
+	if net.ParseIP(o.AdvertiseAddress) == nil {
+		return fmt.Errorf("advertise address %q is not an IP address", o.AdvertiseAddress)
+	}
+	if o.ServiceCIDR == "" {
+		o.ServiceCIDR = DefaultServiceCIDR
+	}
+	if o.ClusterCIDR == "" {
+		o.ClusterCIDR = DefaultClusterCIDR
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = DefaultReadyTimeout
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = DefaultStopTimeout
+	}
+	for _, p := range []*int{&o.Ports.APIServer, &o.Ports.Etcd, &o.Ports.EtcdPeer, &o.Ports.ControllerManager, &o.Ports.Scheduler} {
+		if *p != 0 {
+			continue
+		}
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		*p = port
+	}
+	return nil
+}
+
+// freePort asks the kernel for an unused loopback port. Another process could
+// take it before the component binds it; the component then fails with its
+// log tail naming the port, which is rare enough for tests.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start generates the PKI, starts the components in order, waits until the
+// apiserver is ready and the controllers work, and creates the bootstrap
+// token and RBAC. On any failure it stops what it started and the error names
+// the component with the tail of its log. ctx bounds the start; when ctx
+// ends later, the cluster is stopped.
+func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	bins := map[string]string{}
+	for _, b := range binaries {
+		p, err := findBinary(opts.BinDirs, b)
+		if err != nil {
+			return nil, err
+		}
+		bins[b] = p
+	}
+	if opts.StateDir == "" {
+		d, err := os.MkdirTemp("", "berth-controlplane-")
+		if err != nil {
+			return nil, fmt.Errorf("creating state directory: %w", err)
+		}
+		opts.StateDir = d
+	}
+	abs, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", opts.StateDir, err)
+	}
+	opts.StateDir = abs
+	l := layout{dir: opts.StateDir}
+	c := &Cluster{opts: opts, log: log}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+
+	token, err := NewBootstrapToken()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.writePKI(l); err != nil {
+		return nil, err
+	}
+	host := "https://127.0.0.1:" + strconv.Itoa(opts.Ports.APIServer)
+	c.info = Info{
+		APIServerEndpoint:    "https://" + net.JoinHostPort(opts.AdvertiseAddress, strconv.Itoa(opts.Ports.APIServer)),
+		HostEndpoint:         host,
+		CertificateAuthority: base64.StdEncoding.EncodeToString(c.caPEM),
+		BootstrapToken:       token.String(),
+		ServiceCIDR:          opts.ServiceCIDR,
+		ClusterCIDR:          opts.ClusterCIDR,
+		Kubeconfig:           l.kubeconfig("admin"),
+		BootstrapKubeconfig:  l.kubeconfig("bootstrap"),
+		StateDir:             opts.StateDir,
+		LogDir:               l.path("logs"),
+	}
+
+	bk, err := BootstrapKubeconfig(c.info)
+	if err != nil {
+		return nil, err
+	}
+	if err := fsutil.WriteFileAtomic(c.info.BootstrapKubeconfig, bk, 0o600); err != nil {
+		return nil, err
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
+	defer cancel()
+
+	etcd, err := c.start(bins, l, "etcd", etcdArgs(l, opts.Ports))
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(opts.Ports.Etcd) + "/health"
+	if err := c.waitFor(sctx, etcd, "health", func(ctx context.Context) error {
+		return c.getOK(ctx, http.DefaultClient, etcdURL, `"health":"true"`)
+	}); err != nil {
+		return nil, err
+	}
+	api, err := c.start(bins, l, "kube-apiserver", apiServerArgs(l, opts))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitFor(sctx, api, "/readyz", func(ctx context.Context) error {
+		return c.getOK(ctx, c.client, host+"/readyz", "ok")
+	}); err != nil {
+		return nil, err
+	}
+	for _, o := range bootstrapObjects(token, time.Now().Add(certValidity)) {
+		if err := c.create(sctx, host, o); err != nil {
+			return nil, api.failure(err)
+		}
+	}
+	cm, err := c.start(bins, l, "kube-controller-manager", controllerManagerArgs(l, opts))
+	if err != nil {
+		return nil, err
+	}
+	sched, err := c.start(bins, l, "kube-scheduler", schedulerArgs(l, opts))
+	if err != nil {
+		return nil, err
+	}
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // #nosec: self-signed health endpoint on loopback
+	if err := c.waitFor(sctx, sched, "/healthz", func(ctx context.Context) error {
+		return c.getOK(ctx, insecure, "https://127.0.0.1:"+strconv.Itoa(opts.Ports.Scheduler)+"/healthz", "ok")
+	}); err != nil {
+		return nil, err
+	}
+	// The default ServiceAccount appearing proves the controllers run with
+	// working credentials; without it every pod is refused.
+	if err := c.waitFor(sctx, cm, "default ServiceAccount", func(ctx context.Context) error {
+		return c.getOK(ctx, c.client, host+"/api/v1/namespaces/default/serviceaccounts/default", `"name":"default"`)
+	}); err != nil {
+		return nil, err
+	}
+	log.Info("control plane ready", "endpoint", c.info.APIServerEndpoint, "host", host, "state", opts.StateDir)
+
+	go func() {
+		<-ctx.Done()
+		c.Stop()
+	}()
+	return c, nil
+}
+
+func (c *Cluster) start(bins map[string]string, l layout, name string, args []string) (*proc, error) {
+	p, err := startProc(c.log, name, bins[name], l.log(name), args)
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+// waitFor polls check until it succeeds, the component exits, or ctx ends.
+func (c *Cluster) waitFor(ctx context.Context, p *proc, what string, check func(context.Context) error) error {
+	start := time.Now()
+	var last error
+	for {
+		if dead, err := p.exited(); dead {
+			return p.failure(fmt.Errorf("while waiting for %s: %w", what, err))
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		last = check(cctx)
+		cancel()
+		if last == nil {
+			c.log.Info("ready", "component", p.name, "check", what, "after", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return p.failure(fmt.Errorf("%s not ready after %s (last check: %v): %w", what, time.Since(start).Round(time.Second), last, ctx.Err()))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) getOK(ctx context.Context, client *http.Client, url, want string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(want)) {
+		return fmt.Errorf("GET %s: %s: %.200s: %w", url, resp.Status, body, errNotReady)
+	}
+	return nil
+}
+
+// create POSTs an object; one that already exists is fine (a kept state
+// directory reused).
+func (c *Cluster) create(ctx context.Context, host string, o object) error {
+	body, err := json.Marshal(o.Body)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", o.Path, err)
+	}
+	name := o.Body["metadata"].(map[string]any)["name"]
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, host+o.Path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("creating %s %v: %w", o.Body["kind"], name, err)
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
+		return fmt.Errorf("creating %s %v: %s: %.300s", o.Body["kind"], name, resp.Status, rb)
+	}
+	return nil
+}
+
+// writePKI creates the CA, every leaf certificate, the service account key
+// and the kubeconfigs, and the admin HTTPS client.
+func (c *Cluster) writePKI(l layout) error {
+	now := time.Now()
+	for _, d := range []string{"pki", "logs", "etcd", "apiserver", "controller-manager"} {
+		if err := os.MkdirAll(l.path(d), 0o700); err != nil {
+			return fmt.Errorf("creating %s: %w", l.path(d), err)
+		}
+	}
+	ca, err := NewCA("berth-test-ca", now)
+	if err != nil {
+		return err
+	}
+	c.caPEM = ca.CertPEM
+	write := func(path string, data []byte, mode os.FileMode) error {
+		return fsutil.WriteFileAtomic(path, data, mode)
+	}
+	if err := write(l.caCert(), ca.CertPEM, 0o644); err != nil {
+		return err
+	}
+	if err := write(l.caKey(), ca.KeyPEM, 0o600); err != nil {
+		return err
+	}
+	serviceIP, err := firstServiceIP(c.opts.ServiceCIDR)
+	if err != nil {
+		return err
+	}
+	host := "https://127.0.0.1:" + strconv.Itoa(c.opts.Ports.APIServer)
+	pairs := map[string]*KeyPair{}
+	for name, spec := range certSpecs(c.opts.AdvertiseAddress, serviceIP) {
+		kp, err := ca.Issue(spec, now)
+		if err != nil {
+			return err
+		}
+		pairs[name] = kp
+		if err := write(l.cert(name), kp.CertPEM, 0o644); err != nil {
+			return err
+		}
+		if err := write(l.key(name), kp.KeyPEM, 0o600); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"admin", "controller-manager", "scheduler"} {
+		kc, err := kubeconfig(host, name, ca.CertPEM, pairs[name])
+		if err != nil {
+			return err
+		}
+		if err := write(l.kubeconfig(name), kc, 0o600); err != nil {
+			return err
+		}
+	}
+	priv, pub, err := NewServiceAccountKey()
+	if err != nil {
+		return err
+	}
+	if err := write(l.saKey(), priv, 0o600); err != nil {
+		return err
+	}
+	if err := write(l.saPub(), pub, 0o644); err != nil {
+		return err
+	}
+	admin, err := tls.X509KeyPair(pairs["admin"].CertPEM, pairs["admin"].KeyPEM)
+	if err != nil {
+		return fmt.Errorf("loading admin key pair: %w", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	c.client = &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs:      roots,
+			Certificates: []tls.Certificate{admin},
+		}},
+	}
+	return nil
+}
+
+// Info returns what a node needs to join, and where the admin kubeconfig is.
+func (c *Cluster) Info() Info { return c.info }
+
+// Kubeconfig is the path of the admin kubeconfig (system:masters, host
+// endpoint).
+func (c *Cluster) Kubeconfig() string { return c.info.Kubeconfig }
+
+// Client is an HTTPS client that trusts the cluster CA and authenticates as
+// the admin, for raw API requests against Info().HostEndpoint.
+func (c *Cluster) Client() *http.Client { return c.client }
+
+// Stop stops the components in reverse start order, each bounded by
+// StopTimeout, then removes the state directory unless KeepState. It is safe
+// to call more than once and from several goroutines.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() { c.stopErr = c.stop() })
+	return c.stopErr
+}
+
+func (c *Cluster) stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if err := c.procs[i].stop(c.opts.StopTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !c.opts.KeepState && c.opts.StateDir != "" {
+		if err := os.RemoveAll(c.opts.StateDir); err != nil {
+			errs = append(errs, fmt.Errorf("removing state directory: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,388 @@
+// Package assemble builds a berth node image from a resolved spec: the root
+// file tree (packed as erofs), the initramfs tree (berth as /init, kernel
+// modules with their dependency and alias data, the manifest, the root
+// image), and the manifest describing every file. It is the library behind
+// image/cmd/mkimage.
+package assemble
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/image/elfdeps"
+	"github.com/berth-node/berth/image/erofs"
+	"github.com/berth-node/berth/image/fstree"
+	"github.com/berth-node/berth/image/initramfs"
+	"github.com/berth-node/berth/image/moddeps"
+	"github.com/berth-node/berth/image/spec"
+	"github.com/berth-node/berth/manifest"
+)
+
+// Paths fixed by the image layout that berth (init/, mounts/, kmod/) relies on.
+const (
+	InitPath      = "/init"       // berth in the initramfs
+	RootImagePath = "/root.erofs" // the root image in the initramfs
+	RootBerthPath = "/sbin/berth" // berth in the root image
+)
+
+// Inputs are everything one build reads.
+type Inputs struct {
+	// Spec is already resolved for the variant being built.
+	Spec *spec.Spec
+	// Berth is the static berth binary on the build host.
+	Berth string
+	// BerthVersion is stamped into the manifest and os-release.
+	BerthVersion string
+	// KernelDir is the unpacked kernel package (boot/, lib/modules/<kver>/).
+	KernelDir string
+	// RepoRoot is where relative spec paths and goBuild packages are found.
+	RepoRoot string
+	// MTime is the timestamp of every file in the image (SOURCE_DATE_EPOCH or 0).
+	MTime int64
+	// Out is the output directory (vmlinuz, initramfs.img, manifest.json, root.erofs).
+	Out string
+}
+
+// Result summarises a build.
+type Result struct {
+	Manifest      *manifest.Manifest
+	KernelVersion string
+	InitramfsSize int64
+	RootSize      int64
+}
+
+// Build writes the image into in.Out.
+func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
+	kver, err := KernelVersion(in.KernelDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(in.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("creating output dir: %w", err)
+	}
+	m := &manifest.Manifest{BerthVersion: in.BerthVersion, KernelVersion: kver, Tools: map[string]string{}}
+
+	root, err := rootTree(ctx, log, in, m)
+	if err != nil {
+		return nil, err
+	}
+	rootOut := filepath.Join(in.Out, "root.erofs")
+	if err := erofs.Build(ctx, root, rootOut, erofs.Options{MTime: in.MTime}); err != nil {
+		return nil, err
+	}
+	rootData, err := os.ReadFile(rootOut)
+	if err != nil {
+		return nil, fmt.Errorf("reading back root image: %w", err)
+	}
+	rootSum := sha256.Sum256(rootData)
+	m.Root = &manifest.Root{Path: RootImagePath, Format: "erofs", Size: int64(len(rootData)), SHA256: hex.EncodeToString(rootSum[:])}
+
+	ird := fstree.New()
+	if err := ird.AddFile(InitPath, in.Berth, 0o755); err != nil {
+		return nil, err
+	}
+	if err := ird.AddData(RootImagePath, rootData, 0o444); err != nil {
+		return nil, err
+	}
+	if err := addLayer(ctx, ird, in.Spec.Initramfs, in, m); err != nil {
+		return nil, fmt.Errorf("initramfs: %w", err)
+	}
+	if err := addModules(log, ird, in.KernelDir, kver, in.Spec, m); err != nil {
+		return nil, err
+	}
+
+	m.Files, err = mergeFiles(ird.Manifest(), root.Manifest())
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Tools) == 0 {
+		m.Tools = nil
+	}
+	mjson, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding manifest: %w", err)
+	}
+	mjson = append(mjson, '\n')
+	if err := ird.AddData(manifest.DefaultPath, mjson, 0o644); err != nil {
+		return nil, err
+	}
+
+	var cpio bytes.Buffer
+	if err := initramfs.Write(&cpio, ird, uint64(in.MTime)); err != nil {
+		return nil, err
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "initramfs.img"), cpio.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("writing initramfs: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "manifest.json"), mjson, 0o644); err != nil {
+		return nil, fmt.Errorf("writing manifest: %w", err)
+	}
+	vmlinuz := filepath.Join(in.KernelDir, "boot", "vmlinuz-"+kver)
+	kdata, err := os.ReadFile(vmlinuz)
+	if err != nil {
+		return nil, fmt.Errorf("reading kernel: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "vmlinuz"), kdata, 0o644); err != nil {
+		return nil, fmt.Errorf("writing vmlinuz: %w", err)
+	}
+	log.Info("image built", "out", in.Out, "kernel", kver, "initramfs_bytes", cpio.Len(), "root_bytes", len(rootData),
+		"modules", len(m.Modules), "files", len(m.Files))
+	return &Result{Manifest: m, KernelVersion: kver, InitramfsSize: int64(cpio.Len()), RootSize: int64(len(rootData))}, nil
+}
+
+// KernelVersion returns the one <kver> under dir/lib/modules.
+func KernelVersion(dir string) (string, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, "lib", "modules"))
+	if err != nil {
+		return "", fmt.Errorf("finding the kernel version in %s: %w", dir, err)
+	}
+	var vers []string
+	for _, e := range ents {
+		if e.IsDir() {
+			vers = append(vers, e.Name())
+		}
+	}
+	if len(vers) != 1 {
+		return "", fmt.Errorf("%s/lib/modules: want exactly one kernel version, found %v", dir, vers)
+	}
+	return vers[0], nil
+}
+
+func rootTree(ctx context.Context, log *slog.Logger, in Inputs, m *manifest.Manifest) (*fstree.Tree, error) {
+	t := fstree.New()
+	if err := t.AddFile(RootBerthPath, in.Berth, 0o755); err != nil {
+		return nil, err
+	}
+	osRelease := fmt.Sprintf("NAME=berth\nID=berth\nPRETTY_NAME=\"berth %s\"\nVERSION_ID=%s\nHOME_URL=\"https://github.com/berth-node/berth\"\n",
+		in.BerthVersion, in.BerthVersion)
+	if err := t.AddData("/etc/os-release", []byte(osRelease), 0o644); err != nil {
+		return nil, err
+	}
+	if err := addLayer(ctx, t, in.Spec.Root, in, m); err != nil {
+		return nil, fmt.Errorf("root: %w", err)
+	}
+	return t, nil
+}
+
+// addLayer adds one spec layer's content to t.
+func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *manifest.Manifest) error {
+	for _, d := range l.Dirs {
+		if err := t.AddDir(d.Path, uint32(d.Mode)); err != nil {
+			return err
+		}
+	}
+	for _, f := range l.Files {
+		var err error
+		if f.Content != "" {
+			err = t.AddData(f.Dst, []byte(f.Content), uint32(f.Mode))
+		} else {
+			src := hostPath(in.RepoRoot, f.Src)
+			if _, statErr := os.Stat(src); statErr != nil && f.Optional {
+				continue
+			}
+			err = t.AddFile(f.Dst, src, uint32(f.Mode))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, s := range l.Symlinks {
+		if err := t.AddSymlink(s.Path, s.Target); err != nil {
+			return err
+		}
+	}
+	var dynamic []string
+	for _, b := range l.Binaries {
+		src := b.Src
+		if src == "" {
+			var err error
+			if src, err = lookPath(b.Name); err != nil {
+				return fmt.Errorf("binary %s: %w", b.Name, err)
+			}
+		}
+		dst := b.Dst
+		if dst == "" {
+			dst = "/usr/sbin/" + b.Name
+		}
+		if err := t.AddFile(dst, src, 0o755); err != nil {
+			return err
+		}
+		if b.Tool {
+			m.Tools[b.Name] = dst
+		}
+		dynamic = append(dynamic, src)
+	}
+	deps, err := elfdeps.Resolve(dynamic, nil)
+	if err != nil {
+		return err
+	}
+	for _, d := range deps {
+		if t.Has(d.Path) {
+			continue
+		}
+		if err := t.AddFile(d.Path, d.Path, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, g := range l.GoBuild {
+		data, err := goBuild(ctx, in.RepoRoot, g.Package)
+		if err != nil {
+			return err
+		}
+		if err := t.AddData(g.Dst, data, 0o755); err != nil {
+			return err
+		}
+	}
+	if bb := l.Busybox; bb != nil {
+		if err := t.AddFile(bb.Dst, hostPath(in.RepoRoot, bb.Src), 0o755); err != nil {
+			return err
+		}
+		for _, a := range bb.Applets {
+			p := path.Join(path.Dir(bb.Dst), a)
+			if t.Has(p) {
+				continue
+			}
+			if err := t.AddSymlink(p, path.Base(bb.Dst)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func hostPath(repo, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(repo, p)
+}
+
+// lookPath finds a program in PATH and the sbin directories, which a
+// non-root PATH often lacks.
+func lookPath(name string) (string, error) {
+	dirs := append(filepath.SplitList(os.Getenv("PATH")), "/usr/sbin", "/sbin", "/usr/bin", "/bin")
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s (install its package: make deps)", name, strings.Join(dirs, ":"))
+}
+
+// goBuild builds a main package of this module as a static, reproducible
+// linux/amd64 binary and returns its bytes.
+func goBuild(ctx context.Context, repo, pkg string) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "mkimage-go-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "bin")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return os.ReadFile(out)
+}
+
+// addModules ships the requested modules and their closure under
+// /lib/modules/<kver>, with modules.dep, modules.alias and modules.builtin.
+func addModules(log *slog.Logger, t *fstree.Tree, kernelDir, kver string, s *spec.Spec, m *manifest.Manifest) error {
+	modDir := filepath.Join(kernelDir, "lib", "modules", kver)
+	tree, err := moddeps.Scan(modDir)
+	if err != nil {
+		return err
+	}
+	var reqs []moddeps.Request
+	for _, name := range s.Modules {
+		opt := strings.HasSuffix(name, "?")
+		reqs = append(reqs, moddeps.Request{Name: strings.TrimSuffix(name, "?"), Optional: opt})
+	}
+	sel, err := tree.Select(reqs)
+	if err != nil {
+		return err
+	}
+	shipped := map[string]bool{}
+	for _, b := range sel.Builtin {
+		shipped[b] = true
+	}
+	for _, mod := range sel.Modules {
+		shipped[mod.Name] = true
+	}
+	for _, p := range s.Preload {
+		if !shipped[moddeps.Normalize(p)] {
+			return fmt.Errorf("preload module %s is not among the shipped modules (add it to modules:)", p)
+		}
+	}
+	if len(sel.Builtin) > 0 {
+		log.Info("modules built into the kernel", "names", strings.Join(sel.Builtin, ","))
+	}
+	if len(sel.Missing) > 0 {
+		log.Warn("optional modules not in this kernel", "names", strings.Join(sel.Missing, ","))
+	}
+	base := "/lib/modules/" + kver
+	for _, mod := range sel.Modules {
+		if err := t.AddFile(base+"/"+mod.Path, filepath.Join(modDir, mod.Path), 0o644); err != nil {
+			return err
+		}
+		m.Modules = append(m.Modules, mod.Name)
+	}
+	dep, err := moddeps.DepFile(sel.Modules)
+	if err != nil {
+		return err
+	}
+	if err := t.AddData(base+"/modules.dep", dep, 0o644); err != nil {
+		return err
+	}
+	if err := t.AddData(base+"/modules.alias", moddeps.AliasFile(sel.Modules), 0o644); err != nil {
+		return err
+	}
+	if err := t.AddData(base+"/modules.softdep", moddeps.SoftdepFile(sel.Modules), 0o644); err != nil {
+		return err
+	}
+	for _, f := range []string{"modules.builtin", "modules.builtin.modinfo", "modules.order"} {
+		src := filepath.Join(modDir, f)
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		if err := t.AddFile(base+"/"+f, src, 0o644); err != nil {
+			return err
+		}
+	}
+	m.Preload = append([]string(nil), s.Preload...)
+	return nil
+}
+
+// mergeFiles lists initramfs and root files together, sorted by path. A path
+// in both would make the list ambiguous, so it is an error.
+func mergeFiles(initrd, root []manifest.File) ([]manifest.File, error) {
+	seen := map[string]bool{}
+	out := make([]manifest.File, 0, len(initrd)+len(root))
+	for _, f := range initrd {
+		seen[f.Path] = true
+		out = append(out, f)
+	}
+	for _, f := range root {
+		if seen[f.Path] {
+			return nil, fmt.Errorf("%s is both in the initramfs and in the root image", f.Path)
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}

@@ -1,0 +1,192 @@
+package assemble
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/u-root/u-root/pkg/cpio"
+
+	"github.com/berth-node/berth/image/internal/kotest"
+	"github.com/berth-node/berth/image/spec"
+	"github.com/berth-node/berth/manifest"
+)
+
+const kver = "6.1.0-test-amd64"
+
+func fakeKernel(t *testing.T) string {
+	dir := t.TempDir()
+	mods := filepath.Join(dir, "lib/modules", kver)
+	kotest.WriteKO(t, filepath.Join(mods, "kernel/drivers/block/loop.ko"), "alias=devname:loop-control", "name=loop")
+	kotest.WriteKO(t, filepath.Join(mods, "kernel/fs/erofs/erofs.ko"), "depends=", "alias=fs-erofs", "name=erofs")
+	kotest.WriteKO(t, filepath.Join(mods, "kernel/drivers/nvme/host/nvme.ko"), "depends=nvme-core", "alias=pci:v*d*sv*sd*bc01sc08i02*", "name=nvme")
+	kotest.WriteKO(t, filepath.Join(mods, "kernel/drivers/nvme/host/nvme-core.ko"), "name=nvme_core")
+	kotest.WriteKO(t, filepath.Join(mods, "kernel/fs/unshipped.ko"), "name=unshipped")
+	for name, data := range map[string]string{
+		"boot/vmlinuz-" + kver:                     "bzImage",
+		"lib/modules/" + kver + "/modules.builtin": "kernel/net/ipv6/ipv6.ko\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const testSpec = `
+modules: [nvme, loop, erofs, "ipv6?", "squashfs?"]
+preload: [loop, erofs]
+root:
+  dirs: [{path: /proc, mode: "0555"}, {path: /tmp, mode: "1777"}]
+  symlinks: [{path: /sbin/init, target: berth}]
+  files: [{dst: /etc/hosts, content: "127.0.0.1 localhost\n", mode: "0644"}]
+  binaries: [{name: mkfs.ext4, tool: true}]
+`
+
+func build(t *testing.T, kernel, berth, out string) *Result {
+	s, err := spec.Parse([]byte(testSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Build(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), Inputs{
+		Spec: rs, Berth: berth, BerthVersion: "v0.0.0-test", KernelDir: kernel, RepoRoot: ".", Out: out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// Two builds of the same inputs are byte-identical, and the initramfs holds
+// what berth expects where it expects it.
+func TestBuild(t *testing.T) {
+	kernel := fakeKernel(t)
+	berth := filepath.Join(t.TempDir(), "berth")
+	if err := os.WriteFile(berth, []byte("\x7fELF fake berth"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	res := build(t, kernel, berth, a)
+	build(t, kernel, berth, b)
+	for _, f := range []string{"initramfs.img", "root.erofs", "manifest.json", "vmlinuz"} {
+		x, err := os.ReadFile(filepath.Join(a, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := os.ReadFile(filepath.Join(b, f))
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between two builds of the same inputs", f)
+		}
+	}
+
+	m := res.Manifest
+	if m.KernelVersion != kver || m.BerthVersion != "v0.0.0-test" {
+		t.Errorf("versions %q %q", m.KernelVersion, m.BerthVersion)
+	}
+	if !slices.Equal(m.Modules, []string{"erofs", "loop", "nvme", "nvme_core"}) {
+		t.Errorf("modules %v", m.Modules)
+	}
+	if !slices.Equal(m.Preload, []string{"loop", "erofs"}) {
+		t.Errorf("preload %v", m.Preload)
+	}
+	if m.Tools["mkfs.ext4"] != "/usr/sbin/mkfs.ext4" {
+		t.Errorf("tools %v", m.Tools)
+	}
+	rootData, _ := os.ReadFile(filepath.Join(a, "root.erofs"))
+	sum := sha256.Sum256(rootData)
+	if m.Root == nil || m.Root.Format != "erofs" || m.Root.Path != RootImagePath || m.Root.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("root %+v", m.Root)
+	}
+	byPath := map[string]manifest.File{}
+	for i, f := range m.Files {
+		byPath[f.Path] = f
+		if i > 0 && m.Files[i-1].Path >= f.Path {
+			t.Errorf("manifest files not sorted at %s", f.Path)
+		}
+	}
+	for _, p := range []string{"/init", "/root.erofs", "/sbin/berth", "/usr/sbin/mkfs.ext4", "/etc/os-release", "/etc/hosts",
+		"/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2",
+		"/lib/modules/" + kver + "/kernel/drivers/nvme/host/nvme-core.ko", "/lib/modules/" + kver + "/modules.dep"} {
+		if _, ok := byPath[p]; !ok {
+			t.Errorf("manifest lacks %s", p)
+		}
+	}
+	if l := byPath["/sbin/init"].Link; l != "berth" {
+		t.Errorf("/sbin/init link %q", l)
+	}
+
+	// Read the cpio back.
+	f, err := os.Open(filepath.Join(a, "initramfs.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := cpio.ReadAllRecords(cpio.Newc.Reader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, r := range recs {
+		if r.Mode&cpio.S_IFMT == cpio.S_IFREG {
+			data, err := io.ReadAll(io.NewSectionReader(r.ReaderAt, 0, int64(r.FileSize)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files["/"+r.Name] = data
+		}
+	}
+	if string(files["/init"]) != "\x7fELF fake berth" {
+		t.Error("/init is not berth")
+	}
+	if !bytes.Equal(files["/root.erofs"], rootData) {
+		t.Error("/root.erofs in the initramfs differs from root.erofs")
+	}
+	mj, _ := os.ReadFile(filepath.Join(a, "manifest.json"))
+	if !bytes.Equal(files[manifest.DefaultPath], mj) {
+		t.Error("manifest in the initramfs differs from manifest.json")
+	}
+	dep := string(files["/lib/modules/"+kver+"/modules.dep"])
+	if !strings.Contains(dep, "kernel/drivers/nvme/host/nvme.ko: kernel/drivers/nvme/host/nvme-core.ko\n") {
+		t.Errorf("modules.dep:\n%s", dep)
+	}
+	alias := string(files["/lib/modules/"+kver+"/modules.alias"])
+	if !strings.Contains(alias, "alias pci:v*d*sv*sd*bc01sc08i02* nvme\n") {
+		t.Errorf("modules.alias:\n%s", alias)
+	}
+	if _, ok := files["/lib/modules/"+kver+"/modules.builtin"]; !ok {
+		t.Error("modules.builtin not copied")
+	}
+	if _, ok := files["/lib/modules/"+kver+"/kernel/fs/unshipped.ko"]; ok {
+		t.Error("an unrequested module was shipped")
+	}
+}
+
+func TestPreloadMustBeShipped(t *testing.T) {
+	kernel := fakeKernel(t)
+	s, err := spec.Parse([]byte("modules: [loop]\npreload: [loop, erofs]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), Inputs{
+		Spec: s, Berth: "/bin/true", KernelDir: kernel, RepoRoot: ".", Out: t.TempDir(),
+	})
+	if err == nil || !strings.Contains(err.Error(), "preload module erofs") {
+		t.Fatalf("want an error naming preload module erofs, got %v", err)
+	}
+}

@@ -1,0 +1,67 @@
+// Command mkimage builds a berth node image (vmlinuz, initramfs.img with the
+// root image inside, manifest.json) from image/spec.yaml.
+//
+//	go run ./image/cmd/mkimage -spec image/spec.yaml -variant test \
+//	    -berth build/berth -version v0.1 -kernel build/kernel/<ver> -out build/image-test
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/berth-node/berth/image/assemble"
+	"github.com/berth-node/berth/image/spec"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(log, os.Args[1:]); err != nil {
+		log.Error("mkimage failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("mkimage", flag.ContinueOnError)
+	specPath := fs.String("spec", "image/spec.yaml", "image spec file")
+	variant := fs.String("variant", "default", "spec variant (default, test)")
+	berth := fs.String("berth", "build/berth", "static berth binary")
+	version := fs.String("version", "dev", "berth version for the manifest")
+	kernel := fs.String("kernel", "", "unpacked kernel package directory (boot/, lib/modules/)")
+	out := fs.String("out", "build/image", "output directory")
+	repo := fs.String("repo", ".", "repository root (relative spec paths, goBuild packages)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *kernel == "" {
+		return fmt.Errorf("-kernel is required (make kernel unpacks one under build/kernel/)")
+	}
+	var mtime int64
+	if e := os.Getenv("SOURCE_DATE_EPOCH"); e != "" {
+		v, err := strconv.ParseInt(e, 10, 64)
+		if err != nil {
+			return fmt.Errorf("SOURCE_DATE_EPOCH=%q: %w", e, err)
+		}
+		mtime = v
+	}
+	s, err := spec.Load(*specPath)
+	if err != nil {
+		return err
+	}
+	rs, err := s.Resolve(*variant)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, err = assemble.Build(ctx, log, assemble.Inputs{
+		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
+		RepoRoot: *repo, MTime: mtime, Out: *out,
+	})
+	return err
+}

@@ -1,0 +1,230 @@
+// Package spec reads the image builder's spec file: which kernel modules,
+// programs, files and directories go into the initramfs and the root image,
+// and per-variant additions (the test image adds busybox and helpers).
+// The file is YAML or JSON (sigs.k8s.io/yaml); unknown fields are errors so
+// a typo cannot silently drop something from the image.
+package spec
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Spec is the whole file.
+type Spec struct {
+	// Modules are kernel modules to ship, by name; their dependency closure
+	// is added automatically. A trailing "?" marks a module that may be
+	// built in or absent from this kernel.
+	Modules []string `json:"modules"`
+	// Preload are loaded at boot whatever the hardware, in order.
+	Preload []string `json:"preload"`
+	// Root is the root image (erofs) content.
+	Root Layer `json:"root"`
+	// Initramfs is extra initramfs content (berth, modules, the manifest and
+	// the root image are added by the builder).
+	Initramfs Layer `json:"initramfs"`
+	// Variants add to the base, by variant name.
+	Variants map[string]Variant `json:"variants,omitempty"`
+}
+
+// Variant is what a named variant adds to the base spec.
+type Variant struct {
+	Modules   []string `json:"modules,omitempty"`
+	Preload   []string `json:"preload,omitempty"`
+	Root      Layer    `json:"root"`
+	Initramfs Layer    `json:"initramfs"`
+}
+
+// Layer is content for one file tree.
+type Layer struct {
+	Dirs     []Dir     `json:"dirs,omitempty"`
+	Files    []File    `json:"files,omitempty"`
+	Symlinks []Symlink `json:"symlinks,omitempty"`
+	Binaries []Binary  `json:"binaries,omitempty"`
+	GoBuild  []GoBuild `json:"goBuild,omitempty"`
+	Busybox  *Busybox  `json:"busybox,omitempty"`
+}
+
+// Dir is an empty directory (a mount point, usually).
+type Dir struct {
+	Path string `json:"path"`
+	Mode Mode   `json:"mode"`
+}
+
+// File is a file copied from the build host (Src, relative to the repository
+// root or absolute) or given inline (Content).
+type File struct {
+	Dst     string `json:"dst"`
+	Src     string `json:"src,omitempty"`
+	Content string `json:"content,omitempty"`
+	Mode    Mode   `json:"mode"`
+	// Optional files are skipped when Src does not exist on the build host.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// Symlink is a symbolic link.
+type Symlink struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
+}
+
+// Binary is a host program copied with the shared libraries it needs.
+type Binary struct {
+	// Name is looked up in PATH plus the sbin directories when Src is empty.
+	Name string `json:"name"`
+	Src  string `json:"src,omitempty"`
+	// Dst defaults to /usr/sbin/NAME.
+	Dst string `json:"dst,omitempty"`
+	// Tool records the program in the manifest's tools (name → Dst).
+	Tool bool `json:"tool,omitempty"`
+}
+
+// GoBuild is a Go main package of this module built static and copied in.
+type GoBuild struct {
+	Package string `json:"package"`
+	Dst     string `json:"dst"`
+}
+
+// Busybox is a static busybox with applet symlinks beside it.
+type Busybox struct {
+	Src     string   `json:"src"`
+	Dst     string   `json:"dst"`
+	Applets []string `json:"applets"`
+}
+
+// Mode is an octal permission string such as "0755" in the file.
+type Mode uint32
+
+// UnmarshalJSON reads "0755" (a string, so YAML cannot misread it as decimal).
+func (m *Mode) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || v > 0o7777 {
+		return fmt.Errorf("mode %s: want an octal string like \"0755\"", b)
+	}
+	*m = Mode(v)
+	return nil
+}
+
+// MarshalJSON writes the octal string form.
+func (m Mode) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf(`"%04o"`, uint32(m))), nil
+}
+
+// Parse decodes a spec strictly.
+func Parse(data []byte) (*Spec, error) {
+	var s Spec
+	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		return nil, fmt.Errorf("decoding image spec: %w", err)
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Load reads and parses the spec at path.
+func Load(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading image spec: %w", err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Spec) validate() error {
+	check := func(where string, l Layer) error {
+		for i, f := range l.Files {
+			if !strings.HasPrefix(f.Dst, "/") {
+				return fmt.Errorf("%s.files[%d].dst %q: must be absolute", where, i, f.Dst)
+			}
+			if (f.Src == "") == (f.Content == "") {
+				return fmt.Errorf("%s.files[%d] (%s): set exactly one of src and content", where, i, f.Dst)
+			}
+		}
+		for i, d := range l.Dirs {
+			if !strings.HasPrefix(d.Path, "/") {
+				return fmt.Errorf("%s.dirs[%d].path %q: must be absolute", where, i, d.Path)
+			}
+		}
+		for i, b := range l.Binaries {
+			if b.Name == "" {
+				return fmt.Errorf("%s.binaries[%d]: name is required", where, i)
+			}
+		}
+		for i, g := range l.GoBuild {
+			if !strings.HasPrefix(g.Package, "./") || !strings.HasPrefix(g.Dst, "/") {
+				return fmt.Errorf("%s.goBuild[%d]: package must start with ./ and dst be absolute", where, i)
+			}
+		}
+		return nil
+	}
+	if err := check("root", s.Root); err != nil {
+		return err
+	}
+	if err := check("initramfs", s.Initramfs); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(s.Variants))
+	for n := range s.Variants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v := s.Variants[n]
+		if err := check("variants."+n+".root", v.Root); err != nil {
+			return err
+		}
+		if err := check("variants."+n+".initramfs", v.Initramfs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Resolve returns the base spec with variant added ("" or "default" for the
+// base alone), without Variants.
+func (s *Spec) Resolve(variant string) (*Spec, error) {
+	out := &Spec{
+		Modules:   append([]string(nil), s.Modules...),
+		Preload:   append([]string(nil), s.Preload...),
+		Root:      s.Root,
+		Initramfs: s.Initramfs,
+	}
+	if variant == "" || variant == "default" {
+		return out, nil
+	}
+	v, ok := s.Variants[variant]
+	if !ok {
+		return nil, fmt.Errorf("image spec has no variant %q", variant)
+	}
+	out.Modules = append(out.Modules, v.Modules...)
+	out.Preload = append(out.Preload, v.Preload...)
+	out.Root = merge(s.Root, v.Root)
+	out.Initramfs = merge(s.Initramfs, v.Initramfs)
+	return out, nil
+}
+
+func merge(a, b Layer) Layer {
+	out := Layer{
+		Dirs:     append(append([]Dir(nil), a.Dirs...), b.Dirs...),
+		Files:    append(append([]File(nil), a.Files...), b.Files...),
+		Symlinks: append(append([]Symlink(nil), a.Symlinks...), b.Symlinks...),
+		Binaries: append(append([]Binary(nil), a.Binaries...), b.Binaries...),
+		GoBuild:  append(append([]GoBuild(nil), a.GoBuild...), b.GoBuild...),
+		Busybox:  a.Busybox,
+	}
+	if b.Busybox != nil {
+		out.Busybox = b.Busybox
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package spec
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The repository's own spec must parse, and its test variant must add the
+// shell and helpers without touching the default image.
+func TestRepoSpec(t *testing.T) {
+	s, err := Load("../spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := s.Resolve("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Root.Busybox != nil || len(def.Root.GoBuild) != 0 {
+		t.Error("the default image must have no shell and no test helpers")
+	}
+	for _, m := range []string{"virtio_net", "nvme", "loop", "erofs", "evdev", "button"} {
+		if !slices.Contains(def.Modules, m) {
+			t.Errorf("spec does not ship %s", m)
+		}
+	}
+	for _, m := range []string{"virtio_net", "virtio_pci", "nvme"} {
+		if slices.Contains(def.Preload, m) {
+			t.Errorf("device driver %s is preloaded; devices are found by modalias", m)
+		}
+	}
+	test, err := s.Resolve("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if test.Root.Busybox == nil || !slices.Contains(test.Root.Busybox.Applets, "sh") {
+		t.Error("test variant lacks busybox sh")
+	}
+	if len(test.Root.Files) != len(def.Root.Files) || len(test.Root.Dirs) != len(def.Root.Dirs) {
+		t.Error("test variant lost base content")
+	}
+	if _, err := s.Resolve("nope"); err == nil {
+		t.Error("unknown variant accepted")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"modules: [a]\nroot: {filez: []}\n", "filez"},
+		{"root: {dirs: [{path: /x, mode: \"0999\"}]}\n", "octal"},
+		{"root: {dirs: [{path: x, mode: \"0755\"}]}\n", "root.dirs[0].path"},
+		{"root: {files: [{dst: /x, mode: \"0644\"}]}\n", "exactly one of src and content"},
+		{"variants: {test: {root: {files: [{dst: y, content: a, mode: \"0644\"}]}}}\n", "variants.test.root.files[0].dst"},
+	} {
+		_, err := Parse([]byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tc.doc, err, tc.want)
+		}
+	}
+}
+
+func TestMode(t *testing.T) {
+	s, err := Parse([]byte("root: {dirs: [{path: /tmp, mode: \"1777\"}, {path: /r, mode: \"0700\"}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Root.Dirs[0].Mode != 0o1777 || s.Root.Dirs[1].Mode != 0o700 {
+		t.Errorf("modes %o %o", s.Root.Dirs[0].Mode, s.Root.Dirs[1].Mode)
+	}
+}

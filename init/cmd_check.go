@@ -1,0 +1,43 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/berth-node/berth/nodeconfig"
+)
+
+// cmdCheck validates NodeConfig files (YAML, JSON, MIME user data, gzip or
+// base64 of those) as one node would merge them, and prints every problem.
+func cmdCheck(e env, args []string) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	strict := fs.Bool("strict", false, "treat unknown fields and feature gates as errors")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: berth check [--strict] FILE...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	problems, ok := nodeconfig.Check(*strict, fs.Args()...)
+	errs, warns := 0, 0
+	for _, p := range problems {
+		fmt.Fprintln(e.stdout, p.String())
+		if p.Severity == nodeconfig.SeverityError {
+			errs++
+		} else {
+			warns++
+		}
+	}
+	if !ok {
+		fmt.Fprintf(e.stdout, "berth check: %d error(s), %d warning(s)\n", errs, warns)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "berth check: ok (%d warning(s))\n", warns)
+	return 0
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/berth-node/berth/imds"
+	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/nodeconfig"
+	"github.com/berth-node/berth/plan"
+)
+
+// repeated is a flag that may be given more than once.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+// cmdRender shows an operator exactly what a node would get, offline: the
+// same load, merge, validation and plan as boot, written under --out.
+func cmdRender(e env, args []string) int {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var configs repeated
+	fs.Var(&configs, "config", "NodeConfig file (YAML, JSON, MIME user data; may repeat; later files win)")
+	imdsURL := fs.String("imds", "", "read instance metadata and user data from this IMDS, as a node would (e.g. http://127.0.0.1:8080)")
+	metadata := fs.String("metadata", "", "instance metadata as JSON (imds.Metadata) instead of --imds")
+	manifestPath := fs.String("manifest", "", "image manifest (default: built-in defaults for the current image)")
+	out := fs.String("out", "", "directory to write the node's files under (required)")
+	cpus := fs.Int("cpus", runtime.NumCPU(), "CPU count of the node, for kubeReserved")
+	nodeIP := fs.String("node-ip", "", "override the node IP from instance metadata")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: berth render [--config FILE]... [--imds URL | --metadata FILE] [--manifest FILE] --out DIR")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *out == "" || fs.NArg() != 0 || (*imdsURL != "" && *metadata != "") || (*imdsURL == "" && *metadata == "") {
+		fs.Usage()
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(e.stderr, "berth render: %v\n", err)
+		return 1
+	}
+
+	var srcs []nodeconfig.Source
+	var md *imds.Metadata
+	if *imdsURL != "" {
+		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		c := imds.New(imds.Options{Endpoints: []string{*imdsURL}, Logger: e.log})
+		defer c.Close()
+		var err error
+		if md, err = c.Metadata(ctx); err != nil {
+			return fail(err)
+		}
+		ud, err := c.UserData(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if ud != nil {
+			srcs = append(srcs, nodeconfig.Source{Name: nodeconfig.UserDataSource, Data: ud})
+		}
+	} else {
+		var err error
+		if md, err = plan.ReadMetadataFile(*metadata); err != nil {
+			return fail(err)
+		}
+	}
+	files, err := nodeconfig.FileSources(configs...)
+	if err != nil {
+		return fail(err)
+	}
+	srcs = append(srcs, files...)
+	if len(srcs) == 0 {
+		return fail(fmt.Errorf("no NodeConfig: give --config FILE or an IMDS with user data"))
+	}
+	res, err := nodeconfig.Load(e.ctx, e.log, srcs)
+	if res != nil {
+		for _, p := range res.Problems {
+			fmt.Fprintln(e.stderr, p.String())
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	man := &manifest.Manifest{}
+	if *manifestPath != "" {
+		if man, err = manifest.Load(*manifestPath); err != nil {
+			return fail(err)
+		}
+	}
+	in := plan.Inputs{
+		Config:   res.Config,
+		Instance: md,
+		Manifest: man,
+		Host:     plan.Host{CPUs: *cpus, NodeIP: *nodeIP},
+	}
+	if _, err := plan.Render(in, *out, e.stdout); err != nil {
+		return fail(err)
+	}
+	return 0
+}

@@ -1,0 +1,21 @@
+// Command berth is the node's PID 1 and, run any other way, its CLI.
+//
+// As PID 1 it mounts the early filesystems, loads kernel modules, switches
+// to the real root, prints the boot report and then waits for the power
+// button or a signal to shut the machine down in order (see boot.go). It
+// never exits: the kernel panics when PID 1 does.
+//
+// As a CLI it runs a subcommand (see cli.go): `berth version`, and later
+// `berth render`, `berth check`...
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	if os.Getpid() == 1 {
+		pid1() // never returns
+	}
+	os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,141 @@
+// Package resolvconf renders and writes /etc/resolv.conf. berth has no
+// systemd-resolved (nodeadm writes a resolved drop-in instead), so the file
+// the libc resolver and kubelet's --resolv-conf read is written directly.
+package resolvconf
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/berth-node/berth/fsutil"
+)
+
+// MaxNameservers is glibc's MAXNS: later nameserver lines are ignored by
+// the resolver, so berth drops them and says so in a comment.
+const MaxNameservers = 3
+
+// File is the content of resolv.conf.
+type File struct {
+	Nameservers []netip.Addr
+	Search      []string
+}
+
+// Merge picks what resolv.conf says: the NodeConfig overrides
+// (spec.instance.network.nameservers and .domains) replace the DHCP values
+// field by field when they are set; the search list is the DHCP domain
+// (option 15) followed by the search list (option 119), without duplicates.
+func Merge(dhcpServers []netip.Addr, dhcpDomain string, dhcpSearch []string, nameservers, domains []string) (File, error) {
+	var f File
+	if len(nameservers) > 0 {
+		for i, s := range nameservers {
+			a, err := netip.ParseAddr(strings.TrimSpace(s))
+			if err == nil && strings.ContainsFunc(a.Zone(), badZoneRune) {
+				err = fmt.Errorf("bad zone")
+			}
+			if err != nil {
+				return File{}, fmt.Errorf("spec.instance.network.nameservers[%d]=%q: not an IP address", i, s)
+			}
+			f.Nameservers = append(f.Nameservers, a)
+		}
+	} else {
+		f.Nameservers = append(f.Nameservers, dhcpServers...)
+	}
+	var search []string
+	if len(domains) > 0 {
+		for i, d := range domains {
+			d = strings.TrimSuffix(strings.TrimSpace(d), ".")
+			if d == "" || strings.ContainsAny(d, " \t\n#;") {
+				return File{}, fmt.Errorf("spec.instance.network.domains[%d]=%q: not a domain name", i, domains[i])
+			}
+			search = append(search, d)
+		}
+	} else {
+		if dhcpDomain != "" {
+			search = append(search, dhcpDomain)
+		}
+		search = append(search, dhcpSearch...)
+	}
+	f.Nameservers = dedupAddrs(f.Nameservers)
+	f.Search = dedupStrings(search)
+	return f, nil
+}
+
+// Render gives the bytes of resolv.conf. It is deterministic: the same
+// File gives the same bytes.
+func Render(f File) []byte {
+	var b bytes.Buffer
+	b.WriteString("# Written by berth at boot from DHCP and NodeConfig spec.instance.network; edits are lost on reboot.\n")
+	n := 0
+	for _, a := range f.Nameservers {
+		if strings.ContainsFunc(a.Zone(), badZoneRune) {
+			continue
+		}
+		n++
+		if n > MaxNameservers {
+			fmt.Fprintf(&b, "# dropped (the resolver reads only %d): nameserver %s\n", MaxNameservers, a)
+			continue
+		}
+		fmt.Fprintf(&b, "nameserver %s\n", a)
+	}
+	var search []string
+	for _, s := range f.Search {
+		s = strings.TrimSuffix(s, ".")
+		if s != "" && !strings.ContainsAny(s, " \t\n") {
+			search = append(search, s)
+		}
+	}
+	if len(search) > 0 {
+		fmt.Fprintf(&b, "search %s\n", strings.Join(search, " "))
+	}
+	return b.Bytes()
+}
+
+// Write renders f to path atomically (mode 0644).
+func Write(path string, f File) error {
+	if err := fsutil.WriteFileAtomic(path, Render(f), 0o644); err != nil {
+		return fmt.Errorf("writing resolv.conf: %w", err)
+	}
+	return nil
+}
+
+// WriteIfChanged writes f to path unless the file already says exactly
+// that, so renewals do not churn the file.
+func WriteIfChanged(path string, f File) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, Render(f)) {
+		return nil
+	}
+	return Write(path, f)
+}
+
+// badZoneRune keeps an IPv6 zone (which netip takes verbatim) from
+// smuggling a line break or a comment into the file.
+func badZoneRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_')
+}
+
+func dedupAddrs(in []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	seen := map[netip.Addr]bool{}
+	for _, a := range in {
+		if a.IsValid() && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func dedupStrings(in []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range in {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

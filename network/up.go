@@ -1,0 +1,304 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/berth-node/berth/network/resolvconf"
+	"github.com/vishvananda/netlink"
+)
+
+// Millis is a duration reported in milliseconds.
+type Millis float64
+
+func ms(d time.Duration) Millis { return Millis(float64(d.Microseconds()) / 1000) }
+
+// Steps is how long each part of Up took.
+type Steps struct {
+	LinkWait Millis `json:"linkWaitMs"`
+	// Entropy is the wait for the kernel's random pool before DHCP, the
+	// part of it the link wait did not already cover.
+	Entropy Millis `json:"entropyMs"`
+	DHCP    Millis `json:"dhcpMs"`
+	Apply   Millis `json:"applyMs"`
+	IPv6    Millis `json:"ipv6Ms"`
+	Total   Millis `json:"totalMs"`
+	// DHCPShare is DHCP / Total: the part of the network phase spent
+	// waiting on the DHCP server.
+	DHCPShare float64 `json:"dhcpShare"`
+}
+
+// Result is the network part of the boot report.
+type Result struct {
+	Mode       Mode     `json:"mode"`
+	Interface  string   `json:"interface,omitempty"`
+	MAC        string   `json:"mac,omitempty"`
+	Addresses  []string `json:"addresses,omitempty"`
+	Gateway    string   `json:"gateway,omitempty"`
+	Routes     []Route  `json:"routes,omitempty"`
+	MTU        int      `json:"mtu,omitempty"`
+	DNS        []string `json:"dns,omitempty"`
+	Search     []string `json:"search,omitempty"`
+	Hostname   string   `json:"hostname,omitempty"`
+	DHCPServer string   `json:"dhcpServer,omitempty"`
+	// DHCPv6Server is the DUID of the server that gave the IPv6 address.
+	DHCPv6Server string   `json:"dhcpv6Server,omitempty"`
+	LeaseTime    Millis   `json:"leaseTimeMs,omitempty"`
+	T1           Millis   `json:"t1Ms,omitempty"`
+	T2           Millis   `json:"t2Ms,omitempty"`
+	ResolvConf   string   `json:"resolvConf,omitempty"`
+	Warnings     []string `json:"warnings,omitempty"`
+	Steps        Steps    `json:"steps"`
+}
+
+// Up configures the network and returns what it did. With DHCP the
+// returned Handle keeps renewing the lease until ctx ends; it is nil for
+// static and off. Up itself returns within cfg.Timeout (DefaultTimeout).
+// On error the Result still says how far it got, for the boot report; a
+// non-nil Handle with an error means the address is up and renewing but
+// the hostname or resolv.conf failed.
+func Up(ctx context.Context, log *slog.Logger, cfg Config) (res *Result, h *Handle, err error) {
+	defer func() {
+		// PID 1 must not die of a bug here: turn a panic into an error.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("network setup panicked: %v", r)
+			if res == nil {
+				res = &Result{Mode: cfg.Mode}
+			}
+		}
+	}()
+	return up(ctx, log, cfg)
+}
+
+func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, error) {
+	start := time.Now()
+	res := &Result{Mode: cfg.Mode}
+	if res.Mode == "" {
+		res.Mode = ModeDHCP
+	}
+	defer func() {
+		res.Steps.Total = ms(time.Since(start))
+		if res.Steps.Total > 0 {
+			res.Steps.DHCPShare = float64(res.Steps.DHCP) / float64(res.Steps.Total)
+		}
+	}()
+	timeout := orDefault(cfg.Timeout, DefaultTimeout)
+	uctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	e, err := newEnv(cfg.NetNS)
+	if err != nil {
+		return res, nil, err
+	}
+	keepEnv := false
+	defer func() {
+		if !keepEnv {
+			e.close()
+		}
+	}()
+	if err := e.loUp(); err != nil {
+		return res, nil, err
+	}
+	if res.Mode == ModeOff {
+		log.Info("network off: only lo is up")
+		return res, nil, nil
+	}
+
+	var crng <-chan error
+	if res.Mode == ModeDHCP {
+		crng = startCRNG()
+	}
+	t := time.Now()
+	lctx, lcancel := context.WithTimeout(uctx, orDefault(cfg.LinkTimeout, DefaultLinkTimeout))
+	link, err := e.waitLink(lctx, log, cfg.Interface)
+	lcancel()
+	res.Steps.LinkWait = ms(time.Since(t))
+	if err != nil {
+		return res, nil, err
+	}
+	attrs := link.Attrs()
+	res.Interface, res.MAC = attrs.Name, attrs.HardwareAddr.String()
+	e.enableRA(log, attrs.Name)
+
+	var (
+		h        *Handle
+		lease    Lease
+		hostname = cfg.Hostname
+		dns      = cfg.DNS
+		domain   string
+		search   []string
+	)
+	switch res.Mode {
+	case ModeStatic:
+		t = time.Now()
+		var routes []Route
+		if cfg.Gateway.IsValid() {
+			routes = []Route{{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gateway: cfg.Gateway}}
+			res.Gateway = cfg.Gateway.String()
+		}
+		a := Addressing{Address: cfg.Address, Routes: routes, MTU: cfg.MTU}
+		if err := e.apply(log, link, a, netip.Prefix{}); err != nil {
+			return res, nil, err
+		}
+		res.Steps.Apply = ms(time.Since(t))
+		res.Addresses = []string{cfg.Address.String()}
+		res.Routes = routes
+	case ModeDHCP:
+		t = time.Now()
+		if err := awaitCRNG(uctx, crng); err != nil {
+			return res, nil, fmt.Errorf("DHCPv4 on %s: %w", attrs.Name, err)
+		}
+		res.Steps.Entropy = ms(time.Since(t))
+		t = time.Now()
+		raw, err := e.dora(uctx, log, attrs.Name, attrs.HardwareAddr)
+		res.Steps.DHCP = ms(time.Since(t))
+		if err != nil {
+			return res, nil, err
+		}
+		lease, err = LeaseFromACK(raw.ACK, raw.CreationTime)
+		if err != nil {
+			return res, nil, fmt.Errorf("DHCPv4 on %s: %w", attrs.Name, err)
+		}
+		res.Warnings = append(res.Warnings, lease.Warnings...)
+		for _, w := range lease.Warnings {
+			log.Warn("DHCP option ignored", "interface", attrs.Name, "why", w)
+		}
+		h = &Handle{e: e, link: link, mac: attrs.HardwareAddr, mtu: cfg.MTU,
+			minRetry: orDefault(cfg.MinRetry, time.Second), done: make(chan struct{})}
+		t = time.Now()
+		if err := e.apply(log, link, h.addressing(lease, time.Now()), netip.Prefix{}); err != nil {
+			return res, nil, err
+		}
+		res.Steps.Apply = ms(time.Since(t))
+		h.set(lease, true, false)
+		if cfg.ResolvConfPath != "" {
+			h.onLease = func(l Lease) { rewriteResolvConf(log, cfg, l) }
+		}
+		keepEnv = true
+		go h.run(ctx, log, raw, lease)
+		res.Addresses = []string{lease.Address.String()}
+		res.Routes = lease.Routes
+		if lease.Router.IsValid() {
+			res.Gateway = lease.Router.String()
+		}
+		res.DHCPServer = lease.Server.String()
+		res.LeaseTime, res.T1, res.T2 = ms(lease.Time), ms(lease.T1), ms(lease.T2)
+		if hostname == "" {
+			hostname = lease.Hostname
+		}
+		dns = append(append([]netip.Addr(nil), lease.DNS...), cfg.DNS...)
+		domain, search = lease.Domain, lease.Search
+	default:
+		return res, nil, fmt.Errorf("network mode %q: want dhcp, static or off", res.Mode)
+	}
+	if l, err := e.nl.LinkByIndex(attrs.Index); err == nil {
+		res.MTU = l.Attrs().MTU
+	}
+
+	if cfg.IPv6 {
+		t = time.Now()
+		ictx, icancel := context.WithTimeout(uctx, orDefault(cfg.IPv6Timeout, DefaultIPv6Timeout))
+		if cfg.DHCPv6 {
+			if err := waitCRNG(ictx); err != nil {
+				log.Warn("DHCPv6 skipped", "interface", attrs.Name, "err", err)
+			}
+			l6, err := e.up6(ictx, ctx, log, cfg, link)
+			if err == nil {
+				res.Addresses = append(res.Addresses, netip.PrefixFrom(l6.Address, 128).String())
+				res.DHCPv6Server = l6.Server
+				dns = append(dns, l6.DNS...)
+				search = append(search, l6.Search...)
+			} else {
+				log.Warn("no DHCPv6 lease in time; going on with IPv4", "interface", attrs.Name,
+					"waited", time.Since(t).Round(time.Millisecond), "err", err)
+			}
+		} else if addrs, ok := e.waitSLAAC(ictx, link); ok {
+			for _, a := range addrs {
+				res.Addresses = append(res.Addresses, a.IPNet.String())
+			}
+		} else {
+			log.Warn("no IPv6 address from router advertisements in time; going on with IPv4",
+				"interface", attrs.Name, "waited", time.Since(t).Round(time.Millisecond))
+		}
+		icancel()
+		res.Steps.IPv6 = ms(time.Since(t))
+	}
+
+	var errs []error
+	if hostname != "" && cfg.SetHostname != nil {
+		if err := cfg.SetHostname(hostname); err != nil {
+			errs = append(errs, err)
+		} else {
+			res.Hostname = hostname
+		}
+	}
+	rc, err := resolvconf.Merge(dns, domain, search, cfg.Nameservers, cfg.Domains)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, a := range rc.Nameservers {
+			res.DNS = append(res.DNS, a.String())
+		}
+		res.Search = rc.Search
+		if cfg.ResolvConfPath != "" {
+			if err := resolvconf.Write(cfg.ResolvConfPath, rc); err != nil {
+				errs = append(errs, err)
+			} else {
+				res.ResolvConf = cfg.ResolvConfPath
+			}
+		}
+	}
+	log.Info("network up", "mode", res.Mode, "interface", res.Interface, "addresses", res.Addresses,
+		"gateway", res.Gateway, "mtu", res.MTU, "dns", res.DNS, "dhcp_server", res.DHCPServer,
+		"took", time.Since(start).Round(time.Millisecond))
+	// The address is up even if the hostname or resolv.conf failed: the
+	// handle is returned with the error so renewals go on.
+	return res, h, errors.Join(errs...)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// rewriteResolvConf follows a renewed or regained lease whose DNS changed.
+func rewriteResolvConf(log *slog.Logger, cfg Config, l Lease) {
+	dns := append(append([]netip.Addr(nil), l.DNS...), cfg.DNS...)
+	rc, err := resolvconf.Merge(dns, l.Domain, l.Search, cfg.Nameservers, cfg.Domains)
+	if err == nil {
+		err = resolvconf.WriteIfChanged(cfg.ResolvConfPath, rc)
+	}
+	if err != nil {
+		log.Error("updating resolv.conf after a DHCP renewal", "file", cfg.ResolvConfPath, "err", err)
+	}
+}
+
+// up6 takes a DHCPv6 address within ctx and starts keeping it under the
+// long-lived ctx given to Up (cfg's caller), in its own netlink handle.
+func (e *env) up6(ctx, keepCtx context.Context, log *slog.Logger, cfg Config, link netlink.Link) (Lease6, error) {
+	attrs := link.Attrs()
+	sent := time.Now()
+	m, err := e.dhcp6(ctx, log, attrs.Name, attrs.HardwareAddr)
+	if err != nil {
+		return Lease6{}, err
+	}
+	l6, err := Lease6FromReply(m, sent)
+	if err != nil {
+		return Lease6{}, fmt.Errorf("DHCPv6 on %s: %w", attrs.Name, err)
+	}
+	if err := e.apply6(link, l6, time.Now()); err != nil {
+		return Lease6{}, err
+	}
+	e6, err := newEnv(cfg.NetNS)
+	if err != nil {
+		return l6, err
+	}
+	go keep6(keepCtx, log, e6, link, l6)
+	return l6, nil
+}

@@ -1,0 +1,73 @@
+package nodeconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// FuzzParse feeds arbitrary YAML/JSON to Parse and validation: no panic,
+// and a parsed config re-encodes to a document that parses to the same
+// config without new problems.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    flags: [--v=2]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, ps, err := Parse("fuzz", data)
+		if err != nil {
+			if cfg != nil {
+				t.Error("config returned with an error")
+			}
+			return
+		}
+		ValidateDocument("fuzz", cfg)
+		ValidateMerged(cfg)
+		first, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		again, ps2, err := Parse("fuzz", first)
+		if err != nil {
+			t.Fatalf("re-parse of %s: %v", first, err)
+		}
+		for _, p := range ps2 {
+			if p.Severity == SeverityError && !HasErrors(ps) {
+				t.Errorf("re-parse found %v in %s", p, first)
+			}
+		}
+		second, _ := json.Marshal(again)
+		if !bytes.Equal(first, second) {
+			t.Errorf("round trip changed the config:\n%s\n%s", first, second)
+		}
+		if _, err := Merge(cfg, again); err != nil && cfg.Spec.Containerd.Config != "" {
+			var m map[string]any
+			if toml.Unmarshal([]byte(cfg.Spec.Containerd.Config), &m) == nil {
+				t.Errorf("merge of valid TOML failed: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzMergeTOML: MergeTOML never panics; its output is TOML, and merging
+// the same overlay again changes nothing.
+func FuzzMergeTOML(f *testing.F) {
+	f.Add("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"overlayfs\"\n", "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"soci\"\n")
+	f.Fuzz(func(t *testing.T, base, overlay string) {
+		out, err := MergeTOML(base, overlay)
+		if err != nil {
+			return
+		}
+		var m map[string]any
+		if err := toml.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("output is not TOML: %v\n%s", err, out)
+		}
+		again, err := MergeTOML(out, overlay)
+		if err != nil {
+			t.Fatalf("re-merge: %v", err)
+		}
+		if again != out {
+			t.Errorf("merging the overlay twice changed the output:\n%s\n---\n%s", out, again)
+		}
+	})
+}

@@ -1,0 +1,182 @@
+package nodeconfig
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestParseUnknownFields: unknown fields are warnings with their full path
+// and are dropped; free-form documents are not looked into.
+func TestParseUnknownFields(t *testing.T) {
+	doc := `apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+metadata:
+  name: anything
+  labels: {a: b}
+spec:
+  proxy:
+    httpProxy: http://p
+  cluster:
+    name: c
+    Name: C
+  kubelet:
+    flagz: [--v=2]
+    config:
+      notAKubeletField: 1
+      nested: {deeper: true}
+  containerd:
+    baseRuntimeSpec:
+      whatever: {x: 1}
+  instance:
+    localStorage:
+      strategy: Mount
+      raidLevel: 5
+status: {}
+`
+	cfg, ps, err := Parse("f.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strs(ps)
+	want := []string{
+		`warning: f.yaml: spec.cluster.Name: unknown field (did you mean "name"? names are case-sensitive)`,
+		`warning: f.yaml: spec.instance.localStorage.raidLevel: unknown field`,
+		`warning: f.yaml: spec.kubelet.flagz: unknown field`,
+		`warning: f.yaml: spec.proxy: unknown field`,
+		`warning: f.yaml: status: unknown field`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n got %q\nwant %q", got, want)
+	}
+	for _, p := range ps {
+		if !p.Unknown {
+			t.Errorf("%v is not marked Unknown", p)
+		}
+	}
+	// The case-mismatched key must not override the real one.
+	if cfg.Spec.Cluster.Name != "c" || len(cfg.Spec.Kubelet.Flags) != 0 {
+		t.Errorf("unknown fields leaked into the config: %+v", cfg.Spec)
+	}
+	if string(cfg.Spec.Kubelet.Config["notAKubeletField"]) != "1" || cfg.Spec.Containerd.BaseRuntimeSpec["whatever"] == nil || cfg.Spec.Instance.LocalStorage.Strategy != LocalStorageMount {
+		t.Errorf("known or free-form fields lost: %+v", cfg.Spec)
+	}
+}
+
+// TestParseTypeErrors: values of the wrong type are errors at their path,
+// all of them found in one pass, and the rest of the document survives.
+func TestParseTypeErrors(t *testing.T) {
+	doc := `apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  cluster:
+    name: 7
+    cidr: 10.0.0.0/16
+    enableOutpost: "yes please"
+    certificateAuthority: "!!!"
+  kubelet:
+    flags: [--v=2, 3]
+    config: [not, a, map]
+  instance:
+    environment: {A: [1]}
+    network: none
+  featureGates:
+    InstanceIdNodeName: maybe
+`
+	cfg, ps, err := Parse("f.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strs(ps)
+	want := []string{
+		`error: f.yaml: spec.cluster.certificateAuthority: not valid base64: illegal base64 data at input byte 0`,
+		`error: f.yaml: spec.cluster.enableOutpost: want true or false, got string "yes please"`,
+		`error: f.yaml: spec.cluster.name: want a string, got number 7`,
+		`error: f.yaml: spec.featureGates.InstanceIdNodeName: want true or false, got string "maybe"`,
+		`error: f.yaml: spec.instance.environment.A: want a string, got a list`,
+		`error: f.yaml: spec.instance.network: want a mapping, got string "none"`,
+		`error: f.yaml: spec.kubelet.config: want a mapping, got a list`,
+		`error: f.yaml: spec.kubelet.flags[1]: want a string, got number 3`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n got %q\nwant %q", got, want)
+	}
+	if cfg.Spec.Cluster.CIDR != "10.0.0.0/16" || cfg.Spec.Kubelet.Flags != nil {
+		t.Errorf("cidr kept and partial flag list dropped: %+v", cfg.Spec)
+	}
+}
+
+func TestParseTypeMeta(t *testing.T) {
+	cases := map[string][]string{
+		"kind: NodeConfig\n":                           {`error: s: apiVersion: missing; want "node.eks.aws/v1alpha1"`},
+		"apiVersion: node.eks.aws/v1alpha1\n":          {`error: s: kind: missing; want "NodeConfig"`},
+		"apiVersion: v1\nkind: ConfigMap\n":            {`error: s: apiVersion: "v1" is not supported; want "node.eks.aws/v1alpha1"`, `error: s: kind: "ConfigMap" is not supported; want "NodeConfig"`},
+		"apiVersion: 1\nkind: NodeConfig\n":            {`error: s: apiVersion: want a string, got number 1`},
+		"apiVersion: node.eks.aws/v1alpha1\nkind: x\n": {`error: s: kind: "x" is not supported; want "NodeConfig"`},
+	}
+	for doc, want := range cases {
+		_, ps, err := Parse("s", []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strs(ps); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%q:\n got %q\nwant %q", doc, got, want)
+		}
+	}
+}
+
+// TestParseFatal: documents that cannot be read at all return a Problem as
+// the error, naming the source.
+func TestParseFatal(t *testing.T) {
+	cases := map[string]string{
+		"a: [":          "s: invalid YAML or JSON: yaml: line 1: did not find expected node content",
+		"- a\n- b\n":    "s: want a NodeConfig mapping, got a list",
+		"just a string": `s: want a NodeConfig mapping, got string "just a string"`,
+		"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n": "s: holds 2 YAML documents; put one NodeConfig in each file or MIME part",
+		"{\"apiVersion\": ": "s: invalid YAML or JSON: yaml: line 1: did not find expected node content",
+	}
+	for doc, want := range cases {
+		cfg, _, err := Parse("s", []byte(doc))
+		var p Problem
+		if cfg != nil || !errors.As(err, &p) || p.Severity != SeverityError {
+			t.Errorf("%q: got %v, %v; want a Problem error", doc, cfg, err)
+			continue
+		}
+		if err.Error() != want {
+			t.Errorf("%q:\n got %q\nwant %q", doc, err.Error(), want)
+		}
+	}
+	big := make([]byte, MaxDocumentSize+1)
+	if _, _, err := Parse("s", big); err == nil || !strings.Contains(err.Error(), "over the 4194304-byte limit") {
+		t.Errorf("oversized document: %v", err)
+	}
+}
+
+// TestParseJSONAndMarkers: JSON parses like YAML; a leading --- and a
+// trailing empty document are one document.
+func TestParseJSONAndMarkers(t *testing.T) {
+	for _, doc := range []string{
+		`{"apiVersion":"node.eks.aws/v1alpha1","kind":"NodeConfig","spec":{"cluster":{"name":"j"}}}`,
+		"---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: j\n---\n# nothing\n",
+	} {
+		cfg, ps, err := Parse("s", []byte(doc))
+		if err != nil || len(ps) != 0 || cfg.Spec.Cluster.Name != "j" {
+			t.Errorf("%q: %v %v %+v", doc, err, ps, cfg)
+		}
+	}
+}
+
+// TestParseAliasBomb: YAML alias expansion ("billion laughs") is refused
+// rather than expanded into gigabytes.
+func TestParseAliasBomb(t *testing.T) {
+	doc := "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+	prev := "a"
+	for _, n := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		doc += n + ": &" + n + " [" + strings.Repeat("*"+prev+",", 8) + "*" + prev + "]\n"
+		prev = n
+	}
+	_, _, err := Parse("bomb", []byte(doc))
+	if err == nil || !strings.Contains(err.Error(), "bomb: invalid YAML or JSON: yaml: document contains excessive aliasing") {
+		t.Errorf("alias bomb: %v", err)
+	}
+}

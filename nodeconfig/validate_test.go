@@ -1,0 +1,193 @@
+package nodeconfig
+
+import (
+	"encoding/base64"
+	"os"
+	"strings"
+	"testing"
+)
+
+func testCA(t *testing.T) string {
+	t.Helper()
+	pem, err := os.ReadFile("testdata/ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(pem)
+}
+
+// validDoc is a complete, valid NodeConfig; cases append to its spec.
+func validDoc(t *testing.T, extra string) []byte {
+	return []byte(`apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  cluster:
+    name: c
+    apiServerEndpoint: https://example.eks.amazonaws.com
+    certificateAuthority: ` + testCA(t) + `
+    cidr: 10.100.0.0/16
+` + extra)
+}
+
+// TestValidateDocumentRules checks every per-document rule with its exact
+// message, source and path.
+func TestValidateDocumentRules(t *testing.T) {
+	notPEM := base64.StdEncoding.EncodeToString([]byte("not a certificate"))
+	keyPEM := base64.StdEncoding.EncodeToString([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"))
+	badCert := base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	cases := []struct {
+		name, cluster, extra string
+		want                 []string
+	}{
+		{name: "valid", want: nil},
+		{name: "endpoint http", cluster: "apiServerEndpoint: http://x.example.com",
+			want: []string{`error: src: spec.cluster.apiServerEndpoint: want an https URL (https://HOST[:PORT]), got "http://x.example.com"`}},
+		{name: "endpoint no scheme", cluster: "apiServerEndpoint: x.eks.amazonaws.com",
+			want: []string{`error: src: spec.cluster.apiServerEndpoint: want an https URL (https://HOST[:PORT]), got "x.eks.amazonaws.com"`}},
+		{name: "endpoint no host", cluster: "apiServerEndpoint: https:///path",
+			want: []string{`error: src: spec.cluster.apiServerEndpoint: want an https URL (https://HOST[:PORT]), got "https:///path"`}},
+		{name: "cidr", cluster: "cidr: 10.100.0.0",
+			want: []string{`error: src: spec.cluster.cidr: "10.100.0.0" is not a CIDR; want the service CIDR, for example 10.100.0.0/16 or fd00:10:96::/112`}},
+		{name: "cidr host bits", cluster: "cidr: 10.100.0.10/16",
+			want: []string{`warning: src: spec.cluster.cidr: "10.100.0.10/16" has host bits set; it is read as 10.100.0.0/16`}},
+		{name: "ipv6 cidr ok", cluster: "cidr: fd00:10:96::/112"},
+		{name: "ca not pem", cluster: "certificateAuthority: " + notPEM,
+			want: []string{`error: src: spec.cluster.certificateAuthority: holds no PEM certificate; want base64 of the cluster CA's PEM, as in DescribeCluster's certificateAuthority.data`}},
+		{name: "ca wrong block", cluster: "certificateAuthority: " + keyPEM,
+			want: []string{`error: src: spec.cluster.certificateAuthority: PEM block 1 is a "PRIVATE KEY", want CERTIFICATE`}},
+		{name: "ca bad cert", cluster: "certificateAuthority: " + badCert,
+			want: []string{`error: src: spec.cluster.certificateAuthority: PEM block 1 is not a valid certificate: x509: malformed certificate`}},
+		{name: "strategy", extra: "  instance:\n    localStorage:\n      strategy: RAID5\n",
+			want: []string{`error: src: spec.instance.localStorage.strategy: unknown strategy "RAID5"; want one of RAID0, RAID10, Mount`}},
+		{name: "strategies ok", extra: "  instance:\n    localStorage:\n      strategy: RAID10\n      mountPath: /mnt/x\n      disabledMounts: [Containerd, PodLogs]\n"},
+		{name: "mountPath", extra: "  instance:\n    localStorage:\n      mountPath: mnt\n",
+			want: []string{`error: src: spec.instance.localStorage.mountPath: want an absolute path, got "mnt"`}},
+		{name: "disabledMounts", extra: "  instance:\n    localStorage:\n      disabledMounts: [PodLogs, Kubelet]\n",
+			want: []string{`error: src: spec.instance.localStorage.disabledMounts[1]: unknown mount "Kubelet"; want one of Containerd, PodLogs`}},
+		{name: "environment", extra: "  instance:\n    environment:\n      1X: v\n      OK_1: z\n",
+			want: []string{`error: src: spec.instance.environment.1X: "1X" is not a valid environment variable name`}},
+		{name: "nameserver", extra: "  instance:\n    network:\n      nameservers: [10.0.0.2, ns1]\n",
+			want: []string{`error: src: spec.instance.network.nameservers[1]: "ns1" is not an IP address`}},
+		{name: "domain", extra: "  instance:\n    network:\n      domains: [a b]\n",
+			want: []string{`error: src: spec.instance.network.domains[0]: "a b" is not a domain name`}},
+		{name: "containerd toml", extra: "  containerd:\n    config: \"a = \"\n",
+			want: []string{`error: src: spec.containerd.config: invalid TOML: toml: expected value, not end of input`}},
+		{name: "maxPods syntax", extra: "  kubelet:\n    maxPodsExpression: \"max_pods +\"\n",
+			want: []string{"error: src: spec.kubelet.maxPodsExpression: does not compile: compiling \"max_pods +\": ERROR: <input>:1:11: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | max_pods +\n | ..........^"}},
+		{name: "maxPods unknown var", extra: "  kubelet:\n    maxPodsExpression: \"enis * 2\"\n",
+			want: []string{"error: src: spec.kubelet.maxPodsExpression: does not compile: compiling \"enis * 2\": ERROR: <input>:1:1: undeclared reference to 'enis'\n | enis * 2\n | ^"}},
+		{name: "maxPods not int", extra: "  kubelet:\n    maxPodsExpression: \"max_pods > 10\"\n",
+			want: []string{`error: src: spec.kubelet.maxPodsExpression: does not compile: compiling "max_pods > 10": result is bool, want int`}},
+		{name: "maxPods ok", extra: "  kubelet:\n    maxPodsExpression: \"max_pods < 110 ? max_pods : 110\"\n"},
+		{name: "owned flags", extra: "  kubelet:\n    flags:\n    - --v=2\n    - --config=/x\n    - --kubeconfig /y\n    - --container-runtime-endpoint\n    - unix:///z\n    - --config-dir=/d\n    - --configx=1\n",
+			want: []string{
+				`error: src: spec.kubelet.flags[1]: --config is set by berth and cannot be overridden; put KubeletConfiguration fields in spec.kubelet.config`,
+				`error: src: spec.kubelet.flags[2]: --kubeconfig is set by berth and cannot be overridden; berth writes /var/lib/kubelet/kubeconfig from spec.cluster`,
+				`error: src: spec.kubelet.flags[3]: --container-runtime-endpoint is set by berth and cannot be overridden; berth runs containerd and points kubelet at it`,
+				`error: src: spec.kubelet.flags[5]: --config-dir is set by berth and cannot be overridden; put KubeletConfiguration fields in spec.kubelet.config`,
+			}},
+		{name: "cgroupDriver", extra: "  kubelet:\n    config:\n      cgroupDriver: systemd\n",
+			want: []string{`error: src: spec.kubelet.config.cgroupDriver: "systemd" is not supported: berth has no systemd, kubelet uses cgroupfs`}},
+		{name: "cgroupDriver cgroupfs ok", extra: "  kubelet:\n    config:\n      cgroupDriver: cgroupfs\n"},
+		{name: "feature gate", extra: "  featureGates:\n    InstanceIdNodeName: true\n    Future: true\n",
+			want: []string{`warning: src: spec.featureGates.Future: unknown feature gate; known: InstanceIdNodeName, FastImagePull, OSManagedNoManageENIs`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := validDoc(t, tc.extra)
+			if tc.cluster != "" {
+				key, _, _ := strings.Cut(tc.cluster, ":")
+				lines := strings.Split(string(doc), "\n")
+				for i, l := range lines {
+					if strings.HasPrefix(strings.TrimSpace(l), key+":") {
+						lines[i] = "    " + tc.cluster
+					}
+				}
+				doc = []byte(strings.Join(lines, "\n"))
+			}
+			cfg, ps, err := Parse("src", doc)
+			if err != nil || len(ps) != 0 {
+				t.Fatalf("Parse: %v %v", err, ps)
+			}
+			got := strs(ValidateDocument("src", cfg))
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("problems:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestValidateMerged checks the required fields and cross-field rules on
+// the merged config, reported under MergedSource.
+func TestValidateMerged(t *testing.T) {
+	got := strs(ValidateMerged(&NodeConfig{}))
+	want := []string{
+		"error: merged config: spec.cluster.name: required, and no config source sets it",
+		"error: merged config: spec.cluster.apiServerEndpoint: required, and no config source sets it",
+		"error: merged config: spec.cluster.certificateAuthority: required, and no config source sets it",
+		"error: merged config: spec.cluster.cidr: required, and no config source sets it",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("empty config:\n got %q\nwant %q", got, want)
+	}
+	if got := ValidateMerged(nil); len(got) != 4 {
+		t.Errorf("nil config gave %d problems, want 4", len(got))
+	}
+
+	yes := true
+	cfg := &NodeConfig{Spec: NodeConfigSpec{Cluster: ClusterDetails{Name: "n", APIServerEndpoint: "https://x", CertificateAuthority: []byte("x"), CIDR: "10.0.0.0/16", EnableOutpost: &yes}}}
+	got = strs(ValidateMerged(cfg))
+	want = []string{"error: merged config: spec.cluster.id: required when spec.cluster.enableOutpost is true"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("outpost:\n got %q\nwant %q", got, want)
+	}
+	cfg.Spec.Cluster.ID = "id"
+	if got := ValidateMerged(cfg); len(got) != 0 {
+		t.Errorf("complete outpost config: %v", got)
+	}
+}
+
+// TestValidateNamesEachSource checks that a problem in the second document
+// is reported under that document's source, not the first's.
+func TestValidateNamesEachSource(t *testing.T) {
+	a, _, _ := Parse("a.yaml", validDoc(t, ""))
+	b, _, _ := Parse("user-data part 2 (application/node.eks.aws)", []byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    cidr: nope\n"))
+	merged, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strs(Validate([]Document{{"a.yaml", a}, {"user-data part 2 (application/node.eks.aws)", b}}, merged))
+	want := []string{`error: user-data part 2 (application/node.eks.aws): spec.cluster.cidr: "nope" is not a CIDR; want the service CIDR, for example 10.100.0.0/16 or fd00:10:96::/112`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestProblemFormat(t *testing.T) {
+	p := Problem{Severity: SeverityError, Source: "f.yaml", Path: "spec.cluster.cidr", Message: "bad"}
+	if got, want := p.Error(), "f.yaml: spec.cluster.cidr: bad"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if got, want := p.String(), "error: f.yaml: spec.cluster.cidr: bad"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	p.Path = ""
+	if got, want := p.Error(), "f.yaml: bad"; got != want {
+		t.Errorf("Error() without path = %q, want %q", got, want)
+	}
+	err := Errors([]Problem{p, {Severity: SeverityWarning, Source: "w", Message: "m"}})
+	if err == nil || err.Error() != "invalid NodeConfig (1 errors):\n  f.yaml: bad" {
+		t.Errorf("Errors() = %v", err)
+	}
+	if Errors([]Problem{{Severity: SeverityWarning}}) != nil {
+		t.Error("Errors() of warnings only is not nil")
+	}
+}
+
+func strs(ps []Problem) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}

@@ -1,0 +1,247 @@
+package qemutests
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/qemu"
+)
+
+// testCA is a throwaway CA certificate, base64 of its PEM, as
+// spec.cluster.certificateAuthority carries it.
+func testCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "berth-test-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+// mimeUserData wraps NodeConfig YAML the way eksctl and Karpenter do: MIME
+// multipart with a shell part berth must skip.
+func mimeUserData(nodeConfig string) []byte {
+	return []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n" +
+		"--BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hello\n\n" +
+		"--BOUNDARY\nContent-Type: application/node.eks.aws\n\n" + nodeConfig + "\n--BOUNDARY--\n")
+}
+
+func nodeConfigYAML(t *testing.T, extraSpec string) string {
+	return fmt.Sprintf(`apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  cluster:
+    name: berth-qemu
+    apiServerEndpoint: https://10.0.2.2:6443
+    certificateAuthority: %s
+    cidr: 10.100.0.0/16
+%s`, testCA(t), extraSpec)
+}
+
+// startIMDS runs the IMDSv2 stand-in on the host's loopback; the guest
+// reaches it through QEMU's user network at 10.0.2.2.
+func startIMDS(t *testing.T, userData []byte) (*imdsserver.Server, string) {
+	t.Helper()
+	inst := imdsserver.DefaultInstance()
+	inst.LocalIPv4 = "10.0.2.15"
+	inst.LocalHostname = "ip-10-0-2-15.us-west-2.compute.internal"
+	srv, err := imdsserver.New(imdsserver.Config{Instance: inst, UserData: userData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostURL, stop, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	u, err := url.Parse(hostURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, "http://10.0.2.2:" + u.Port()
+}
+
+// section decodes one section of the boot report into v.
+func section(t *testing.T, rep map[string]any, name string, v any) {
+	t.Helper()
+	raw, ok := field(rep, name)
+	if !ok {
+		t.Fatalf("boot report has no %s section: %v", name, rep)
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("report %s section: %v\n%s", name, err, b)
+	}
+}
+
+type netSection struct {
+	Mode       string   `json:"mode"`
+	Interface  string   `json:"interface"`
+	Addresses  []string `json:"addresses"`
+	Gateway    string   `json:"gateway"`
+	MTU        int      `json:"mtu"`
+	DNS        []string `json:"dns"`
+	DHCPServer string   `json:"dhcpServer"`
+	LeaseTime  float64  `json:"leaseTimeMs"`
+	Steps      struct {
+		DHCP  float64 `json:"dhcpMs"`
+		Total float64 `json:"totalMs"`
+	} `json:"steps"`
+}
+
+type configSection struct {
+	IMDS    string   `json:"imds"`
+	Sources []string `json:"sources"`
+	Files   []string `json:"files"`
+	Result  struct {
+		Used    []string `json:"used"`
+		Skipped []struct {
+			Source string `json:"source"`
+		} `json:"skipped"`
+	} `json:"result"`
+	Plan struct {
+		NodeName   string `json:"nodeName"`
+		ProviderID string `json:"providerID"`
+		MaxPods    int    `json:"maxPods"`
+	} `json:"plan"`
+}
+
+// A node boots on QEMU's user network by DHCP, reads its metadata and its
+// MIME user data from an IMDSv2 stand-in on the host, renders the kubelet
+// and containerd files, and the boot report says where everything came from.
+func TestConfigFromIMDS(t *testing.T) {
+	dir := qemu.ImageDir(t)
+	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, "")))
+	cfg := qemu.ImageConfig(dir, "berth.imds="+imdsURL)
+	cfg.Shell = true
+	cfg.Timeout = vmTimeout
+	cfg.NICs = []qemu.NIC{{}}
+	vm := qemu.Start(t, cfg)
+
+	rep, err := vm.Report(bootTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reportOK(rep) {
+		t.Fatalf("boot failed: %v", rep["error"])
+	}
+
+	var n netSection
+	section(t, rep, "network", &n)
+	if n.Mode != "dhcp" || !slices.Contains(n.Addresses, "10.0.2.15/24") || n.Gateway != "10.0.2.2" || n.DHCPServer == "" {
+		t.Errorf("network by DHCP from QEMU's user network: %+v", n)
+	}
+	if n.MTU != 1500 {
+		t.Errorf("MTU = %d, want 1500 (QEMU's user network)", n.MTU)
+	}
+	if !slices.Contains(n.DNS, "10.0.2.3") {
+		t.Errorf("DNS servers %v lack QEMU's 10.0.2.3", n.DNS)
+	}
+	figure(t, "network phase %.0f ms, of which DHCP %.0f ms", n.Steps.Total, n.Steps.DHCP)
+
+	var c configSection
+	section(t, rep, "config", &c)
+	if c.IMDS != imdsURL {
+		t.Errorf("config.imds = %q, want %q", c.IMDS, imdsURL)
+	}
+	if !slices.Contains(c.Sources, "user-data") {
+		t.Errorf("config sources %v lack user-data", c.Sources)
+	}
+	if len(c.Result.Skipped) != 1 || !strings.Contains(c.Result.Skipped[0].Source, "part 1") {
+		t.Errorf("the shell part should be skipped, got %+v", c.Result.Skipped)
+	}
+	for _, f := range []string{"/etc/kubernetes/kubelet/config.json", "/etc/containerd/config.toml", "/etc/kubernetes/pki/ca.crt"} {
+		if !slices.Contains(c.Files, f) {
+			t.Errorf("report files %v lack %s", c.Files, f)
+		}
+	}
+	if c.Plan.NodeName != "ip-10-0-2-15.us-west-2.compute.internal" || c.Plan.MaxPods != 29 ||
+		c.Plan.ProviderID != "aws:///us-west-2a/i-0123456789abcdef0" {
+		t.Errorf("plan summary: %+v", c.Plan)
+	}
+
+	// The files are really there, as the plan said.
+	out, err := vm.Shell("cat /etc/kubernetes/kubelet/config.json; echo; cat /proc/sys/kernel/hostname; cat /etc/resolv.conf", shellTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"providerID": "aws:///us-west-2a/i-0123456789abcdef0"`, `"cgroupDriver": "cgroupfs"`,
+		"ip-10-0-2-15.us-west-2.compute.internal", "nameserver 10.0.2.3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("guest files lack %q:\n%s", want, out)
+		}
+	}
+	// IMDSv2 only: the first request was the token PUT and every GET
+	// carried the token.
+	reqs := srv.Requests()
+	if len(reqs) == 0 || reqs[0].Method != "PUT" {
+		t.Fatalf("first IMDS request was not the token PUT: %+v", reqs)
+	}
+	for _, r := range reqs {
+		if r.Method == "GET" && !r.TokenPresent {
+			t.Errorf("GET %s without a token", r.Path)
+		}
+	}
+}
+
+// Static network config from the kernel command line, and an invalid
+// NodeConfig that stops the boot with the field and the source named.
+func TestStaticNetworkAndBadConfig(t *testing.T) {
+	dir := qemu.ImageDir(t)
+	bad := strings.Replace(nodeConfigYAML(t, ""), "https://10.0.2.2:6443", "http://10.0.2.2:6443", 1)
+	_, imdsURL := startIMDS(t, []byte(bad))
+	cfg := qemu.ImageConfig(dir, "berth.imds="+imdsURL+" berth.ip=10.0.2.15/24 berth.gw=10.0.2.2 berth.dns=10.0.2.3 berth.onfail=halt")
+	cfg.Timeout = vmTimeout
+	cfg.NICs = []qemu.NIC{{}}
+	vm := qemu.Start(t, cfg)
+
+	rep, err := vm.Report(bootTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n netSection
+	section(t, rep, "network", &n)
+	if n.Mode != "static" || !slices.Contains(n.Addresses, "10.0.2.15/24") || n.Gateway != "10.0.2.2" || n.DHCPServer != "" {
+		t.Errorf("static network: %+v", n)
+	}
+	if reportOK(rep) {
+		t.Fatal("boot with an http:// apiServerEndpoint reported OK")
+	}
+	if _, err := vm.Expect(regexp.MustCompile(regexp.QuoteMeta(`user-data: spec.cluster.apiServerEndpoint: want an https URL`)), shellTimeout); err != nil {
+		t.Errorf("console does not name the bad field and its source: %v", err)
+	}
+	if _, err := vm.Expect(regexp.MustCompile(regexp.QuoteMeta("reboot: System halted")), shellTimeout); err != nil {
+		t.Errorf("berth.onfail=halt not followed: %v", err)
+	}
+}

@@ -1,0 +1,64 @@
+package qemu
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-node/berth/manifest"
+)
+
+// ImageDir is the image the tests boot: $BERTH_IMAGE, or build/image-test at
+// the repository root (found by walking up to go.mod). A missing image fails
+// the test: `make test-qemu` builds it first.
+func ImageDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("BERTH_IMAGE")
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d := wd; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				dir = filepath.Join(d, "build", "image-test")
+				break
+			}
+			if filepath.Dir(d) == d {
+				t.Fatalf("qemu: no go.mod above %s; set BERTH_IMAGE", wd)
+			}
+		}
+	}
+	for _, f := range []string{"vmlinuz", "initramfs.img", "manifest.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("qemu: image incomplete: %v (run make image-test)", err)
+		}
+	}
+	return dir
+}
+
+// ImageConfig returns a Config booting the image in dir with the defaults
+// (1 GiB, 2 vCPUs) and the given extra kernel arguments. IMDS is off
+// (berth.imds=off) unless appendArgs names one: QEMU has no IMDS at
+// 169.254.169.254, and a node that needs one waits for it until its deadline.
+func ImageConfig(dir, appendArgs string) Config {
+	if !strings.Contains(appendArgs, "berth.imds=") {
+		appendArgs = strings.TrimSpace("berth.imds=off " + appendArgs)
+	}
+	return Config{
+		Kernel: filepath.Join(dir, "vmlinuz"),
+		Initrd: filepath.Join(dir, "initramfs.img"),
+		Append: appendArgs,
+	}
+}
+
+// ImageManifest loads the manifest of the image in dir.
+func ImageManifest(t testing.TB, dir string) *manifest.Manifest {
+	t.Helper()
+	m, err := manifest.Load(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatalf("qemu: %v", err)
+	}
+	return m
+}

@@ -1,0 +1,595 @@
+// Package qemu boots a berth image under qemu-system-x86_64 (TCG: there is no
+// KVM here) for integration tests: it captures the serial console line by
+// line, waits for lines with deadlines, parses the BERTH-REPORT line, talks
+// QMP (system_powerdown), runs commands in the test image's debug shell on a
+// second serial port, and kills QEMU at a hard deadline and at test cleanup.
+// Every wait has a deadline, and a failed test gets the console tail.
+package qemu
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Config describes one VM.
+type Config struct {
+	Kernel, Initrd string
+	// Append is the kernel command line; "console=ttyS0" is added when absent,
+	// and "berth.debugshell=ttyS1" when Shell is set.
+	Append string
+	// MemoryMB defaults to 1024, CPUs to 2.
+	MemoryMB, CPUs int
+	Disks          []Disk
+	NICs           []NIC
+	// Shell attaches a second serial port (ttyS1) for Shell.
+	Shell bool
+	// Timeout is the hard deadline after which QEMU is killed (default 5 min).
+	Timeout time.Duration
+	// Extra arguments for qemu-system-x86_64.
+	Extra []string
+}
+
+// Disk is a raw disk image file attached to the guest.
+type Disk struct {
+	Path string
+	// Interface is "nvme" (default) or "virtio".
+	Interface string
+	Serial    string
+}
+
+// NIC is a user-mode (slirp) network card: the guest is 10.0.2.15, the host
+// 10.0.2.2, DNS 10.0.2.3.
+type NIC struct {
+	// Model is the QEMU device, "virtio-net-pci" by default.
+	Model string
+	MAC   string
+	// HostFwd are slirp hostfwd rules, e.g. "tcp:127.0.0.1:10250-:10250".
+	HostFwd []string
+	// GuestFwd are slirp guestfwd rules, e.g. "tcp:10.0.2.100:80-cmd:...".
+	GuestFwd []string
+}
+
+// Line is one console line and when it arrived (since QEMU started).
+type Line struct {
+	At   time.Duration
+	Text string
+}
+
+// VM is a running QEMU.
+type VM struct {
+	t       testing.TB
+	cfg     Config
+	dir     string
+	cmd     *exec.Cmd
+	start   time.Time
+	done    chan struct{}
+	exitErr error
+
+	console *lineBuf
+	shellMu sync.Mutex
+	shell   net.Conn
+	shBuf   *lineBuf
+	shSeq   int
+}
+
+// lineBuf collects lines and wakes waiters when one arrives or input ends.
+type lineBuf struct {
+	mu      sync.Mutex
+	lines   []Line
+	changed chan struct{}
+	closed  bool
+	start   time.Time
+	sink    io.Writer // optional copy of every line
+}
+
+func newLineBuf(start time.Time, sink io.Writer) *lineBuf {
+	return &lineBuf{changed: make(chan struct{}), start: start, sink: sink}
+}
+
+func (b *lineBuf) add(text string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	text = strings.TrimRight(text, "\r")
+	b.lines = append(b.lines, Line{At: time.Since(b.start), Text: text})
+	if b.sink != nil {
+		fmt.Fprintf(b.sink, "%9.3f %s\n", time.Since(b.start).Seconds(), text)
+	}
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+func (b *lineBuf) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		close(b.changed)
+	}
+}
+
+// feed reads r until EOF, splitting lines on '\n'.
+func (b *lineBuf) feed(r io.Reader) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		s, err := br.ReadString('\n')
+		if s != "" {
+			if strings.HasSuffix(s, "\n") {
+				b.add(strings.TrimSuffix(s, "\n"))
+			} else if err != nil {
+				b.add(s)
+			}
+		}
+		if err != nil {
+			b.close()
+			return
+		}
+	}
+}
+
+// snapshot returns lines[from:], the wake channel and whether input ended.
+func (b *lineBuf) snapshot(from int) ([]Line, <-chan struct{}, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if from > len(b.lines) {
+		from = len(b.lines)
+	}
+	return append([]Line(nil), b.lines[from:]...), b.changed, b.closed
+}
+
+// wait calls match on each line from index from on (old and new) until it
+// returns true, input ends, or the deadline passes. It returns the index of
+// the matching line.
+func (b *lineBuf) wait(from int, deadline time.Time, match func(Line) bool) (int, error) {
+	i := from
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		lines, changed, closed := b.snapshot(i)
+		for j, l := range lines {
+			if match(l) {
+				return i + j, nil
+			}
+		}
+		i += len(lines)
+		if closed {
+			return -1, errClosed
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return -1, errTimeout
+		}
+	}
+}
+
+func (b *lineBuf) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	start := len(b.lines) - n
+	if start < 0 {
+		start = 0
+	}
+	var sb strings.Builder
+	for _, l := range b.lines[start:] {
+		fmt.Fprintf(&sb, "%8.3fs | %s\n", l.At.Seconds(), l.Text)
+	}
+	return sb.String()
+}
+
+var (
+	errClosed  = errors.New("QEMU exited (console closed)")
+	errTimeout = errors.New("deadline passed")
+)
+
+// Start boots a VM and registers its cleanup with t: QEMU is killed when the
+// test ends (or at cfg.Timeout, whichever is first), and when the test has
+// failed the console tail is logged.
+func Start(t testing.TB, cfg Config) *VM {
+	t.Helper()
+	if cfg.MemoryMB == 0 {
+		cfg.MemoryMB = 1024
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	if !strings.Contains(cfg.Append, "console=") {
+		cfg.Append = strings.TrimSpace("console=ttyS0 " + cfg.Append)
+	}
+	if cfg.Shell && !strings.Contains(cfg.Append, "berth.debugshell=") {
+		cfg.Append += " berth.debugshell=ttyS1"
+	}
+	for _, f := range []string{cfg.Kernel, cfg.Initrd} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("qemu: %v (build the test image first: make image-test)", err)
+		}
+	}
+	// Unix socket paths must stay under 108 bytes; t.TempDir() can be long.
+	dir, err := os.MkdirTemp("", "bq")
+	if err != nil {
+		t.Fatalf("qemu: %v", err)
+	}
+	vm := &VM{t: t, cfg: cfg, dir: dir, done: make(chan struct{})}
+	args := vm.args()
+	vm.cmd = exec.Command("qemu-system-x86_64", args...)
+	stdout, err := vm.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("qemu: %v", err)
+	}
+	stderr, err := vm.cmd.StderrPipe()
+	if err != nil {
+		t.Fatalf("qemu: %v", err)
+	}
+	var sink io.Writer
+	if logDir := os.Getenv("BERTH_QEMU_LOGDIR"); logDir != "" {
+		if err := os.MkdirAll(logDir, 0o755); err == nil {
+			name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+			if f, err := os.Create(filepath.Join(logDir, name+".console.log")); err == nil {
+				fmt.Fprintf(f, "# qemu-system-x86_64 %s\n", strings.Join(args, " "))
+				sink = f
+				t.Cleanup(func() { f.Close() })
+			}
+		}
+	}
+	vm.start = time.Now()
+	vm.console = newLineBuf(vm.start, sink)
+	if err := vm.cmd.Start(); err != nil {
+		t.Fatalf("qemu: starting qemu-system-x86_64: %v", err)
+	}
+	t.Logf("qemu: pid %d: qemu-system-x86_64 %s", vm.cmd.Process.Pid, strings.Join(args, " "))
+	errLines := newLineBuf(vm.start, nil)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); vm.console.feed(stdout) }()
+	go func() {
+		defer readers.Done()
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			vm.console.add("qemu-stderr: " + sc.Text())
+		}
+		errLines.close()
+	}()
+	go func() {
+		readers.Wait() // the pipes must be drained before Wait closes them
+		vm.exitErr = vm.cmd.Wait()
+		close(vm.done)
+	}()
+	hard := time.AfterFunc(cfg.Timeout, func() {
+		vm.console.add(fmt.Sprintf("qemu-harness: hard deadline %s reached, killing QEMU", cfg.Timeout))
+		vm.kill()
+	})
+	t.Cleanup(func() {
+		hard.Stop()
+		vm.kill()
+		select {
+		case <-vm.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("qemu: pid %d did not exit 10 s after SIGKILL", vm.cmd.Process.Pid)
+		}
+		vm.shellMu.Lock()
+		if vm.shell != nil {
+			vm.shell.Close()
+		}
+		vm.shellMu.Unlock()
+		if t.Failed() {
+			t.Logf("qemu: console tail:\n%s", vm.ConsoleTail(80))
+		}
+		os.RemoveAll(dir)
+	})
+	return vm
+}
+
+func (vm *VM) args() []string {
+	c := vm.cfg
+	a := []string{
+		"-accel", "tcg", "-machine", "q35", "-cpu", "max",
+		"-m", fmt.Sprint(c.MemoryMB), "-smp", fmt.Sprint(c.CPUs),
+		"-nodefaults", "-display", "none", "-no-reboot",
+		"-kernel", c.Kernel, "-initrd", c.Initrd, "-append", c.Append,
+		"-chardev", "stdio,id=con0,signal=off", "-serial", "chardev:con0",
+		"-qmp", "unix:" + vm.qmpPath() + ",server=on,wait=off",
+	}
+	if c.Shell {
+		a = append(a, "-chardev", "socket,id=sh0,path="+vm.shellPath()+",server=on,wait=off", "-serial", "chardev:sh0")
+	}
+	for i, d := range c.Disks {
+		id := fmt.Sprintf("disk%d", i)
+		serial := d.Serial
+		if serial == "" {
+			serial = fmt.Sprintf("berth-disk-%d", i)
+		}
+		a = append(a, "-drive", fmt.Sprintf("file=%s,if=none,id=%s,format=raw", d.Path, id))
+		switch d.Interface {
+		case "virtio":
+			a = append(a, "-device", fmt.Sprintf("virtio-blk-pci,drive=%s,serial=%s", id, serial))
+		default:
+			a = append(a, "-device", fmt.Sprintf("nvme,drive=%s,serial=%s", id, serial))
+		}
+	}
+	for i, n := range c.NICs {
+		id := fmt.Sprintf("net%d", i)
+		nd := "user,id=" + id
+		for _, h := range n.HostFwd {
+			nd += ",hostfwd=" + h
+		}
+		for _, g := range n.GuestFwd {
+			nd += ",guestfwd=" + g
+		}
+		model := n.Model
+		if model == "" {
+			model = "virtio-net-pci"
+		}
+		dev := model + ",netdev=" + id
+		if n.MAC != "" {
+			dev += ",mac=" + n.MAC
+		}
+		a = append(a, "-netdev", nd, "-device", dev)
+	}
+	return append(a, c.Extra...)
+}
+
+func (vm *VM) qmpPath() string   { return filepath.Join(vm.dir, "qmp.sock") }
+func (vm *VM) shellPath() string { return filepath.Join(vm.dir, "sh.sock") }
+
+func (vm *VM) kill() {
+	if vm.cmd.Process != nil {
+		_ = vm.cmd.Process.Kill()
+	}
+}
+
+// Uptime is how long QEMU has run.
+func (vm *VM) Uptime() time.Duration { return time.Since(vm.start) }
+
+// Lines returns every console line so far.
+func (vm *VM) Lines() []Line {
+	l, _, _ := vm.console.snapshot(0)
+	return l
+}
+
+// ConsoleTail returns the last n console lines, each with its arrival time.
+func (vm *VM) ConsoleTail(n int) string { return vm.console.tail(n) }
+
+// Expect waits until a console line (any line since boot, not only new
+// ones) matches re, and returns its submatches.
+func (vm *VM) Expect(re *regexp.Regexp, timeout time.Duration) ([]string, error) {
+	var m []string
+	_, err := vm.console.wait(0, time.Now().Add(timeout), func(l Line) bool {
+		m = re.FindStringSubmatch(l.Text)
+		return m != nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting %s for a console line matching %q: %w\nconsole tail:\n%s", timeout, re, err, vm.ConsoleTail(25))
+	}
+	return m, nil
+}
+
+// ExpectLine is Expect returning the whole Line.
+func (vm *VM) ExpectLine(re *regexp.Regexp, timeout time.Duration) (Line, error) {
+	var got Line
+	_, err := vm.console.wait(0, time.Now().Add(timeout), func(l Line) bool {
+		if re.MatchString(l.Text) {
+			got = l
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return Line{}, fmt.Errorf("waiting %s for a console line matching %q: %w\nconsole tail:\n%s", timeout, re, err, vm.ConsoleTail(25))
+	}
+	return got, nil
+}
+
+var reportRE = regexp.MustCompile(`BERTH-REPORT (\{.*\})\s*$`)
+
+// Report waits for the first `BERTH-REPORT {json}` line whose JSON decodes
+// (a copy through /dev/kmsg may be truncated) and returns the object.
+func (vm *VM) Report(timeout time.Duration) (map[string]any, error) {
+	var rep map[string]any
+	_, err := vm.console.wait(0, time.Now().Add(timeout), func(l Line) bool {
+		m := reportRE.FindStringSubmatch(l.Text)
+		if m == nil {
+			return false
+		}
+		rep = nil
+		return json.Unmarshal([]byte(m[1]), &rep) == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting %s for the BERTH-REPORT line: %w\nconsole tail:\n%s", timeout, err, vm.ConsoleTail(25))
+	}
+	return rep, nil
+}
+
+// WaitExit waits for QEMU to exit by itself and returns nil if it exited
+// with status 0.
+func (vm *VM) WaitExit(timeout time.Duration) error {
+	select {
+	case <-vm.done:
+		if vm.exitErr != nil {
+			return fmt.Errorf("qemu exited: %w", vm.exitErr)
+		}
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("qemu still running %s later\nconsole tail:\n%s", timeout, vm.ConsoleTail(25))
+	}
+}
+
+// Exited reports whether QEMU has exited.
+func (vm *VM) Exited() bool {
+	select {
+	case <-vm.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// QMP runs one QMP command (e.g. "system_powerdown") and returns its "return".
+func (vm *VM) QMP(command string, args map[string]any) (json.RawMessage, error) {
+	conn, err := dialRetry(vm.qmpPath(), 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to QMP: %w", err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(15 * time.Second)); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(conn)
+	var greeting map[string]any
+	if err := dec.Decode(&greeting); err != nil {
+		return nil, fmt.Errorf("reading QMP greeting: %w", err)
+	}
+	call := func(cmd string, a map[string]any) (json.RawMessage, error) {
+		req := map[string]any{"execute": cmd}
+		if a != nil {
+			req["arguments"] = a
+		}
+		if err := json.NewEncoder(conn).Encode(req); err != nil {
+			return nil, fmt.Errorf("sending QMP %s: %w", cmd, err)
+		}
+		for {
+			var resp struct {
+				Return json.RawMessage `json:"return"`
+				Error  *struct {
+					Class, Desc string
+				} `json:"error"`
+				Event string `json:"event"`
+			}
+			if err := dec.Decode(&resp); err != nil {
+				return nil, fmt.Errorf("reading QMP %s reply: %w", cmd, err)
+			}
+			if resp.Event != "" {
+				continue
+			}
+			if resp.Error != nil {
+				return nil, fmt.Errorf("QMP %s: %s: %s", cmd, resp.Error.Class, resp.Error.Desc)
+			}
+			return resp.Return, nil
+		}
+	}
+	if _, err := call("qmp_capabilities", nil); err != nil {
+		return nil, err
+	}
+	return call(command, args)
+}
+
+// PowerDown presses the ACPI power button (QMP system_powerdown).
+func (vm *VM) PowerDown() error {
+	_, err := vm.QMP("system_powerdown", nil)
+	return err
+}
+
+func dialRetry(path string, timeout time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Shell runs cmd in the guest's debug shell (busybox sh on ttyS1, test
+// images only; Config.Shell must be set) and returns its output once the
+// command has finished. A non-zero exit status is an error that includes the
+// output. The shell may start late in boot: Shell first waits for it to
+// answer, within timeout.
+func (vm *VM) Shell(cmd string, timeout time.Duration) (string, error) {
+	if !vm.cfg.Shell {
+		return "", errors.New("qemu: Shell needs Config.Shell")
+	}
+	vm.shellMu.Lock()
+	defer vm.shellMu.Unlock()
+	deadline := time.Now().Add(timeout)
+	if vm.shell == nil {
+		c, err := dialRetry(vm.shellPath(), time.Until(deadline))
+		if err != nil {
+			return "", fmt.Errorf("connecting to the shell serial port: %w", err)
+		}
+		vm.shell = c
+		vm.shBuf = newLineBuf(vm.start, nil)
+		go vm.shBuf.feed(c)
+	}
+	vm.shSeq++
+	seq := vm.shSeq
+	// Markers are split by '' in what is sent so that the tty's echo of the
+	// command line never matches what echo prints.
+	ready := fmt.Sprintf("BQR%d", seq)
+	from := len(vm.shellLines())
+	for {
+		if _, err := fmt.Fprintf(vm.shell, "\necho BQR''%d\n", seq); err != nil {
+			return "", fmt.Errorf("writing to the shell: %w", err)
+		}
+		wait := time.Now().Add(2 * time.Second)
+		if wait.After(deadline) {
+			wait = deadline
+		}
+		_, err := vm.shBuf.wait(from, wait, func(l Line) bool { return strings.TrimSpace(l.Text) == ready })
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errClosed) || time.Now().After(deadline) {
+			return "", fmt.Errorf("the debug shell on ttyS1 did not answer within %s (is berth.debugshell=ttyS1 working and /bin/sh in the image?): %w\nshell tail:\n%s",
+				timeout, err, vm.shBuf.tail(10))
+		}
+	}
+	begin, end := fmt.Sprintf("BQB%d", seq), regexp.MustCompile(fmt.Sprintf(`^BQE%d (\d+)$`, seq))
+	from = len(vm.shellLines())
+	// One input line: a second one would be echoed by the tty while cmd
+	// runs, into the middle of its output.
+	if _, err := fmt.Fprintf(vm.shell, "echo BQB''%d; %s; rc=$?; echo; echo BQE''%d $rc\n", seq, cmd, seq); err != nil {
+		return "", fmt.Errorf("writing to the shell: %w", err)
+	}
+	bi, err := vm.shBuf.wait(from, deadline, func(l Line) bool { return strings.TrimSpace(l.Text) == begin })
+	if err != nil {
+		return "", fmt.Errorf("shell command %q: no start marker: %w\nshell tail:\n%s", cmd, err, vm.shBuf.tail(10))
+	}
+	var rc string
+	ei, err := vm.shBuf.wait(bi+1, deadline, func(l Line) bool {
+		if m := end.FindStringSubmatch(strings.TrimSpace(l.Text)); m != nil {
+			rc = m[1]
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return "", fmt.Errorf("shell command %q did not finish within %s: %w\nshell tail:\n%s", cmd, timeout, err, vm.shBuf.tail(20))
+	}
+	lines := vm.shellLines()[bi+1 : ei]
+	// The bare echo before the end marker ends a last line that had no
+	// newline, or else leaves one empty line: drop that.
+	if n := len(lines); n > 0 && lines[n-1].Text == "" {
+		lines = lines[:n-1]
+	}
+	texts := make([]string, len(lines))
+	for i, l := range lines {
+		texts[i] = l.Text
+	}
+	out := strings.Join(texts, "\n")
+	if rc != "0" {
+		return out, fmt.Errorf("shell command %q exited %s:\n%s", cmd, rc, out)
+	}
+	return out, nil
+}
+
+func (vm *VM) shellLines() []Line {
+	l, _, _ := vm.shBuf.snapshot(0)
+	return l
+}

@@ -1,0 +1,87 @@
+package qemu
+
+import (
+	"errors"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests cover the harness's own logic without booting anything.
+
+func fakeVM(lines ...string) (*VM, *io.PipeWriter) {
+	r, w := io.Pipe()
+	vm := &VM{console: newLineBuf(time.Now(), nil), done: make(chan struct{})}
+	go vm.console.feed(r)
+	for _, l := range lines {
+		io.WriteString(w, l+"\r\n")
+	}
+	return vm, w
+}
+
+func TestExpectOldAndNewLines(t *testing.T) {
+	vm, w := fakeVM("[  12ms] early: berth starting", "noise")
+	m, err := vm.Expect(regexp.MustCompile(`^\[\s*(\d+)ms\] early`), time.Second)
+	if err != nil || m[1] != "12" {
+		t.Fatalf("Expect on an old line: %v %v", m, err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		io.WriteString(w, "[  99ms] hooks: hook exited cmd=/x code=7 signal=0\n")
+	}()
+	m, err = vm.Expect(regexp.MustCompile(`hook exited.*\bcode=(\d+)`), 5*time.Second)
+	if err != nil || m[1] != "7" {
+		t.Fatalf("Expect on a later line: %v %v", m, err)
+	}
+	_, err = vm.Expect(regexp.MustCompile(`never`), 100*time.Millisecond)
+	if !errors.Is(err, errTimeout) || !strings.Contains(err.Error(), "hook exited") {
+		t.Fatalf("timeout error must wrap errTimeout and show the console tail: %v", err)
+	}
+	w.Close()
+	_, err = vm.Expect(regexp.MustCompile(`never`), 5*time.Second)
+	if !errors.Is(err, errClosed) {
+		t.Fatalf("closed console: %v", err)
+	}
+}
+
+func TestReportSkipsBrokenCopies(t *testing.T) {
+	vm, w := fakeVM(
+		`[    5.1] berth: BERTH-REPORT {"version":"v1","ok":tr`, // a truncated kmsg copy
+		`BERTH-REPORT {"version":"v1","ok":true,"modules":["nvme"]}`,
+	)
+	defer w.Close()
+	rep, err := vm.Report(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep["ok"] != true || rep["version"] != "v1" {
+		t.Errorf("report %v", rep)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	vm := &VM{dir: "/tmp/bqX", cfg: Config{
+		Kernel: "k", Initrd: "i", Append: "console=ttyS0", MemoryMB: 512, CPUs: 1, Shell: true,
+		Disks: []Disk{{Path: "/d0.img", Serial: "s0"}, {Path: "/d1.img", Interface: "virtio"}},
+		NICs:  []NIC{{HostFwd: []string{"tcp:127.0.0.1:10250-:10250"}, MAC: "52:54:00:12:34:56"}},
+		Extra: []string{"-device", "virtio-rng-pci"},
+	}}
+	got := strings.Join(vm.args(), " ")
+	for _, want := range []string{
+		"-accel tcg -machine q35 -cpu max -m 512 -smp 1 -nodefaults -display none -no-reboot",
+		"-kernel k -initrd i -append console=ttyS0",
+		"-serial chardev:con0",
+		"-qmp unix:/tmp/bqX/qmp.sock,server=on,wait=off",
+		"-chardev socket,id=sh0,path=/tmp/bqX/sh.sock,server=on,wait=off -serial chardev:sh0",
+		"-drive file=/d0.img,if=none,id=disk0,format=raw -device nvme,drive=disk0,serial=s0",
+		"-device virtio-blk-pci,drive=disk1,serial=berth-disk-1",
+		"-netdev user,id=net0,hostfwd=tcp:127.0.0.1:10250-:10250 -device virtio-net-pci,netdev=net0,mac=52:54:00:12:34:56",
+		"-device virtio-rng-pci",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args lack %q:\n%s", want, got)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func sample() *Report {
+	return &Report{
+		Version:        "v0.1.0-test",
+		BootID:         "3f1c0e9a-5b7d-4c1e-9a2b-8d6e0f4a1b2c",
+		KernelToInitMs: 812,
+		EndMs:          1460,
+		Phases: []Phase{
+			{Name: "early", StartMs: 812, DurationMs: 9},
+			{Name: "modules", StartMs: 821, DurationMs: 512, Error: "no preload list: reading image manifest: open /etc/berth/manifest.json: no such file or directory"},
+			{Name: "root", StartMs: 1333, DurationMs: 120},
+		},
+		Modules: []string{"virtio_net", "virtio_blk", "button"},
+		RSSKiB:  11264,
+		OK:      true,
+		Root:    map[string]string{"image": "/root.erofs", "fstype": "erofs"},
+	}
+}
+
+func TestJSONGolden(t *testing.T) {
+	line, err := sample().Line()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(line, "\n") {
+		t.Fatalf("Line has a newline: %q", line)
+	}
+	golden := filepath.Join("testdata", "report.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./report -update to create it)", err)
+	}
+	if line+"\n" != string(want) {
+		t.Errorf("Line() differs from %s:\n got %s\nwant %s", golden, line, want)
+	}
+}
+
+func TestEmptySectionsOmittedAndEmptyListsKept(t *testing.T) {
+	r := &Report{Version: "v", Phases: []Phase{}, Modules: []string{}}
+	b, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"version":"v","kernelToInitMs":0,"endMs":0,"phases":[],"modules":[],"rssKiB":0,"ok":false}`
+	if string(b) != want {
+		t.Errorf("JSON = %s\nwant   %s", b, want)
+	}
+}
+
+func TestWriteAndParseLineRoundTrip(t *testing.T) {
+	r := sample()
+	path := filepath.Join(t.TempDir(), "run", "berth", "boot.json")
+	if err := r.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := r.Line()
+	if string(data) != strings.TrimPrefix(line, Prefix)+"\n" {
+		t.Errorf("boot.json is not the JSON of the console line:\n%s\n%s", data, line)
+	}
+	got, err := ParseLine("\x1b[0mnoise " + line + "\r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Root = map[string]any{"image": "/root.erofs", "fstype": "erofs"} // JSON gives back map[string]any
+	if !reflect.DeepEqual(got, r) {
+		t.Errorf("ParseLine = %+v\nwant %+v", got, r)
+	}
+	if _, err := ParseLine("no report here"); err == nil {
+		t.Error("ParseLine accepted a line without the prefix")
+	}
+	if _, err := ParseLine(Prefix + "{broken"); err == nil {
+		t.Error("ParseLine accepted broken JSON")
+	}
+}
+
+func TestTimer(t *testing.T) {
+	now := 100 * time.Millisecond
+	clock := func() time.Duration { return now }
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	r := &Report{}
+	tm := r.Start(log, clock, "early")
+	now += 42 * time.Millisecond
+	p := tm.End(nil)
+	tm2 := r.Start(log, clock, "root")
+	now += 7 * time.Millisecond
+	tm2.End(os.ErrNotExist)
+
+	want := []Phase{{Name: "early", StartMs: 100, DurationMs: 42}, {Name: "root", StartMs: 142, DurationMs: 7, Error: "file does not exist"}}
+	if !reflect.DeepEqual(r.Phases, want) || p != want[0] {
+		t.Errorf("phases = %+v, want %+v", r.Phases, want)
+	}
+	logs := buf.String()
+	for _, s := range []string{`level=INFO msg="phase done" duration_ms=42`, `level=ERROR msg="phase failed" duration_ms=7 err="file does not exist"`} {
+		if !strings.Contains(logs, s) {
+			t.Errorf("log lacks %q:\n%s", s, logs)
+		}
+	}
+}
+
+func TestParseRSS(t *testing.T) {
+	status := "Name:\tberth\nVmPeak:\t  20000 kB\nVmRSS:\t   11264 kB\nThreads:\t5\n"
+	n, err := ParseRSSKiB(strings.NewReader(status))
+	if err != nil || n != 11264 {
+		t.Errorf("ParseRSSKiB = %d, %v; want 11264", n, err)
+	}
+	for _, bad := range []string{"Name: x\n", "VmRSS: lots kB\n", "VmRSS: 12 MB\n", "VmRSS: -1 kB\n"} {
+		if _, err := ParseRSSKiB(strings.NewReader(bad)); err == nil {
+			t.Errorf("ParseRSSKiB(%q) gave no error", bad)
+		}
+	}
+	// this process's own status file is real input
+	if n, err := ReadRSSKiB("/proc/self/status"); err != nil || n <= 0 {
+		t.Errorf("ReadRSSKiB(/proc/self/status) = %d, %v", n, err)
+	}
+}
+
+// FuzzParseLine: console output is outside input; decoding must not panic
+// and a decoded report must encode again.
+func FuzzParseLine(f *testing.F) {
+	line, _ := sample().Line()
+	f.Add(line)
+	f.Add(Prefix + "{}")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseLine(s)
+		if err != nil {
+			return
+		}
+		if _, err := r.JSON(); err != nil {
+			t.Fatalf("decoded report does not encode: %v", err)
+		}
+	})
+}
+
+// FuzzParseRSSKiB: /proc text; must not panic, and never negative.
+func FuzzParseRSSKiB(f *testing.F) {
+	f.Add("VmRSS:\t 100 kB\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseRSSKiB(strings.NewReader(s))
+		if err == nil && n < 0 {
+			t.Fatalf("negative RSS %d from %q", n, s)
+		}
+	})
+}

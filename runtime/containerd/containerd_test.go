@@ -1,0 +1,180 @@
+package containerd
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+func TestSchemaVersion(t *testing.T) {
+	for v, want := range map[string]int{"v2.2.3": 3, "2.0.0": 3, "1.7.27": 2, "v1.6.36": 2, " v2.1.0-rc.1 ": 3} {
+		if got, err := SchemaVersion(v); err != nil || got != want {
+			t.Errorf("SchemaVersion(%q) = %d, %v; want %d", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"", "latest", "v3.0.0", "0.9"} {
+		if _, err := SchemaVersion(v); err == nil || !strings.Contains(err.Error(), "image manifest") {
+			t.Errorf("SchemaVersion(%q) = %v, want an error naming the manifest", v, err)
+		}
+	}
+}
+
+func decode(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := toml.Unmarshal(b, &m); err != nil {
+		t.Fatalf("output is not TOML: %v\n%s", err, b)
+	}
+	return m
+}
+
+func get(m map[string]any, path ...string) any {
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = mm[p]
+	}
+	return cur
+}
+
+func TestConfigSchemas(t *testing.T) {
+	for _, tc := range []struct {
+		schema  int
+		sandbox []string
+		runc    []string
+		cni     []string
+	}{
+		{2, []string{"plugins", "io.containerd.grpc.v1.cri", "sandbox_image"},
+			[]string{"plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes", "runc"},
+			[]string{"plugins", "io.containerd.grpc.v1.cri", "cni"}},
+		{3, []string{"plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox"},
+			[]string{"plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", "runc"},
+			[]string{"plugins", "io.containerd.cri.v1.runtime", "cni"}},
+	} {
+		out, err := Config(ConfigInputs{Schema: tc.schema, SandboxImage: "localhost/pause:3.10", BaseRuntimeSpec: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := decode(t, out)
+		if get(m, "version") != int64(tc.schema) {
+			t.Errorf("schema %d: version = %v", tc.schema, get(m, "version"))
+		}
+		if get(m, tc.sandbox...) != "localhost/pause:3.10" {
+			t.Errorf("schema %d: sandbox image missing", tc.schema)
+		}
+		runc := append(tc.runc, "options", "SystemdCgroup")
+		if get(m, runc...) != false {
+			t.Errorf("schema %d: SystemdCgroup = %v, want false", tc.schema, get(m, runc...))
+		}
+		if get(m, append(tc.runc, "base_runtime_spec")...) != BaseRuntimeSpecPath {
+			t.Errorf("schema %d: base runtime spec not referenced", tc.schema)
+		}
+		if get(m, append(tc.cni, "bin_dir")...) != CNIBinDir || get(m, append(tc.cni, "conf_dir")...) != CNIConfDir {
+			t.Errorf("schema %d: CNI dirs wrong", tc.schema)
+		}
+		if get(m, "grpc", "address") != Socket {
+			t.Errorf("schema %d: socket wrong", tc.schema)
+		}
+	}
+	if _, err := Config(ConfigInputs{Schema: 4}); err == nil {
+		t.Error("schema 4 accepted")
+	}
+	// No base spec: not referenced.
+	out, _ := Config(ConfigInputs{Schema: 3})
+	if bytes.Contains(out, []byte("base_runtime_spec")) || bytes.Contains(out, []byte("pinned_images")) {
+		t.Errorf("optional keys written:\n%s", out)
+	}
+}
+
+func TestConfigUserMerge(t *testing.T) {
+	user := `
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+SystemdCgroup = true
+BinaryName = "/usr/sbin/runc"
+[plugins.'io.containerd.cri.v1.images']
+discard_unpacked_layers = false
+[debug]
+level = "debug"
+`
+	out, err := Config(ConfigInputs{Schema: 3, SandboxImage: "p", User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := decode(t, out)
+	opts := []string{"plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", "runc", "options"}
+	if get(m, append(opts, "BinaryName")...) != "/usr/sbin/runc" || get(m, append(opts, "SystemdCgroup")...) != true {
+		t.Errorf("user values not merged over berth's: %v", get(m, opts...))
+	}
+	if get(m, "plugins", "io.containerd.cri.v1.images", "pinned_images", "sandbox") != "p" {
+		t.Error("berth's sibling keys lost in merge")
+	}
+	if get(m, "plugins", "io.containerd.cri.v1.images", "discard_unpacked_layers") != false || get(m, "debug", "level") != "debug" {
+		t.Error("user keys missing")
+	}
+	if _, err := Config(ConfigInputs{Schema: 3, User: "[broken"}); err == nil || !strings.Contains(err.Error(), "containerd.config") {
+		t.Errorf("bad TOML: %v", err)
+	}
+	// Deterministic.
+	again, _ := Config(ConfigInputs{Schema: 3, SandboxImage: "p", User: user})
+	if !bytes.Equal(out, again) {
+		t.Error("same inputs gave different bytes")
+	}
+}
+
+func TestBaseRuntimeSpec(t *testing.T) {
+	out, err := BaseRuntimeSpec(map[string]json.RawMessage{
+		"process": json.RawMessage(`{"rlimits":[{"type":"RLIMIT_NOFILE","soft":1024,"hard":4096}]}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		OCIVersion string `json:"ociVersion"`
+		Process    struct {
+			Cwd     string `json:"cwd"`
+			Rlimits []struct {
+				Soft int `json:"soft"`
+			} `json:"rlimits"`
+			Capabilities map[string][]string `json:"capabilities"`
+		} `json:"process"`
+		Mounts []struct {
+			Destination string `json:"destination"`
+		} `json:"mounts"`
+	}
+	if err := json.Unmarshal(out, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.OCIVersion == "" || spec.Process.Cwd != "/" || len(spec.Mounts) < 5 || len(spec.Process.Capabilities["bounding"]) != 14 {
+		t.Errorf("default spec lost in merge: %+v", spec)
+	}
+	if len(spec.Process.Rlimits) != 1 || spec.Process.Rlimits[0].Soft != 1024 {
+		t.Errorf("user rlimits not applied: %+v", spec.Process.Rlimits)
+	}
+	def, err := BaseRuntimeSpec(nil)
+	if err != nil || !bytes.Contains(def, []byte(`"soft": 65536`)) {
+		t.Errorf("default spec: %v\n%s", err, def)
+	}
+}
+
+func FuzzConfigUserTOML(f *testing.F) {
+	for _, s := range []string{"", "[debug]\nlevel = 'debug'", "[plugins]\nx = 1", "version = 2", "[a.b.c]\nd = [1, 2]", "x = 1979-05-27T07:32:00Z", "[broken"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, user string) {
+		out, err := Config(ConfigInputs{Schema: 3, SandboxImage: "p", User: user})
+		if err != nil {
+			return
+		}
+		// Whatever the user wrote, the output must be TOML again.
+		var m map[string]any
+		if err := toml.Unmarshal(out, &m); err != nil {
+			t.Fatalf("output does not parse: %v\n%s", err, out)
+		}
+	})
+}

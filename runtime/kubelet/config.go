@@ -1,0 +1,261 @@
+package kubelet
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// Paths kubelet's files live at: nodeadm's, so docs and habits carry over.
+const (
+	ConfigPath           = "/etc/kubernetes/kubelet/config.json"
+	ConfigDir            = "/etc/kubernetes/kubelet/config.json.d"
+	DropInPath           = ConfigDir + "/40-berth.conf"
+	KubeconfigPath       = "/var/lib/kubelet/kubeconfig"
+	BootstrapKubeconfig  = "/var/lib/kubelet/bootstrap-kubeconfig"
+	CACertPath           = "/etc/kubernetes/pki/ca.crt"
+	ContainerRuntimeSock = "/run/containerd/containerd.sock"
+	ContainerRuntimeURL  = "unix://" + ContainerRuntimeSock
+	HealthzURL           = "http://127.0.0.1:10248/healthz"
+	kubeletConfigAPI     = "kubelet.config.k8s.io/v1beta1"
+	kubeletConfigKind    = "KubeletConfiguration"
+	defaultClusterDomain = "cluster.local"
+	defaultLogVerbosity  = 2
+)
+
+// Cgroups berth places services in; see the package doc.
+const (
+	RuntimeCgroup    = "/runtime.slice"
+	ContainerdCgroup = RuntimeCgroup + "/containerd"
+	KubeletCgroup    = RuntimeCgroup + "/kubelet"
+	SystemCgroup     = "/system.slice"
+)
+
+// ConfigInputs are the facts the kubelet configuration depends on.
+type ConfigInputs struct {
+	// ClusterDNS is the cluster DNS address (see ClusterDNS).
+	ClusterDNS string
+	// ProviderID is aws:///<az>/<instance-id> (see ProviderID).
+	ProviderID string
+	// MaxPods is the EFFECTIVE max pods: the table or expression's value,
+	// or the user's kubelet.config maxPods when set.
+	MaxPods int32
+	// CPUs is the machine's core count, for kubeReserved.
+	CPUs int
+}
+
+// Sysctl is one kernel tunable, by its dotted name.
+type Sysctl struct {
+	Key   string
+	Value string
+}
+
+// Sysctls are the kernel tunables kubelet needs before it starts, sorted by
+// key. protectKernelDefaults (nodeadm's default, kept) makes kubelet refuse
+// to start unless the first six are already set (kubelet's
+// setupKernelTunables); forwarding is what pod networking and kube-proxy
+// expect, which AL2023 sets from sysctl.d.
+func Sysctls(ipv6 bool) []Sysctl {
+	out := []Sysctl{
+		{"kernel.keys.root_maxbytes", "25000000"},
+		{"kernel.keys.root_maxkeys", "1000000"},
+		{"kernel.panic", "10"},
+		{"kernel.panic_on_oops", "1"},
+		{"net.ipv4.ip_forward", "1"},
+	}
+	if ipv6 {
+		out = append(out, Sysctl{"net.ipv6.conf.all.forwarding", "1"})
+	}
+	return append(out,
+		Sysctl{"vm.overcommit_memory", "1"},
+		Sysctl{"vm.panic_on_oom", "0"},
+	)
+}
+
+// ProviderID is the cloud provider ID the AWS cloud controller expects.
+func ProviderID(availabilityZone, instanceID string) string {
+	return fmt.Sprintf("aws:///%s/%s", availabilityZone, instanceID)
+}
+
+// Config is the base KubeletConfiguration: nodeadm's defaults, except
+// cgroupDriver cgroupfs and the cgroups of berth's layout.
+func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
+	f, t := false, true
+	c := &kubeletv1beta1.KubeletConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: kubeletConfigAPI, Kind: kubeletConfigKind},
+		Address:  "0.0.0.0",
+		Authentication: kubeletv1beta1.KubeletAuthentication{
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &f},
+			Webhook: kubeletv1beta1.KubeletWebhookAuthentication{
+				Enabled:  &t,
+				CacheTTL: metav1.Duration{Duration: 2 * time.Minute},
+			},
+			X509: kubeletv1beta1.KubeletX509Authentication{ClientCAFile: CACertPath},
+		},
+		Authorization: kubeletv1beta1.KubeletAuthorization{
+			Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook,
+			Webhook: kubeletv1beta1.KubeletWebhookAuthorization{
+				CacheAuthorizedTTL:   metav1.Duration{Duration: 5 * time.Minute},
+				CacheUnauthorizedTTL: metav1.Duration{Duration: 30 * time.Second},
+			},
+		},
+		CgroupDriver:             "cgroupfs",
+		CgroupRoot:               "/",
+		KubeletCgroups:           KubeletCgroup,
+		KubeReservedCgroup:       RuntimeCgroup,
+		SystemReservedCgroup:     SystemCgroup,
+		ClusterDNS:               []string{in.ClusterDNS},
+		ClusterDomain:            defaultClusterDomain,
+		ContainerRuntimeEndpoint: ContainerRuntimeURL,
+		EvictionHard: map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "10%",
+			"nodefs.inodesFree": "5%",
+		},
+		// nodeadm also sets DynamicResourceAllocation on 1.33+; it is GA
+		// (locked on) from 1.34, and naming a gate after kubelet removes it
+		// is a startup error, so berth leaves it out.
+		FeatureGates:          map[string]bool{"RotateKubeletServerCertificate": true},
+		HairpinMode:           kubeletv1beta1.HairpinVeth,
+		ProtectKernelDefaults: true,
+		ReadOnlyPort:          0,
+		Logging:               logsapi.LoggingConfiguration{Verbosity: defaultLogVerbosity},
+		SerializeImagePulls:   &f,
+		ServerTLSBootstrap:    true,
+		TLSCipherSuites: []string{
+			"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+			"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+			"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+			"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+			"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+			"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+			"TLS_RSA_WITH_AES_128_GCM_SHA256",
+			"TLS_RSA_WITH_AES_256_GCM_SHA384",
+		},
+		ProviderID:   in.ProviderID,
+		MaxPods:      in.MaxPods,
+		KubeReserved: KubeReserved(in.CPUs, in.MaxPods),
+	}
+	return c
+}
+
+// MarshalConfig writes a KubeletConfiguration as indented JSON with keys
+// sorted, so the same value always gives the same bytes. Fields left at
+// their Go zero value are dropped: the v1beta1 struct has non-pointer
+// durations and structs that encoding/json cannot omit ("syncFrequency":
+// "0s", "memorySwap": {}), and writing them would only obscure what berth
+// chose; kubelet defaults them the same either way. Pointer fields berth
+// sets (even to false) are not zero and stay.
+func MarshalConfig(c *kubeletv1beta1.KubeletConfiguration) ([]byte, error) {
+	got, err := toGeneric(c)
+	if err != nil {
+		return nil, err
+	}
+	zero, err := toGeneric(&kubeletv1beta1.KubeletConfiguration{})
+	if err != nil {
+		return nil, err
+	}
+	return marshalIndent(pruneZero(got, zero))
+}
+
+func toGeneric(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding kubelet configuration: %w", err)
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decoding kubelet configuration: %w", err)
+	}
+	return m, nil
+}
+
+// pruneZero drops from got every key whose value equals zero's (the
+// encoding of the zero struct), recursing into objects, and then objects
+// left empty by that.
+func pruneZero(got, zero map[string]any) map[string]any {
+	for k, v := range got {
+		z, ok := zero[k]
+		if !ok {
+			continue
+		}
+		if gm, ok := v.(map[string]any); ok {
+			if zm, ok := z.(map[string]any); ok {
+				if len(pruneZero(gm, zm)) == 0 {
+					delete(got, k)
+				}
+				continue
+			}
+		}
+		if reflect.DeepEqual(v, z) {
+			delete(got, k)
+		}
+	}
+	return got
+}
+
+func marshalIndent(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "    ")
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encoding kubelet configuration: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// UserMaxPods reads maxPods from the user's kubelet.config, if set. It is
+// what kubelet will really use, since the drop-in overrides config.json.
+func UserMaxPods(user map[string]json.RawMessage) (int32, bool, error) {
+	raw, ok := user["maxPods"]
+	if !ok {
+		return 0, false, nil
+	}
+	var n float64
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, false, fmt.Errorf("kubelet.config.maxPods: %s is not a number: %w", raw, err)
+	}
+	if n != math.Trunc(n) || n < 1 || n > math.MaxInt32 {
+		return 0, false, fmt.Errorf("kubelet.config.maxPods: %s is not a positive int32", raw)
+	}
+	return int32(n), true, nil
+}
+
+// DropIn renders the user's kubelet.config as a drop-in for --config-dir.
+// kubelet only accepts a drop-in that says what it is, so apiVersion and
+// kind are added unless the user wrote them. Keys come out sorted.
+func DropIn(user map[string]json.RawMessage) ([]byte, error) {
+	doc := make(map[string]json.RawMessage, len(user)+2)
+	for k, v := range user {
+		doc[k] = v
+	}
+	if _, ok := doc["apiVersion"]; !ok {
+		doc["apiVersion"] = json.RawMessage(`"` + kubeletConfigAPI + `"`)
+	}
+	if _, ok := doc["kind"]; !ok {
+		doc["kind"] = json.RawMessage(`"` + kubeletConfigKind + `"`)
+	}
+	// Round-trip through any so nested objects are re-indented and their
+	// keys sorted whatever the user's layout was.
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encoding kubelet.config drop-in: %w", err)
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decoding kubelet.config drop-in: %w", err)
+	}
+	return marshalIndent(v)
+}

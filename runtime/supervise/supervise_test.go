@@ -1,0 +1,520 @@
+package supervise
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/runtime/reaper"
+	"github.com/berth-node/berth/runtime/supervise/cgroup"
+	"github.com/berth-node/berth/shutdown"
+	"golang.org/x/sys/unix"
+)
+
+var _ shutdown.Stopper = (*Service)(nil)
+
+// testReaper is the package's one reaper: wait4(-1) reapers would steal
+// each other's children, so these tests share it and do not run in
+// parallel. The test binary is a subreaper, as berth is PID 1, so
+// orphans of the services come back to it.
+var testReaper *reaper.Reaper
+
+func TestMain(m *testing.M) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "prctl(PR_SET_CHILD_SUBREAPER):", err)
+		os.Exit(2)
+	}
+	testReaper = reaper.New(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	go testReaper.Run(ctx)
+	code := m.Run()
+	cancel()
+	os.Exit(code)
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// fileProber is ready once its file exists.
+type fileProber string
+
+func (f fileProber) Check(context.Context) (string, error) {
+	_, err := os.Stat(string(f))
+	return "file present", err
+}
+
+type harness struct {
+	sup     *Supervisor
+	console *safeBuffer
+	ctx     context.Context
+}
+
+func newHarness(t *testing.T, specs []plan.Service, opts Options) *harness {
+	t.Helper()
+	h := prepare(t, specs, opts)
+	h.sup.Start(h.ctx)
+	return h
+}
+
+// prepare builds a supervisor whose Stop runs at cleanup, without starting it.
+func prepare(t *testing.T, specs []plan.Service, opts Options) *harness {
+	t.Helper()
+	console := &safeBuffer{}
+	opts.Reaper = testReaper
+	opts.Log = slog.New(slog.NewTextHandler(console, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if opts.Backoff == (Backoff{}) {
+		opts.Backoff = Backoff{Initial: 100 * time.Millisecond, Max: time.Second, ResetAfter: time.Hour}
+	}
+	if opts.ProbeInterval == 0 {
+		opts.ProbeInterval = 20 * time.Millisecond
+	}
+	sup, err := New(specs, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		if err := sup.Stop(sctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		cancel()
+		noZombies(t)
+		if t.Failed() {
+			t.Logf("console:\n%s", console.String())
+		}
+	})
+	return &harness{sup: sup, console: console, ctx: ctx}
+}
+
+func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+var testEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// noZombies fails if any child of the test process is left a zombie.
+func noZombies(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		z := zombies(t)
+		if len(z) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("zombies left among our children: %v", z)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func zombies(t *testing.T) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("reading /proc: %v", err)
+	}
+	me := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if ppid, _ := strconv.Atoi(f[1]); ppid == me && f[0] == "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestDependencyOrder: b starts only once a is ready and a's after-ready
+// hook has finished; stopping goes b then a.
+func TestDependencyOrder(t *testing.T) {
+	dir := t.TempDir()
+	readyFile := filepath.Join(dir, "a-ready")
+	var hookSawB Status
+	hookRan := make(chan struct{})
+	var h *harness
+	h = prepare(t, []plan.Service{
+		// Listed first on purpose: the order comes from DependsOn.
+		{Name: "b", Argv: sh(`test -f "$A" || exit 7; echo b-up; exec sleep 60`), Env: append([]string{"A=" + readyFile}, testEnv...),
+			DependsOn: []string{"a"}, StopTimeout: 5 * time.Second},
+		{Name: "a", Argv: sh(`sleep 0.3; touch "$A"; exec sleep 60`), Env: append([]string{"A=" + readyFile}, testEnv...),
+			StopTimeout: 5 * time.Second},
+	}, Options{
+		Probers: map[string]Prober{"a": fileProber(readyFile)},
+		AfterReady: map[string]func(context.Context) error{"a": func(context.Context) error {
+			time.Sleep(200 * time.Millisecond) // b must still wait
+			hookSawB = h.sup.Service("b").Status()
+			close(hookRan)
+			return nil
+		}},
+	})
+	h.sup.Start(h.ctx)
+	if got := []string{h.sup.Services()[0].Name(), h.sup.Services()[1].Name()}; !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("start order %v, want [a b]", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.sup.WaitReady(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	<-hookRan
+	if hookSawB.State != StateWaiting || !hookSawB.StartedAt.IsZero() {
+		t.Errorf("b during a's hook: %+v; want waiting, never started", hookSawB)
+	}
+	waitFor(t, "b's output", 5*time.Second, func() bool { return slices.Contains(h.sup.Service("b").Tail(0), "b-up") })
+	st := h.sup.Status()
+	for _, s := range st {
+		if s.State != StateReady || s.PID == 0 || s.Restarts != 0 || s.LastExit != nil || s.ReadyMs <= 0 {
+			t.Errorf("status %+v; want ready, a pid, no restarts or exits, a time to ready", s)
+		}
+	}
+	if st[0].ReadyMs < 250 { // slack for timer granularity
+		t.Errorf("a ready after %d ms; its probe file appears after 300 ms", st[0].ReadyMs)
+	}
+	if !st[1].StartedAt.After(st[0].StartedAt.Add(time.Duration(st[0].ReadyMs) * time.Millisecond)) {
+		t.Errorf("b started at %v, before a was ready (%v + %d ms)", st[1].StartedAt, st[0].StartedAt, st[0].ReadyMs)
+	}
+
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := h.sup.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	log := h.console.String()
+	ib := strings.Index(log, `msg="service stopped" service=b`)
+	ia := strings.Index(log, `msg="service stopped" service=a`)
+	if ib < 0 || ia < 0 || ib > ia {
+		t.Errorf("want b stopped before a; console:\n%s", log)
+	}
+	for _, s := range h.sup.Status() {
+		if s.State != StateStopped || s.PID != 0 {
+			t.Errorf("after Stop: %+v", s)
+		}
+	}
+}
+
+// TestKillRestartsWithBackoff kills a service with SIGKILL twice and sees
+// each restart come after the scheduled delay, counted and logged.
+func TestKillRestartsWithBackoff(t *testing.T) {
+	b := Backoff{Initial: 300 * time.Millisecond, Max: 5 * time.Second, ResetAfter: time.Hour}
+	h := newHarness(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: 5 * time.Second}},
+		Options{Backoff: b})
+	svc := h.sup.Service("svc")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.sup.WaitReady(ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond} {
+		old := svc.Status().PID
+		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %d: %v", old, err)
+		}
+		killed := time.Now()
+		var st Status
+		waitFor(t, "a restart", 10*time.Second, func() bool {
+			st = svc.Status()
+			return st.PID != 0 && st.PID != old && st.State == StateReady
+		})
+		took := time.Since(killed)
+		if took < want || took > want+2*time.Second {
+			t.Errorf("restart %d came %v after the kill, want about %v", i+1, took, want)
+		}
+		if st.Restarts != i+1 || st.LastExit == nil || st.LastExit.Signal != syscall.SIGKILL {
+			t.Errorf("after kill %d: %+v, want restarts=%d and last exit SIGKILL", i+1, st, i+1)
+		}
+		line := fmt.Sprintf(`msg="service exited" service=svc signal=killed restarts=%d next_in=%v`, i+1, want)
+		if !strings.Contains(h.console.String(), line) {
+			t.Errorf("console lacks %s", line)
+		}
+	}
+}
+
+// TestCrashLoopShowsTail: a service that fails at once is restarted again
+// and again, and each exit shows its code and its last log lines; its
+// status carries the error line that says why.
+func TestCrashLoopShowsTail(t *testing.T) {
+	logDir := t.TempDir()
+	const why = `E1122 10:00:00.000000       1 bootstrap.go:1] "x509: certificate signed by unknown authority"`
+	h := newHarness(t, []plan.Service{{Name: "kubelet",
+		Argv: sh(`echo "I1122 10:00:00.000000 1 server.go:1] chatter"; echo '` + why + `' >&2; exit 3`),
+		Env:  testEnv, StopTimeout: time.Second}},
+		Options{LogDir: logDir, Backoff: Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, ResetAfter: time.Hour}})
+	svc := h.sup.Service("kubelet")
+	waitFor(t, "three restarts", 10*time.Second, func() bool { return svc.Status().Restarts >= 3 })
+	st := svc.Status()
+	if st.LastExit == nil || st.LastExit.Code != 3 {
+		t.Errorf("last exit %v, want code 3", st.LastExit)
+	}
+	if st.LastErrorLine != why {
+		t.Errorf("last error line %q, want %q", st.LastErrorLine, why)
+	}
+	if !slices.Contains(st.LogTail, why) {
+		t.Errorf("status log tail %q lacks the cause", st.LogTail)
+	}
+	log := h.console.String()
+	for _, want := range []string{
+		`msg="service exited" service=kubelet code=3 restarts=1 next_in=20ms`,
+		`msg="service exited" service=kubelet code=3 restarts=2 next_in=40ms`,
+		`msg="service exited" service=kubelet code=3 restarts=3 next_in=40ms`,
+		`msg="service log tail" service=kubelet line="` + strings.ReplaceAll(why, `"`, `\"`) + `"`,
+		// The error line reaches the console as it happens, at error level.
+		`level=ERROR msg="` + strings.ReplaceAll(why, `"`, `\"`) + `" service=kubelet`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("console lacks %s", want)
+		}
+	}
+	// Info chatter stays off the console (default level) except in tails.
+	if strings.Contains(log, `level=INFO msg="I1122`) {
+		t.Errorf("info-level service line reached the console at the default level")
+	}
+	b, err := os.ReadFile(filepath.Join(logDir, "kubelet.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "chatter") || !strings.Contains(string(b), why) || !strings.Contains(string(b), "exited: exit status 3") {
+		t.Errorf("kubelet.log lacks the output or the exit:\n%s", b)
+	}
+}
+
+// TestNotReadyIsKilled: a service that never becomes ready is killed at
+// the readiness deadline and restarted, and says why.
+func TestNotReadyIsKilled(t *testing.T) {
+	h := newHarness(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: 200 * time.Millisecond}},
+		Options{ReadyTimeout: 300 * time.Millisecond, Probers: map[string]Prober{"svc": fileProber("/nonexistent/ready")}})
+	svc := h.sup.Service("svc")
+	waitFor(t, "a restart", 10*time.Second, func() bool { return svc.Status().Restarts >= 1 })
+	st := svc.Status()
+	if !strings.Contains(st.LastError, "not ready within 300ms") || st.LastExit == nil || st.LastExit.Signal != syscall.SIGTERM {
+		t.Errorf("status %+v; want a not-ready error and a SIGTERM exit", st)
+	}
+	if !strings.Contains(h.console.String(), `reason="not ready within 300ms`) {
+		t.Errorf("console does not give the reason for the exit")
+	}
+	select {
+	case <-svc.Ready():
+		t.Error("service reported ready")
+	default:
+	}
+}
+
+// TestStopEscalatesAndNothingRestarts: a service ignoring SIGTERM is
+// SIGKILLed after its stop timeout; once one service stops, another that
+// crashes is not restarted.
+func TestStopEscalatesAndNothingRestarts(t *testing.T) {
+	// Ready only once the trap is set, or SIGTERM could beat it.
+	trapped := filepath.Join(t.TempDir(), "trapped")
+	h := newHarness(t, []plan.Service{
+		{Name: "stubborn", Argv: sh(`trap "" TERM; touch "$F"; exec sleep 60`), Env: append([]string{"F=" + trapped}, testEnv...),
+			StopTimeout: 300 * time.Millisecond},
+		{Name: "other", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: time.Second},
+	}, Options{Probers: map[string]Prober{"stubborn": fileProber(trapped)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, n := range []string{"stubborn", "other"} {
+		if err := h.sup.WaitReady(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stubborn := h.sup.Service("stubborn")
+	start := time.Now()
+	if err := stubborn.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond || took > 3*time.Second {
+		t.Errorf("Stop took %v; want the 300ms stop timeout then a kill", took)
+	}
+	st := stubborn.Status()
+	if st.State != StateStopped || st.LastExit == nil || st.LastExit.Signal != syscall.SIGKILL {
+		t.Errorf("stubborn after Stop: %+v; want stopped by SIGKILL", st)
+	}
+	if !strings.Contains(h.console.String(), `msg="service did not stop in time; killing it" service=stubborn`) {
+		t.Errorf("console does not say the stop escalated")
+	}
+
+	other := h.sup.Service("other")
+	pid := other.Status().PID
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, "other's exit", 5*time.Second, func() bool { return other.Status().State == StateExited })
+	time.Sleep(300 * time.Millisecond) // more than its backoff
+	if st := other.Status(); st.PID != 0 || st.Restarts != 0 || st.State != StateExited {
+		t.Errorf("other restarted during shutdown: %+v", st)
+	}
+	if !strings.Contains(h.console.String(), `msg="service exited during shutdown; not restarted" service=other signal=killed`) {
+		t.Errorf("console does not say other exited and was not restarted")
+	}
+	if err := other.Stop(ctx); err != nil {
+		t.Errorf("stopping an exited service: %v", err)
+	}
+}
+
+// TestStopDuringBackoff: Stop does not wait out a restart delay.
+func TestStopDuringBackoff(t *testing.T) {
+	h := newHarness(t, []plan.Service{{Name: "svc", Argv: sh("exit 1"), Env: testEnv, StopTimeout: time.Second}},
+		Options{Backoff: Backoff{Initial: time.Minute, Max: time.Minute, ResetAfter: time.Hour}})
+	svc := h.sup.Service("svc")
+	waitFor(t, "backoff", 5*time.Second, func() bool { return svc.Status().State == StateBackoff })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := svc.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Stop during a one-minute backoff took %v", took)
+	}
+	if st := svc.Status(); st.State != StateStopped {
+		t.Errorf("state %s after Stop", st.State)
+	}
+}
+
+// TestExecSettings: env, working directory, OOM score adjustment; a
+// binary that cannot start is retried and reported; a log directory that
+// cannot be written costs the files only, with one warning.
+func TestExecSettings(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "not-a-dir")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, []plan.Service{
+		{Name: "svc", Argv: sh(`echo "env=$FOO pwd=$(pwd)"; exec sleep 60`), Env: []string{"FOO=bar", "PATH=/bin:/usr/bin"},
+			Dir: dir, OOMScoreAdj: 500, StopTimeout: time.Second},
+		{Name: "missing", Argv: []string{"/nonexistent/binary"}, StopTimeout: time.Second},
+	}, Options{LogDir: notDir})
+	svc := h.sup.Service("svc")
+	want := "env=bar pwd=" + dir
+	waitFor(t, "output", 5*time.Second, func() bool { return slices.Contains(svc.Tail(0), want) })
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", svc.Status().PID))
+	if err != nil || strings.TrimSpace(string(b)) != "500" {
+		t.Errorf("oom_score_adj = %q, %v; want 500", b, err)
+	}
+	missing := h.sup.Service("missing")
+	waitFor(t, "retries of a missing binary", 5*time.Second, func() bool { return missing.Status().Restarts >= 2 })
+	if st := missing.Status(); !strings.Contains(st.LastError, "/nonexistent/binary") {
+		t.Errorf("missing binary: last error %q does not name it", st.LastError)
+	}
+	if !strings.Contains(h.console.String(), `msg="service failed to start" service=missing`) {
+		t.Errorf("console does not report the failed start")
+	}
+	if n := strings.Count(h.console.String(), `msg="service log file not writable; the console and ring still have it" service=svc`); n != 1 {
+		t.Errorf("log file warning for svc given %d times, want once", n)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, tc := range []struct {
+		specs []plan.Service
+		want  string
+	}{
+		{[]plan.Service{{Name: "a", Argv: []string{"/bin/true"}, DependsOn: []string{"b"}}, {Name: "b", Argv: []string{"/bin/true"}, DependsOn: []string{"a"}}},
+			"dependency cycle: a -> b -> a"},
+		{[]plan.Service{{Name: "a"}}, "service a: argv: empty"},
+		{[]plan.Service{{Name: "a", Argv: []string{"sleep"}}}, `argv[0] "sleep": not an absolute path`},
+		{[]plan.Service{{Name: "a", Argv: []string{"/bin/true"}, Cgroup: "relative"}}, `cgroup "relative"`},
+		{[]plan.Service{{Name: "a", Argv: []string{"/bin/true"}, Ready: plan.Probe{Kind: "tcp"}}}, `probe kind "tcp"`},
+	} {
+		_, err := New(tc.specs, Options{Reaper: testReaper, CgroupRoot: "/sys/fs/cgroup"})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error containing %q", tc.specs, err, tc.want)
+		}
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New without a reaper succeeded")
+	}
+}
+
+// TestCgroupPlacement: the service runs in its own group from its first
+// instruction (CLONE_INTO_CGROUP), on a real cgroup2 hierarchy.
+func TestCgroupPlacement(t *testing.T) {
+	root := cgroup2Root(t)
+	group := "/berth-test.slice/svc"
+	// Registered before the harness, so it runs after the harness's Stop.
+	t.Cleanup(func() {
+		for _, g := range []string{group, "/berth-test.slice"} {
+			if err := os.Remove(filepath.Join(root, g)); err != nil {
+				t.Errorf("removing test cgroup: %v", err)
+			}
+		}
+	})
+	h := newHarness(t, []plan.Service{{Name: "svc", Argv: sh(`cat /proc/self/cgroup; exec sleep 60`), Env: testEnv,
+		Cgroup: group, StopTimeout: time.Second}}, Options{CgroupRoot: root})
+	svc := h.sup.Service("svc")
+	// The hierarchy may be mounted here besides cgroup v1; its line is "0::".
+	waitFor(t, "the child's own view", 5*time.Second, func() bool { return slices.Contains(svc.Tail(0), "0::"+group) })
+	procs, err := os.ReadFile(filepath.Join(root, group, "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid := strconv.Itoa(svc.Status().PID); !slices.Contains(strings.Fields(string(procs)), pid) {
+		t.Errorf("pid %s not in %s/cgroup.procs (%q)", pid, group, procs)
+	}
+}
+
+// cgroup2Root returns a writable cgroup2 mount: /sys/fs/cgroup when it is
+// one, else a private mount of the hierarchy (a cgroup v1 host, like the
+// development machine, still lets root mount cgroup2 beside it).
+func cgroup2Root(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test creates cgroups and needs root (CI runs it as root)")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(cgroup.DefaultRoot, &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return cgroup.DefaultRoot
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("none", dir, "cgroup2", 0, ""); err != nil {
+		t.Fatalf("mounting cgroup2 at %s: %v", dir, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
