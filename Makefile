@@ -64,14 +64,14 @@ kernel: deps
 	fi; \
 	ln -sfn "$$dir" $(KERNEL_DIR); echo "kernel: $(KERNEL_DIR) -> $$dir"
 
-MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -berth $(BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR)
+MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -berth $(BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) $(MKIMAGE_COMPONENTS)
 
 ## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, root.erofs).
-image: build kernel
+image: build kernel node-components
 	$(MKIMAGE) -variant default -out $(BUILD)/image
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
-image-test: build kernel
+image-test: build kernel node-components
 	$(MKIMAGE) -variant test -out $(BUILD)/image-test
 
 ## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,

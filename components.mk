@@ -126,3 +126,19 @@ $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image
 ## test-components: the control-plane test against the real binaries (not in test-unit: it needs `make components`).
 test-components: kube etcd
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./controlplane/
+
+# The node image's components at version-independent paths, for
+# image/spec.yaml, and their versions for the image manifest.
+NODE_COMPONENTS_DIR := $(COMPONENTS_DIR)/node
+MKIMAGE_COMPONENTS := -component kubelet=$(KUBE_VERSION) -component containerd=$(CONTAINERD_VERSION) \
+  -component runc=$(RUNC_VERSION) -component cni-plugins=$(CNI_VERSION)
+
+.PHONY: node-components
+## node-components: links the pinned node components into build/components/node/.
+node-components: kube containerd runc cni pause-images
+	@mkdir -p $(NODE_COMPONENTS_DIR)/cni $(NODE_COMPONENTS_DIR)/images
+	@ln -sfn $(KUBE_DIR)/kubelet $(NODE_COMPONENTS_DIR)/kubelet
+	@for b in containerd containerd-shim-runc-v2 ctr; do ln -sfn $(CONTAINERD_DIR)/$$b $(NODE_COMPONENTS_DIR)/$$b; done
+	@ln -sfn $(RUNC_DIR)/runc $(NODE_COMPONENTS_DIR)/runc
+	@for b in bridge host-local loopback portmap; do ln -sfn $(CNI_DIR)/$$b $(NODE_COMPONENTS_DIR)/cni/$$b; done
+	@for i in pause demo; do ln -sfn $(OCI_IMAGES_DIR)/$$i.tar $(NODE_COMPONENTS_DIR)/images/$$i.tar; done

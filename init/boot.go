@@ -92,6 +92,7 @@ func pipeline() []phase {
 		{name: "plan", fatal: true, run: phasePlan},
 		{name: "storage", fatal: true, run: phaseStorage},
 		{name: "apply", fatal: true, run: phaseApply},
+		{name: "services", fatal: false, run: phaseSupervise},
 	}
 }
 

@@ -37,6 +37,7 @@ func commands() []command {
 		{name: "version", summary: "print berth's version", run: cmdVersion},
 		{name: "check", summary: "validate NodeConfig files and print every problem", run: cmdCheck},
 		{name: "render", summary: "write the files a node would get, offline, under --out", run: cmdRender},
+		{name: "modprobe", summary: "load kernel modules with their dependencies (the kernel runs it as " + modprobePath + ")", run: cmdModprobe},
 	}
 }
 

@@ -11,11 +11,18 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 )
 
 func main() {
 	if os.Getpid() == 1 {
 		pid1() // never returns
 	}
-	os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
+	args := os.Args[1:]
+	// The kernel runs /sbin/modprobe (a link to berth) to load modules on
+	// demand.
+	if filepath.Base(os.Args[0]) == "modprobe" {
+		args = append([]string{"modprobe"}, args...)
+	}
+	os.Exit(runCLI(args, os.Stdout, os.Stderr))
 }

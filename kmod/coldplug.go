@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,22 +14,35 @@ import (
 
 // coldplugPolicy bounds a coldplug.
 type coldplugPolicy struct {
-	// MaxPasses bounds the scan-and-load passes. Each pass can only reveal
-	// devices behind a bus driver loaded in the previous one (PCI → virtio
-	// → virtio-net), and that chain is short.
+	// MaxPasses bounds the load passes. Each pass can only reveal devices
+	// behind a bus driver loaded in the previous one (PCI → virtio →
+	// virtio-net), and that chain is short.
 	MaxPasses int
-	// Settle is how long to keep rescanning after a pass that loaded
-	// something finds nothing new, and Poll how often. Most bus drivers
-	// register their child devices synchronously in their probe, but some
-	// probe asynchronously, so their devices' modalias files can appear a
-	// little after finit_module returns.
-	Settle, Poll time.Duration
+	// Settle is how long to wait, after a pass that loaded something, for
+	// the devices its drivers add. Most bus drivers add their child
+	// devices inside finit_module, so their uevents are already queued
+	// when it returns and the wait ends at once; Settle only bounds the
+	// wait for drivers that probe asynchronously, and is paid once, after
+	// the last pass.
+	Settle time.Duration
+	// Poll is how often the fallback source (no uevent socket) rescans.
+	Poll time.Duration
 	// Timeout bounds the whole coldplug.
 	Timeout time.Duration
 }
 
 func defaultPolicy() coldplugPolicy {
-	return coldplugPolicy{MaxPasses: 5, Settle: 300 * time.Millisecond, Poll: 50 * time.Millisecond, Timeout: 30 * time.Second}
+	return coldplugPolicy{MaxPasses: 5, Settle: 150 * time.Millisecond, Poll: 25 * time.Millisecond, Timeout: 30 * time.Second}
+}
+
+// deviceSource is how coldplug learns about devices.
+type deviceSource interface {
+	// Scan returns the modaliases of every device present.
+	Scan() ([]string, error)
+	// Added waits until deadline for devices added since the source was
+	// opened or last asked, and returns their modaliases as soon as there
+	// are some (nil when the deadline passes first).
+	Added(ctx context.Context, deadline time.Time) ([]string, error)
 }
 
 // PlanPass decides which modules one coldplug pass loads: those whose
@@ -54,34 +66,38 @@ func PlanPass(ix *Index, modaliases []string, done func(name string) bool) []str
 	return out
 }
 
+// modaliasGlobs are where sysfs (normally "/sys") shows the modalias of
+// every device a driver can bind to: devices on a bus, class devices (input
+// devices, DMI), and the CPU (its features select crypto and other
+// CPU-specific modules). Reading these few paths instead of walking all of
+// sysfs/devices matters at boot: sysfs makes its inodes on first lookup,
+// and a first walk of the several thousand entries costs about half a
+// second under emulation.
+var modaliasGlobs = []string{"bus/*/devices/*/modalias", "class/*/*/modalias", "devices/system/cpu/modalias"}
+
 // ScanModaliases returns the distinct modalias strings of the devices under
-// sysfs (normally "/sys"), sorted. It walks sysfs/devices, where every
-// device lives; /sys/bus/*/devices only links into it. Unreadable files are
-// skipped: some devices refuse reads, and the scan is best effort.
+// sysfs (normally "/sys"), sorted. Unreadable files are skipped: some
+// devices refuse reads, and the scan is best effort. A sysfs with no bus
+// directory is an error: it is not mounted.
 func ScanModaliases(sysfs string) ([]string, error) {
-	root := filepath.Join(sysfs, "devices")
+	if _, err := os.Stat(filepath.Join(sysfs, "bus")); err != nil {
+		return nil, fmt.Errorf("scanning %s for device modaliases: %w", sysfs, err)
+	}
 	set := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	for _, g := range modaliasGlobs {
+		paths, err := filepath.Glob(filepath.Join(sysfs, g))
 		if err != nil {
-			if path == root {
-				return err
+			return nil, fmt.Errorf("scanning %s for device modaliases: %w", filepath.Join(sysfs, g), err)
+		}
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue
 			}
-			return nil
+			if s := strings.TrimSpace(string(b)); s != "" {
+				set[s] = true
+			}
 		}
-		if d.Name() != "modalias" || d.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		if s := strings.TrimSpace(string(b)); s != "" {
-			set[s] = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("scanning %s for device modaliases: %w", root, err)
 	}
 	out := make([]string, 0, len(set))
 	for s := range set {
@@ -92,37 +108,82 @@ func ScanModaliases(sysfs string) ([]string, error) {
 }
 
 // Coldplug loads the modules that present devices need, with their
-// dependencies, repeating until a pass finds nothing new to load (loading a
-// bus driver such as virtio_pci makes the devices behind it appear). It
-// returns the modules it loaded, in load order; failures are logged and
-// returned joined, and do not stop other modules loading.
+// dependencies, and then those of the devices the loaded drivers add
+// (loading a bus driver such as virtio_pci makes the devices behind it
+// appear), learnt from the kernel's uevents, or by rescanning sysfs if the
+// uevent socket cannot be opened. It returns the modules it loaded,
+// dependencies first; failures are logged and returned joined, and do not
+// stop other modules loading.
 func Coldplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string) ([]string, error) {
-	s := newSession(ix, log, finitModule, procModules())
-	return coldplug(ctx, s, func() ([]string, error) { return ScanModaliases(sysfs) }, defaultPolicy())
+	return LoadAndColdplug(ctx, log, ix, sysfs, nil)
 }
 
-func coldplug(ctx context.Context, s *session, scan func() ([]string, error), p coldplugPolicy) ([]string, error) {
+// LoadAndColdplug is Load(preload...) followed by Coldplug, faster: the
+// first sysfs scan runs while the preload modules load, and one session
+// means nothing is looked up twice. The modules loaded come back in one
+// list, preload ones first.
+func LoadAndColdplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string, preload []string) ([]string, error) {
+	s := newSession(ix, log, finitModule, procModules())
+	scan := func() ([]string, error) { return ScanModaliases(sysfs) }
+	p := defaultPolicy()
+	var src deviceSource
+	if u, err := openUevents(scan); err != nil {
+		s.log.Warn("no uevent socket; rescanning sysfs for new devices instead", "err", err)
+		src = newPollSource(scan, p.Poll)
+	} else {
+		defer u.Close()
+		src = u
+	}
+	return loadAndColdplug(ctx, s, src, p, preload)
+}
+
+type scanResult struct {
+	aliases []string
+	err     error
+}
+
+func loadAndColdplug(ctx context.Context, s *session, src deviceSource, p coldplugPolicy, preload []string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	done := func(m string) bool { return s.present[m] || s.failed[m] != nil }
-	loadedLast := false
-	for pass := 1; ; pass++ {
-		aliases, err := scan()
+	// The source is opened before the scan, so a device added while the
+	// preload modules load is either in the scan or in a uevent.
+	scanned := make(chan scanResult, 1)
+	go func() {
+		a, err := src.Scan()
+		scanned <- scanResult{a, err}
+	}()
+	if len(preload) > 0 {
+		before := len(s.loaded)
+		lp, err := s.ix.plan(preload)
 		if err != nil {
-			s.errs = append(s.errs, err)
-			break
+			s.errs = append(s.errs, fmt.Errorf("preload: %w", err))
+			s.log.Warn("preload modules not found", "err", err)
 		}
-		want := PlanPass(s.ix, aliases, done)
-		if len(want) == 0 && loadedLast {
-			want, aliases, err = settle(ctx, s, scan, p, done)
-			if err != nil {
-				s.errs = append(s.errs, err)
-				break
-			}
-		}
-		if len(want) == 0 {
-			break
-		}
+		start := time.Now()
+		s.loadAll(ctx, lp)
+		s.log.Info("preload", "loaded", strings.Join(s.loaded[before:], ","), "ms", time.Since(start).Milliseconds())
+	}
+	var r scanResult
+	select {
+	case r = <-scanned:
+	case <-ctx.Done():
+		r.err = fmt.Errorf("scanning sysfs for devices: %w", ctx.Err())
+	}
+	return coldplugFrom(ctx, s, src, p, r.aliases, r.err)
+}
+
+func coldplug(ctx context.Context, s *session, src deviceSource, p coldplugPolicy) ([]string, error) {
+	return loadAndColdplug(ctx, s, src, p, nil)
+}
+
+func coldplugFrom(ctx context.Context, s *session, src deviceSource, p coldplugPolicy, aliases []string, err error) ([]string, error) {
+	done := func(m string) bool { return s.present[m] || s.failed[m] != nil }
+	if err != nil {
+		s.errs = append(s.errs, err)
+		return s.loaded, errors.Join(s.errs...)
+	}
+	want := PlanPass(s.ix, aliases, done)
+	for pass := 1; len(want) > 0; pass++ {
 		if pass > p.MaxPasses {
 			err := fmt.Errorf("coldplug: still finding modules to load after %d passes: %s", p.MaxPasses, strings.Join(want, ", "))
 			s.errs = append(s.errs, err)
@@ -134,39 +195,83 @@ func coldplug(ctx context.Context, s *session, scan func() ([]string, error), p 
 			break
 		}
 		before := len(s.loaded)
-		order, err := s.ix.Resolve(want...)
+		lp, err := s.ix.plan(want)
 		if err != nil {
 			s.errs = append(s.errs, err)
 		}
-		s.loadAll(ctx, order)
-		loadedLast = len(s.loaded) > before
+		start := time.Now()
+		s.loadAll(ctx, lp)
 		s.log.Info("coldplug pass", "pass", pass, "devices", len(aliases), "matched", strings.Join(want, ","),
-			"loaded", strings.Join(s.loaded[before:], ","))
+			"loaded", strings.Join(s.loaded[before:], ","), "ms", time.Since(start).Milliseconds())
+		if len(s.loaded) == before {
+			break // no new driver, so no new devices to wait for
+		}
+		// Wait for the devices the new drivers add, until one of them
+		// wants a module or the settle time passes.
+		deadline := time.Now().Add(p.Settle)
+		want = nil
+		for len(want) == 0 {
+			added, err := src.Added(ctx, deadline)
+			if err != nil {
+				s.errs = append(s.errs, err)
+				break
+			}
+			if len(added) == 0 {
+				break
+			}
+			aliases = added
+			want = PlanPass(s.ix, added, done)
+		}
 	}
 	return s.loaded, errors.Join(s.errs...)
 }
 
-// settle rescans for up to p.Settle for devices that appear asynchronously
-// after the last pass's drivers were loaded.
-func settle(ctx context.Context, s *session, scan func() ([]string, error), p coldplugPolicy, done func(string) bool) ([]string, []string, error) {
-	t := time.NewTimer(p.Settle)
-	defer t.Stop()
-	tick := time.NewTicker(p.Poll)
-	defer tick.Stop()
+// pollSource finds added devices by rescanning sysfs: the fallback when
+// there is no uevent socket.
+type pollSource struct {
+	scan func() ([]string, error)
+	poll time.Duration
+	seen map[string]bool
+}
+
+func newPollSource(scan func() ([]string, error), poll time.Duration) *pollSource {
+	return &pollSource{scan: scan, poll: poll, seen: map[string]bool{}}
+}
+
+func (p *pollSource) Scan() ([]string, error) {
+	all, err := p.scan()
+	for _, a := range all {
+		p.seen[a] = true
+	}
+	return all, err
+}
+
+func (p *pollSource) Added(ctx context.Context, deadline time.Time) ([]string, error) {
 	for {
+		all, err := p.scan()
+		if err != nil {
+			return nil, err
+		}
+		var added []string
+		for _, a := range all {
+			if !p.seen[a] {
+				p.seen[a] = true
+				added = append(added, a)
+			}
+		}
+		if len(added) > 0 {
+			return added, nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(min(wait, p.poll))
 		select {
 		case <-ctx.Done():
-			return nil, nil, nil
+			t.Stop()
+			return nil, nil
 		case <-t.C:
-			return nil, nil, nil
-		case <-tick.C:
-		}
-		aliases, err := scan()
-		if err != nil {
-			return nil, nil, err
-		}
-		if want := PlanPass(s.ix, aliases, done); len(want) > 0 {
-			return want, aliases, nil
 		}
 	}
 }

@@ -26,9 +26,9 @@ package kmod
 import (
 	"bufio"
 	"errors"
-	"io/fs"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -361,10 +361,22 @@ func (ix *Index) plan(names []string) (loadPlan, error) {
 		}
 		return out
 	}
+	// markHard records that n (and so what it needs) is wanted for itself,
+	// even if a soft dependency reached it first.
+	var markHard func(n string)
+	markHard = func(n string) {
+		if hard[n] {
+			return
+		}
+		hard[n] = true
+		for _, d := range ix.deps[n] {
+			markHard(d)
+		}
+	}
 	var visit func(n string, soft bool)
 	visit = func(n string, soft bool) {
 		if !soft {
-			hard[n] = true
+			markHard(n)
 		}
 		if state[n] != 0 || ix.builtin[n] {
 			return

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -74,7 +75,10 @@ func TestResolve(t *testing.T) {
 		{[]string{"virtio_blk", "virtio_net"}, []string{"virtio_ring", "virtio", "virtio_blk", "failover", "net_failover", "virtio_net"}, ""},
 		{[]string{"nvme", "nvme-core"}, []string{"nvme_core", "nvme"}, ""},
 		// Builtin modules are loaded already, as dependencies or asked for.
-		{[]string{"xfs", "evdev"}, []string{"xfs"}, ""},
+		{[]string{"loop", "evdev"}, []string{"loop"}, ""},
+		// Soft dependencies come first, resolved through aliases: libcrc32c
+		// wants "crc32c", which both implementations provide.
+		{[]string{"xfs"}, []string{"crc32c_generic", "crc32c_intel", "libcrc32c", "xfs"}, ""},
 		// Names may be aliases, as with modprobe.
 		{[]string{"fs-erofs", "devname:loop-control"}, []string{"erofs", "loop"}, ""},
 		// A cycle is cut, not followed forever.
@@ -156,16 +160,28 @@ type fakeSysfs struct {
 	loaded []string
 	onLoad map[string]func() // by module name
 	fail   map[string]error
+	// finished are the modules whose load returned; early lists loads
+	// that started before a dependency had finished; inFlight and
+	// maxInFlight count concurrent loads; hold, if set, is how long each
+	// load takes.
+	finished    map[string]bool
+	early       []string
+	inFlight    int
+	maxInFlight int
+	hold        time.Duration
 }
 
 func newFakeSysfs(t *testing.T, ix *Index, devices map[string]string) *fakeSysfs {
-	f := &fakeSysfs{t: t, root: t.TempDir(), ix: ix, onLoad: map[string]func(){}, fail: map[string]error{}}
+	f := &fakeSysfs{t: t, root: t.TempDir(), ix: ix, onLoad: map[string]func(){}, fail: map[string]error{}, finished: map[string]bool{}}
 	for dir, alias := range devices {
 		f.addDevice(dir, alias)
 	}
 	return f
 }
 
+// addDevice adds a device under devices/DIR and, as the kernel does, links
+// it from its bus (or, for a class device, its class) directory, except
+// for the CPU, whose modalias sits in devices/system/cpu.
 func (f *fakeSysfs) addDevice(dir, modalias string) {
 	p := filepath.Join(f.root, "devices", dir)
 	if err := os.MkdirAll(p, 0o755); err != nil {
@@ -175,6 +191,20 @@ func (f *fakeSysfs) addDevice(dir, modalias string) {
 	if err := os.WriteFile(filepath.Join(p, "modalias"), []byte(modalias+"\n"), 0o644); err != nil {
 		f.t.Error(err)
 	}
+	if dir == "system/cpu" {
+		return
+	}
+	link := filepath.Join(f.root, "bus", "fake", "devices")
+	if strings.HasPrefix(modalias, "input:") {
+		link = filepath.Join(f.root, "class", "input")
+	}
+	if err := os.MkdirAll(link, 0o755); err != nil {
+		f.t.Error(err)
+		return
+	}
+	if err := os.Symlink(p, filepath.Join(link, strings.ReplaceAll(dir, "/", "!"))); err != nil {
+		f.t.Error(err)
+	}
 }
 
 func (f *fakeSysfs) load(path string) error {
@@ -182,6 +212,22 @@ func (f *fakeSysfs) load(path string) error {
 	if path != f.ix.Path(name) {
 		return fmt.Errorf("fake loader got %q, not the index's path for %s", path, name)
 	}
+	f.mu.Lock()
+	for _, d := range f.ix.Deps(name) {
+		if !f.finished[d] {
+			f.early = append(f.early, name+" before "+d)
+		}
+	}
+	f.inFlight++
+	f.maxInFlight = max(f.maxInFlight, f.inFlight)
+	f.mu.Unlock()
+	time.Sleep(f.hold)
+	defer func() {
+		f.mu.Lock()
+		f.inFlight--
+		f.finished[name] = true
+		f.mu.Unlock()
+	}()
 	if err := f.fail[name]; err != nil {
 		return err
 	}
@@ -194,7 +240,21 @@ func (f *fakeSysfs) load(path string) error {
 	return nil
 }
 
+// checkOrder fails the test if a load started before one of its
+// dependencies had finished loading.
+func (f *fakeSysfs) checkOrder() {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.early) > 0 {
+		f.t.Errorf("modules loaded before their dependencies finished: %v", f.early)
+	}
+}
+
 func (f *fakeSysfs) scan() ([]string, error) { return ScanModaliases(f.root) }
+
+// src is the fallback device source: rescanning the fake sysfs.
+func (f *fakeSysfs) src() deviceSource { return newPollSource(f.scan, testPolicy.Poll) }
 
 var qemuDevices = map[string]string{
 	"pci0000:00/0000:00:00.0":      "pci:v00008086d00001237sv00001AF4sd00001100bc06sc00i00",
@@ -202,7 +262,7 @@ var qemuDevices = map[string]string{
 	"pci0000:00/0000:00:03.0":      "pci:v00001B36d00000010sv00001AF4sd00001100bc01sc08i02",
 	"LNXSYSTM:00/LNXPWRBN:00":      "acpi:LNXPWRBN:",
 	"platform/serial8250":          "platform:serial8250",
-	"system/cpu/cpu0":              "cpu:type:x86,ven0000fam0006mod003F:feature:,0000",
+	"system/cpu":                   "cpu:type:x86,ven0000fam0006mod003F:feature:,0000",
 	"pci0000:00/0000:00:01.1/ata1": "", // empty modalias: ignored
 }
 
@@ -216,7 +276,7 @@ func TestColdplugFollowsNewDevices(t *testing.T) {
 	f := newFakeSysfs(t, ix, qemuDevices)
 	f.onLoad["virtio_pci"] = func() { f.addDevice("pci0000:00/0000:00:02.0/virtio0", "virtio:d00000001v00001AF4") }
 	s := newSession(ix, nil, f.load, map[string]bool{"loop": true})
-	got, err := coldplug(context.Background(), s, f.scan, testPolicy)
+	got, err := coldplug(context.Background(), s, f.src(), testPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +286,19 @@ func TestColdplugFollowsNewDevices(t *testing.T) {
 		// pass 2: the virtio device virtio_pci revealed
 		"failover", "net_failover", "virtio_net",
 	}
-	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(f.loaded, want) {
-		t.Errorf("loaded %v (loader saw %v), want %v", got, f.loaded, want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("loaded %v, want %v", got, want)
 	}
+	// Loads run concurrently, so the loader sees them in any order that
+	// respects dependencies, each once.
+	seen := append([]string(nil), f.loaded...)
+	sort.Strings(seen)
+	sorted := append([]string(nil), want...)
+	sort.Strings(sorted)
+	if !reflect.DeepEqual(seen, sorted) {
+		t.Errorf("loader saw %v, want each of %v once", f.loaded, want)
+	}
+	f.checkOrder()
 }
 
 // TestColdplugWaitsForLateDevices: a bus driver whose devices appear only
@@ -247,7 +317,7 @@ func TestColdplugWaitsForLateDevices(t *testing.T) {
 		}()
 	}
 	s := newSession(ix, nil, f.load, map[string]bool{})
-	got, err := coldplug(context.Background(), s, f.scan, testPolicy)
+	got, err := coldplug(context.Background(), s, f.src(), testPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +334,7 @@ func TestColdplugFailuresDoNotStopOthers(t *testing.T) {
 	f.fail["nvme_core"] = unix.ENOEXEC
 	f.fail["button"] = unix.EEXIST
 	s := newSession(ix, nil, f.load, map[string]bool{})
-	got, err := coldplug(context.Background(), s, f.scan, testPolicy)
+	got, err := coldplug(context.Background(), s, f.src(), testPolicy)
 	want := []string{"virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_ring", "virtio", "virtio_pci"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loaded %v, want %v", got, want)
@@ -301,7 +371,7 @@ func TestColdplugIsBounded(t *testing.T) {
 	s := newSession(ix, nil, f.load, map[string]bool{})
 	p := testPolicy
 	p.MaxPasses = 3
-	got, err := coldplug(context.Background(), s, f.scan, p)
+	got, err := coldplug(context.Background(), s, f.src(), p)
 	if !reflect.DeepEqual(got, []string{"m0", "m1", "m2"}) {
 		t.Errorf("loaded %v, want m0 m1 m2", got)
 	}
@@ -336,7 +406,7 @@ func TestLoadStopsOnContext(t *testing.T) {
 }
 
 func TestScanModaliasesMissingSysfs(t *testing.T) {
-	if _, err := ScanModaliases(filepath.Join(t.TempDir(), "nosys")); err == nil || !strings.Contains(err.Error(), "nosys/devices") {
+	if _, err := ScanModaliases(filepath.Join(t.TempDir(), "nosys")); err == nil || !strings.Contains(err.Error(), "nosys") {
 		t.Errorf("err = %v, want one naming the devices dir", err)
 	}
 }

@@ -94,7 +94,12 @@ func planSwitch(o SwitchRootOptions, oldMounted map[string]bool) (switchPlan, er
 		case "/var":
 			// Container root filesystems are overlays with upper dirs in
 			// /var: nosuid or nodev here would surprise images that need them.
+			// Without instance store, /var holds images and pod data, and
+			// kubelet refuses to start when its ephemeral-storage reservation
+			// exceeds the filesystem: tmpfs's default half of memory is too
+			// small on small nodes. The size is a limit, not an allocation.
 			m.Flags = 0
+			m.Data = "mode=0755,size=90%"
 		}
 		p.Fresh = append(p.Fresh, m)
 	}

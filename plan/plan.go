@@ -196,6 +196,10 @@ func Build(in Inputs) (*Plan, error) {
 		return nil, fmt.Errorf("spec.cluster.certificateAuthority is empty")
 	}
 	add(kubelet.CACertPath, 0o644, spec.Cluster.CertificateAuthority)
+	// kubelet reports /etc/machine-id as the node's system UUID, and there is
+	// no systemd to make one: derive it from the instance ID, so it is stable
+	// across reboots of one instance and distinct between instances.
+	add(MachineIDPath, 0o444, machineID(in.Instance.InstanceID))
 
 	// Node name and IP.
 	switch {
@@ -442,6 +446,15 @@ func resolvConf(net nodeconfig.NetworkOptions, host Host, warnings *[]string) []
 }
 
 // SHA256 is the file's digest in hex, as the plan description shows it.
+// MachineIDPath is systemd's machine ID file, which kubelet reads.
+const MachineIDPath = "/etc/machine-id"
+
+// machineID is the 32 hex digits machine-id(5) wants, from the instance ID.
+func machineID(instanceID string) []byte {
+	sum := sha256.Sum256([]byte("berth machine-id\x00" + instanceID))
+	return fmt.Appendf(nil, "%x\n", sum[:16])
+}
+
 func (f File) SHA256() string {
 	sum := sha256.Sum256(f.Data)
 	return fmt.Sprintf("%x", sum)

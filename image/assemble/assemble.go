@@ -53,6 +53,10 @@ type Inputs struct {
 	MTime int64
 	// Out is the output directory (vmlinuz, initramfs.img, manifest.json, root.erofs).
 	Out string
+	// Components are the versions of the components the spec ships
+	// (kubelet, containerd...), recorded in the manifest; the Makefile
+	// that built them is where they are pinned.
+	Components map[string]string
 }
 
 // Result summarises a build.
@@ -72,7 +76,8 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	if err := os.MkdirAll(in.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output dir: %w", err)
 	}
-	m := &manifest.Manifest{BerthVersion: in.BerthVersion, KernelVersion: kver, Tools: map[string]string{}}
+	m := &manifest.Manifest{BerthVersion: in.BerthVersion, KernelVersion: kver, Tools: map[string]string{},
+		Components: in.Components, SandboxImage: in.Spec.SandboxImage}
 
 	root, err := rootTree(ctx, log, in, m)
 	if err != nil {
@@ -206,7 +211,9 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 	var dynamic []string
 	for _, b := range l.Binaries {
 		src := b.Src
-		if src == "" {
+		if src != "" {
+			src = hostPath(in.RepoRoot, src)
+		} else {
 			var err error
 			if src, err = lookPath(b.Name); err != nil {
 				return fmt.Errorf("binary %s: %w", b.Name, err)
@@ -244,6 +251,12 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		if err := t.AddData(g.Dst, data, 0o755); err != nil {
 			return err
 		}
+	}
+	for _, im := range l.Images {
+		if err := t.AddFile(im.Dst, hostPath(in.RepoRoot, im.Src), 0o644); err != nil {
+			return fmt.Errorf("image %s: %w", im.Name, err)
+		}
+		m.Images = append(m.Images, manifest.Image{Name: im.Name, Path: im.Dst})
 	}
 	if bb := l.Busybox; bb != nil {
 		if err := t.AddFile(bb.Dst, hostPath(in.RepoRoot, bb.Src), 0o755); err != nil {

@@ -28,6 +28,9 @@ type Spec struct {
 	// Initramfs is extra initramfs content (berth, modules, the manifest and
 	// the root image are added by the builder).
 	Initramfs Layer `json:"initramfs"`
+	// SandboxImage is the pause image reference containerd is configured
+	// with; an image of that name must be among the layers' Images.
+	SandboxImage string `json:"sandboxImage,omitempty"`
 	// Variants add to the base, by variant name.
 	Variants map[string]Variant `json:"variants,omitempty"`
 }
@@ -48,6 +51,17 @@ type Layer struct {
 	Binaries []Binary  `json:"binaries,omitempty"`
 	GoBuild  []GoBuild `json:"goBuild,omitempty"`
 	Busybox  *Busybox  `json:"busybox,omitempty"`
+	// Images are OCI image tarballs that berth imports into containerd
+	// after it is ready (no registry is needed for them).
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is an OCI image-layout tarball and the reference it is imported
+// under.
+type Image struct {
+	Name string `json:"name"`
+	Src  string `json:"src"`
+	Dst  string `json:"dst"`
 }
 
 // Dir is an empty directory (a mount point, usually).
@@ -161,6 +175,11 @@ func (s *Spec) validate() error {
 				return fmt.Errorf("%s.binaries[%d]: name is required", where, i)
 			}
 		}
+		for i, im := range l.Images {
+			if im.Name == "" || im.Src == "" || !strings.HasPrefix(im.Dst, "/") {
+				return fmt.Errorf("%s.images[%d]: name and src are required and dst must be absolute", where, i)
+			}
+		}
 		for i, g := range l.GoBuild {
 			if !strings.HasPrefix(g.Package, "./") || !strings.HasPrefix(g.Dst, "/") {
 				return fmt.Errorf("%s.goBuild[%d]: package must start with ./ and dst be absolute", where, i)
@@ -195,10 +214,11 @@ func (s *Spec) validate() error {
 // base alone), without Variants.
 func (s *Spec) Resolve(variant string) (*Spec, error) {
 	out := &Spec{
-		Modules:   append([]string(nil), s.Modules...),
-		Preload:   append([]string(nil), s.Preload...),
-		Root:      s.Root,
-		Initramfs: s.Initramfs,
+		Modules:      append([]string(nil), s.Modules...),
+		Preload:      append([]string(nil), s.Preload...),
+		Root:         s.Root,
+		Initramfs:    s.Initramfs,
+		SandboxImage: s.SandboxImage,
 	}
 	if variant == "" || variant == "default" {
 		return out, nil
@@ -222,6 +242,7 @@ func merge(a, b Layer) Layer {
 		Binaries: append(append([]Binary(nil), a.Binaries...), b.Binaries...),
 		GoBuild:  append(append([]GoBuild(nil), a.GoBuild...), b.GoBuild...),
 		Busybox:  a.Busybox,
+		Images:   append(append([]Image(nil), a.Images...), b.Images...),
 	}
 	if b.Busybox != nil {
 		out.Busybox = b.Busybox

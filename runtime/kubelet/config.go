@@ -84,6 +84,10 @@ func ProviderID(availabilityZone, instanceID string) string {
 	return fmt.Sprintf("aws:///%s/%s", availabilityZone, instanceID)
 }
 
+// VolumePluginDir is where kubelet looks for flexvolume drivers: writable
+// state, unlike the read-only image.
+const VolumePluginDir = "/var/lib/kubelet/volumeplugins"
+
 // Config is the base KubeletConfiguration: nodeadm's defaults, except
 // cgroupDriver cgroupfs and the cgroups of berth's layout.
 func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
@@ -125,6 +129,9 @@ func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
 		FeatureGates:          map[string]bool{"RotateKubeletServerCertificate": true},
 		HairpinMode:           kubeletv1beta1.HairpinVeth,
 		ProtectKernelDefaults: true,
+		// The default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec,
+		// is on berth's read-only root image.
+		VolumePluginDir: VolumePluginDir,
 		ReadOnlyPort:          0,
 		Logging:               logsapi.LoggingConfiguration{Verbosity: defaultLogVerbosity},
 		SerializeImagePulls:   &f,

@@ -477,6 +477,9 @@ func (s *Service) line(l string) {
 	if lvl >= s.consoleLevel {
 		s.log.Log(context.Background(), lvl, l)
 	}
+	if fn := s.sup.opts.OnLine[s.spec.Name]; fn != nil {
+		fn(l)
+	}
 }
 
 func (s *Service) writeFile(l string) {

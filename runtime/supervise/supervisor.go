@@ -78,6 +78,10 @@ type Options struct {
 	// other failure is logged and dependents start anyway.
 	AfterReady  map[string]func(ctx context.Context) error
 	HookTimeout time.Duration // bounds one AfterReady call (5 min)
+	// OnLine, by service name, sees every line of the service's output, on
+	// the service's reader goroutine (berth watches kubelet's for the node's
+	// registration and the reason it fails). It must not block.
+	OnLine map[string]func(line string)
 	// Probers replace the plan's probe for a service (tests).
 	Probers map[string]Prober
 	// TailLines are shown on the console at each exit (20); the ring keeps

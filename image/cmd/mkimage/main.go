@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/berth-node/berth/image/assemble"
@@ -35,6 +36,15 @@ func run(log *slog.Logger, args []string) error {
 	kernel := fs.String("kernel", "", "unpacked kernel package directory (boot/, lib/modules/)")
 	out := fs.String("out", "build/image", "output directory")
 	repo := fs.String("repo", ".", "repository root (relative spec paths, goBuild packages)")
+	components := map[string]string{}
+	fs.Func("component", "NAME=VERSION of a component the image ships, for the manifest (repeatable)", func(v string) error {
+		name, ver, ok := strings.Cut(v, "=")
+		if !ok || name == "" || ver == "" {
+			return fmt.Errorf("want NAME=VERSION, got %q", v)
+		}
+		components[name] = ver
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,7 +71,7 @@ func run(log *slog.Logger, args []string) error {
 	defer cancel()
 	_, err = assemble.Build(ctx, log, assemble.Inputs{
 		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
-		RepoRoot: *repo, MTime: mtime, Out: *out,
+		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components,
 	})
 	return err
 }

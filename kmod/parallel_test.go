@@ -1,0 +1,307 @@
+package kmod
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestLoadRunsIndependentModulesConcurrently: modules that do not depend on
+// each other load at the same time, never more than the worker bound, and
+// none before its dependencies.
+func TestLoadRunsIndependentModulesConcurrently(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		ix := fixture(t)
+		f := newFakeSysfs(t, ix, nil)
+		f.hold = 30 * time.Millisecond
+		s := newSession(ix, nil, f.load, map[string]bool{})
+		s.workers = workers
+		names := []string{"loop", "erofs", "button", "nvme", "virtio_net", "virtio_blk", "virtio_pci"}
+		got, err := load(context.Background(), s, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ix.Resolve(names...)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("workers=%d: loaded %v, want the resolve order %v", workers, got, want)
+		}
+		f.checkOrder()
+		if workers == 1 && f.maxInFlight != 1 || workers > 1 && (f.maxInFlight < 2 || f.maxInFlight > workers) {
+			t.Errorf("workers=%d: at most %d loads ran at once", workers, f.maxInFlight)
+		}
+	}
+}
+
+// TestLoadHonoursSoftdeps: libcrc32c's "pre: crc32c" loads every crc32c
+// implementation first (through the alias), each finishing before
+// libcrc32c starts, and a soft dependency that fails (crc32c_intel on a
+// CPU without SSE4.2) is no error and does not stop libcrc32c.
+func TestLoadHonoursSoftdeps(t *testing.T) {
+	ix := fixture(t)
+	f := newFakeSysfs(t, ix, nil)
+	f.hold = 10 * time.Millisecond
+	f.fail["crc32c_intel"] = unix.ENODEV
+	s := newSession(ix, nil, f.load, map[string]bool{})
+	got, err := load(context.Background(), s, []string{"xfs"})
+	if err != nil {
+		t.Errorf("a failed soft dependency made an error: %v", err)
+	}
+	if want := []string{"crc32c_generic", "libcrc32c", "xfs"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("loaded %v, want %v", got, want)
+	}
+	f.mu.Lock()
+	seen := append([]string(nil), f.loaded...)
+	f.mu.Unlock()
+	if i, j := slices.Index(seen, "crc32c_generic"), slices.Index(seen, "libcrc32c"); i < 0 || j < i {
+		t.Errorf("loader saw %v: crc32c_generic must finish before libcrc32c", seen)
+	}
+
+	// Asked for by name, the same module's failure is an error.
+	s = newSession(ix, nil, f.load, map[string]bool{})
+	if _, err := load(context.Background(), s, []string{"crc32c_intel"}); err == nil || !strings.Contains(err.Error(), "crc32c_intel") {
+		t.Errorf("explicit crc32c_intel failing: err = %v, want one naming it", err)
+	}
+}
+
+// TestLoadDeadline: a module whose init never returns does not hold boot
+// past the context's deadline; the error names it.
+func TestLoadDeadline(t *testing.T) {
+	ix := fixture(t)
+	release := make(chan struct{})
+	defer close(release)
+	stuck := func(path string) error {
+		if Name(path) == "loop" {
+			<-release
+		}
+		return nil
+	}
+	s := newSession(ix, nil, stuck, map[string]bool{})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	got, err := load(ctx, s, []string{"loop", "erofs"})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("load took %v past a 100 ms deadline", took)
+	}
+	if !reflect.DeepEqual(got, []string{"erofs"}) {
+		t.Errorf("loaded %v, want [erofs]", got)
+	}
+	if err == nil || !strings.Contains(err.Error(), "loading module loop: still loading") {
+		t.Errorf("err = %v, want one saying loop was still loading", err)
+	}
+}
+
+func TestParseSoftdep(t *testing.T) {
+	got, err := ParseSoftdep(strings.NewReader("# c\nsoftdep libcrc32c pre: crc32c\nsoftdep a-b pre: x y post: z\nsoftdep c post: d\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Softdep{{Module: "libcrc32c", Pre: []string{"crc32c"}}, {Module: "a_b", Pre: []string{"x", "y"}, Post: []string{"z"}}, {Module: "c", Post: []string{"d"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseSoftdep = %+v, want %+v", got, want)
+	}
+	for _, c := range []struct{ in, want string }{
+		{"softdep a\n", "line 1"},
+		{"\nsoftdep a b c\n", `line 2: "b" comes before`},
+		{"alias a pre: b\n", "line 1"},
+		{"softdep pre: a\n", "line 1"},
+	} {
+		if _, err := ParseSoftdep(strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseSoftdep(%q) error = %v, want one containing %q", c.in, err, c.want)
+		}
+	}
+}
+
+func TestParseUevent(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Uevent
+		ok   bool
+	}{
+		{"add@/devices/pci0000:00/0000:00:02.0/virtio0\x00ACTION=add\x00DEVPATH=/devices/pci0000:00/0000:00:02.0/virtio0\x00SUBSYSTEM=virtio\x00MODALIAS=virtio:d00000001v00001AF4\x00SEQNUM=1234\x00",
+			Uevent{Action: "add", DevPath: "/devices/pci0000:00/0000:00:02.0/virtio0", Modalias: "virtio:d00000001v00001AF4"}, true},
+		{"remove@/devices/virtual/block/loop0\x00ACTION=remove\x00DEVPATH=/devices/virtual/block/loop0\x00", Uevent{Action: "remove", DevPath: "/devices/virtual/block/loop0"}, true},
+		{"libudev\x00\xfe\xed\xca\xfe", Uevent{}, false},
+		{"", Uevent{}, false},
+		{"@/x\x00", Uevent{}, false},
+	} {
+		got, ok := ParseUevent([]byte(c.in))
+		if ok != c.ok || got != c.want {
+			t.Errorf("ParseUevent(%q) = %+v, %v; want %+v, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// FuzzParseUevent: uevents come from the kernel, but the parser must not
+// panic whatever a datagram holds, and an event it accepts has an action
+// and a device path.
+func FuzzParseUevent(f *testing.F) {
+	f.Add([]byte("add@/devices/x\x00ACTION=add\x00MODALIAS=pci:v1\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, ok := ParseUevent(b)
+		if ok && (ev.Action == "" || ev.DevPath == "") {
+			t.Fatalf("accepted %q as %+v", b, ev)
+		}
+	})
+}
+
+// chanSource is a device source fed by the test, as the kernel feeds the
+// uevent socket.
+type chanSource struct {
+	present []string
+	events  chan string
+}
+
+func (c *chanSource) Scan() ([]string, error) { return c.present, nil }
+
+func (c *chanSource) Added(ctx context.Context, deadline time.Time) ([]string, error) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case e := <-c.events:
+		out := []string{e}
+		for {
+			select {
+			case e := <-c.events:
+				out = append(out, e)
+			default:
+				return out, nil
+			}
+		}
+	case <-t.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, nil
+	}
+}
+
+// TestColdplugFollowsUevents: a device announced by a uevent while its bus
+// driver loads is followed at once (no settle wait), events that want no
+// new module do not end the wait early, and coldplug ends one settle time
+// after the last pass.
+func TestColdplugFollowsUevents(t *testing.T) {
+	ix := fixture(t)
+	f := newFakeSysfs(t, ix, nil)
+	src := &chanSource{events: make(chan string, 8)}
+	for _, d := range qemuDevices {
+		src.present = append(src.present, d)
+	}
+	f.onLoad["virtio_pci"] = func() {
+		src.events <- "block:nomodule"
+		src.events <- "virtio:d00000001v00001AF4"
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	f.onLoad["virtio_net"] = func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(50 * time.Millisecond) // an asynchronous probe
+			src.events <- "virtio:d00000002v00001AF4"
+		}()
+	}
+	p := testPolicy
+	p.Settle = 400 * time.Millisecond
+	s := newSession(ix, nil, f.load, map[string]bool{})
+	start := time.Now()
+	got, err := coldplug(context.Background(), s, src, p)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"button", "nvme_core", "nvme", "virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_ring", "virtio", "virtio_pci",
+		"failover", "net_failover", "virtio_net", "virtio_blk"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("loaded %v, want %v", got, want)
+	}
+	f.checkOrder()
+	// Three passes, then one settle time with no event: about 400 ms.
+	if took < p.Settle || took > p.Settle+time.Second {
+		t.Errorf("coldplug took %v; want one settle time (%v) plus loading", took, p.Settle)
+	}
+}
+
+// TestScanModaliases: devices are found through their bus and class links
+// and the CPU's modalias; empty modaliases are left out.
+func TestScanModaliases(t *testing.T) {
+	ix := fixture(t)
+	f := newFakeSysfs(t, ix, qemuDevices)
+	f.addDevice("LNXSYSTM:00/LNXPWRBN:00/input/input2", "input:b0019v0000p0001e0000-e0,1,k74,ramlsfw")
+	// A device dir no bus links to (a kobject, not a device) is no device.
+	if err := os.MkdirAll(filepath.Join(f.root, "devices", "virtual", "kobj"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.root, "devices", "virtual", "kobj", "modalias"), []byte("nobus:x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ScanModaliases(f.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"acpi:LNXPWRBN:",
+		"cpu:type:x86,ven0000fam0006mod003F:feature:,0000",
+		"input:b0019v0000p0001e0000-e0,1,k74,ramlsfw",
+		"pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00",
+		"pci:v00001B36d00000010sv00001AF4sd00001100bc01sc08i02",
+		"pci:v00008086d00001237sv00001AF4sd00001100bc06sc00i00",
+		"platform:serial8250",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ScanModaliases = %q\nwant %q", got, want)
+	}
+}
+
+// TestUeventSocket opens the real uevent socket (any user may listen to
+// the kernel's group) and checks that waiting on it honours its deadline.
+func TestUeventSocket(t *testing.T) {
+	u, err := openUevents(func() ([]string, error) { return nil, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	start := time.Now()
+	if _, err := u.Added(context.Background(), start.Add(100*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Added waited %v for a 100 ms deadline", took)
+	}
+}
+
+// TestLoadAndColdplug: the preload modules load first (while sysfs is
+// scanned), then the devices' modules; a module both preloaded and wanted
+// by a device loads once; a missing preload module is an error that does
+// not stop the rest.
+func TestLoadAndColdplug(t *testing.T) {
+	ix := fixture(t)
+	f := newFakeSysfs(t, ix, qemuDevices)
+	f.onLoad["virtio_pci"] = func() { f.addDevice("pci0000:00/0000:00:02.0/virtio0", "virtio:d00000001v00001AF4") }
+	s := newSession(ix, nil, f.load, map[string]bool{})
+	got, err := loadAndColdplug(context.Background(), s, f.src(), testPolicy, []string{"loop", "erofs", "virtio_pci", "no-such"})
+	want := []string{
+		"loop", "erofs", "virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_ring", "virtio", "virtio_pci", // preload
+		"button", "nvme_core", "nvme", // pass 1: virtio_pci is there already
+		"failover", "net_failover", "virtio_net", // pass 2
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("loaded %v\nwant %v", got, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "preload: ") || !strings.Contains(err.Error(), "no-such") {
+		t.Errorf("err = %v, want a preload error naming no-such", err)
+	}
+	f.checkOrder()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.loaded) != len(want) {
+		t.Errorf("loader called %d times (%v), want %d: each module once", len(f.loaded), f.loaded, len(want))
+	}
+}

@@ -1,0 +1,288 @@
+package qemutests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/controlplane"
+	"github.com/berth-node/berth/qemu-tests/qemu"
+)
+
+// Budgets for the join under TCG: kubelet registers a few seconds after it
+// starts on an idle host; CI's 2 shared cores are far slower.
+const (
+	joinTimeout = 5 * time.Minute
+	podTimeout  = 5 * time.Minute
+	// powerOffBound is how long the whole orderly shutdown may take: kubelet,
+	// the pods' grace period, containerd, sync, unmount.
+	powerOffBound = 2 * time.Minute
+)
+
+// componentsDir finds the components `make node-components` built.
+func componentsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("BERTH_COMPONENTS_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "build", "components")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node", "kubelet")); err != nil {
+		t.Fatalf("no built components under %s (%v): run make node-components, or set BERTH_COMPONENTS_DIR", dir, err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// startControlPlane runs etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler on the host's loopback; the guest sees the apiserver at
+// 10.0.2.2.
+func startControlPlane(t *testing.T) *controlplane.Cluster {
+	t.Helper()
+	dirs, err := controlplane.BinDirsUnder(componentsDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := controlplane.Start(context.Background(), log, controlplane.Options{BinDirs: dirs})
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// api is a tiny client for the test cluster's admin endpoint.
+type api struct {
+	c    *http.Client
+	base string
+}
+
+func (a api) do(method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, a.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, data)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+type condition struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+}
+
+// waitFor polls check until it is done or the deadline passes, and says
+// what it last saw.
+func waitFor(t *testing.T, vm *qemu.VM, what string, timeout time.Duration, check func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	last := ""
+	for time.Since(start) < timeout {
+		ok, seen := check()
+		if ok {
+			return time.Since(start)
+		}
+		last = seen
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s not reached within %s; last seen: %s\nconsole tail:\n%s", what, timeout, last, vm.ConsoleTail(60))
+	return 0
+}
+
+func joinNodeConfig(info controlplane.Info) string {
+	return fmt.Sprintf(`apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+metadata:
+  annotations:
+    berth.dev/bootstrap-token: %s
+spec:
+  cluster:
+    name: berth-qemu
+    apiServerEndpoint: %s
+    certificateAuthority: %s
+    cidr: %s
+`, info.BootstrapToken, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR)
+}
+
+// A node boots from nothing but its user data, joins a real control plane
+// (etcd, kube-apiserver, controller-manager, scheduler) by TLS bootstrap,
+// goes Ready, runs a pod from an image imported from the node image, and
+// then powers off in order: kubelet, pods, containerd.
+func TestJoin(t *testing.T) {
+	dir := qemu.ImageDir(t)
+	cluster := startControlPlane(t)
+	info := cluster.Info()
+	_, imdsURL := startIMDS(t, mimeUserData(joinNodeConfig(info)))
+
+	cfg := qemu.ImageConfig(dir, "berth.imds="+imdsURL)
+	cfg.MemoryMB = 2048
+	cfg.Timeout = 20 * time.Minute
+	cfg.NICs = []qemu.NIC{{}}
+	vm := qemu.Start(t, cfg)
+	qemuStart := time.Now()
+
+	rep, err := vm.Report(bootTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reportOK(rep) {
+		t.Fatalf("boot failed: %v", rep["error"])
+	}
+	var svc struct {
+		KernelToKubeletMs int64 `json:"kernelToKubeletMs"`
+		Services          []struct {
+			Name     string `json:"name"`
+			State    string `json:"state"`
+			PID      int    `json:"pid"`
+			Restarts int    `json:"restarts"`
+			ReadyMs  int64  `json:"ready_ms"`
+		} `json:"services"`
+		Images []struct {
+			Name     string `json:"name"`
+			Imported bool   `json:"imported"`
+		} `json:"images"`
+	}
+	section(t, rep, "services", &svc)
+	if len(svc.Services) != 2 || svc.Services[0].Name != "containerd" || svc.Services[1].Name != "kubelet" {
+		t.Fatalf("services in the report: %+v", svc.Services)
+	}
+	for _, s := range svc.Services {
+		if s.State != "ready" || s.PID == 0 {
+			t.Errorf("service %s: %+v", s.Name, s)
+		}
+	}
+	if len(svc.Images) == 0 || !svc.Images[0].Imported {
+		t.Errorf("images not imported: %+v", svc.Images)
+	}
+	figure(t, "kernel start to kubelet exec: %d ms (guest clock)", svc.KernelToKubeletMs)
+
+	a := api{c: cluster.Client(), base: info.HostEndpoint}
+	node := "ip-10-0-2-15.us-west-2.compute.internal"
+	var registeredAfter time.Duration
+	waitFor(t, vm, "node registered", joinTimeout, func() (bool, string) {
+		err := a.do("GET", "/api/v1/nodes/"+node, nil, nil)
+		if err == nil && registeredAfter == 0 {
+			registeredAfter = time.Since(qemuStart)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	waitFor(t, vm, "node Ready", joinTimeout, func() (bool, string) {
+		var n struct {
+			Status struct{ Conditions []condition } `json:"status"`
+		}
+		if err := a.do("GET", "/api/v1/nodes/"+node, nil, &n); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == "Ready" {
+				return c.Status == "True", fmt.Sprintf("%+v", n.Status.Conditions)
+			}
+		}
+		return false, "no Ready condition"
+	})
+	readyAfter := time.Since(qemuStart)
+	if _, err := vm.Expect(regexp.MustCompile(`join: node registered with the API server`), time.Minute); err != nil {
+		t.Errorf("berth did not see the registration in kubelet's log: %v", err)
+	}
+
+	pod := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "demo", "namespace": "default"},
+		"spec": map[string]any{
+			"nodeName":                      node,
+			"terminationGracePeriodSeconds": 10,
+			"containers": []any{map[string]any{
+				"name": "demo", "image": "localhost/berth-demo:v1", "imagePullPolicy": "Never",
+			}},
+		},
+	}
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, vm, "pod Running", podTimeout, func() (bool, string) {
+		var p struct {
+			Status struct {
+				Phase             string `json:"phase"`
+				ContainerStatuses []any  `json:"containerStatuses"`
+			} `json:"status"`
+		}
+		if err := a.do("GET", "/api/v1/namespaces/default/pods/demo", nil, &p); err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == "Running", fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	runningAfter := time.Since(qemuStart)
+	figure(t, "QEMU start to node registered %.1f s, Ready %.1f s, pod Running %.1f s (wall)",
+		registeredAfter.Seconds(), readyAfter.Seconds(), runningAfter.Seconds())
+
+	// Orderly power-off: kubelet first, then the pods, then containerd.
+	if err := vm.PowerDown(); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	if err := vm.WaitExit(powerOffBound); err != nil {
+		t.Fatalf("guest did not power off within %s: %v", powerOffBound, err)
+	}
+	figure(t, "system_powerdown to QEMU exit: %.1f s", time.Since(down).Seconds())
+	order := []*regexp.Regexp{
+		regexp.MustCompile(`shutdown: service stopped service=kubelet`),
+		regexp.MustCompile(`shutdown: stopping pods processes=[1-9]`),
+		regexp.MustCompile(`shutdown: service stopped service=pods`),
+		regexp.MustCompile(`shutdown: service stopped service=containerd`),
+		regexp.MustCompile(`reboot: Power down`),
+	}
+	lines := vm.Lines()
+	at := 0
+	for _, re := range order {
+		found := false
+		for ; at < len(lines); at++ {
+			if re.MatchString(lines[at].Text) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Fatalf("shutdown step %q not found in order; console tail:\n%s", re, vm.ConsoleTail(40))
+		}
+	}
+}
