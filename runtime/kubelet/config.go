@@ -131,11 +131,11 @@ func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
 		ProtectKernelDefaults: true,
 		// The default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec,
 		// is on berth's read-only root image.
-		VolumePluginDir: VolumePluginDir,
-		ReadOnlyPort:          0,
-		Logging:               logsapi.LoggingConfiguration{Verbosity: defaultLogVerbosity},
-		SerializeImagePulls:   &f,
-		ServerTLSBootstrap:    true,
+		VolumePluginDir:     VolumePluginDir,
+		ReadOnlyPort:        0,
+		Logging:             logsapi.LoggingConfiguration{Verbosity: defaultLogVerbosity},
+		SerializeImagePulls: &f,
+		ServerTLSBootstrap:  true,
 		TLSCipherSuites: []string{
 			"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
 			"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
