@@ -69,6 +69,10 @@ type boot struct {
 	reportPath string
 	// downMu makes shutdowns one at a time.
 	downMu sync.Mutex
+	// repMu guards rep against the supervisor's updates once services run,
+	// and reported says the report is out (later updates rewrite boot.json).
+	repMu    sync.Mutex
+	reported bool
 }
 
 // phase is one step of the boot pipeline. A fatal phase's error ends boot
@@ -199,6 +203,7 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	} else {
 		b.rep.RSSKiB = rss
 	}
+	b.repMu.Lock()
 	b.rep.EndMs = b.clock().Milliseconds()
 	line, err := b.rep.Line()
 	if err != nil {
@@ -209,6 +214,8 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 			log.Warn("writing boot report", "err", err)
 		}
 	}
+	b.reported = true
+	b.repMu.Unlock()
 	log.Info("boot finished", "ok", b.rep.OK, "berth_ms", b.rep.EndMs-b.rep.KernelToInitMs, "rss_kib", b.rep.RSSKiB)
 
 	if b.cfg.DebugShell != "" && b.reaper != nil {

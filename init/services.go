@@ -71,8 +71,13 @@ func phaseSupervise(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Warn("creating the system.slice cgroup", "err", err)
 	}
 	rep := &serviceReport{}
-	var repMu sync.Mutex
+	b.repMu.Lock()
+	b.rep.Services = rep
+	b.repMu.Unlock()
+
 	jw := &joinWatcher{log: b.log.With("phase", "join"), registered: make(chan struct{})}
+	// OnChange needs the supervisor New returns.
+	var sup *supervise.Supervisor
 	sup, err := supervise.New(p.Services, supervise.Options{
 		Reaper:     b.reaper,
 		Log:        b.log.With("phase", "services"),
@@ -81,13 +86,15 @@ func phaseSupervise(ctx context.Context, b *boot, log *slog.Logger) error {
 		AfterReady: map[string]func(context.Context) error{
 			"containerd": func(ctx context.Context) error {
 				res, err := importImages(ctx, log, b.reaper, b.node.manifest)
-				repMu.Lock()
+				b.repMu.Lock()
 				rep.Images = res
-				repMu.Unlock()
+				b.repMu.Unlock()
 				return err
 			},
 		},
 		OnLine: map[string]func(string){"kubelet": jw.line},
+		// Restarts after boot show in /run/berth/boot.json too.
+		OnChange: func(string, supervise.State) { b.refreshServices(sup, rep) },
 	})
 	if err != nil {
 		return fmt.Errorf("services from the plan: %w", err)
@@ -113,15 +120,7 @@ func phaseSupervise(ctx context.Context, b *boot, log *slog.Logger) error {
 	wctx, cancel := context.WithTimeout(ctx, kubeletReadyTimeout)
 	defer cancel()
 	werr := sup.WaitReady(wctx, "kubelet")
-	repMu.Lock()
-	rep.Services = sup.Status()
-	for _, st := range rep.Services {
-		if st.Name == "kubelet" && !st.StartedAt.IsZero() {
-			rep.KernelToKubeletMs = kernelMs(st.StartedAt)
-		}
-	}
-	b.rep.Services = rep
-	repMu.Unlock()
+	b.refreshServices(sup, rep)
 	if werr != nil {
 		// Not fatal: the supervisor keeps trying, and the join watcher
 		// keeps saying why on the console.
@@ -129,6 +128,28 @@ func phaseSupervise(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	log.Info("kubelet healthy", "kernel_to_kubelet_ms", rep.KernelToKubeletMs)
 	return nil
+}
+
+// refreshServices takes the supervisor's view into the report and, once
+// the boot report is out, rewrites /run/berth/boot.json with it.
+func (b *boot) refreshServices(sup *supervise.Supervisor, rep *serviceReport) {
+	if sup == nil {
+		return
+	}
+	st := sup.Status()
+	b.repMu.Lock()
+	defer b.repMu.Unlock()
+	rep.Services = st
+	for _, s := range st {
+		if s.Name == "kubelet" && !s.StartedAt.IsZero() && rep.KernelToKubeletMs == 0 {
+			rep.KernelToKubeletMs = kernelMs(s.StartedAt)
+		}
+	}
+	if b.reported {
+		if err := b.rep.Write(b.reportPath); err != nil {
+			b.log.Warn("updating the boot report", "phase", "services", "file", b.reportPath, "err", err)
+		}
+	}
 }
 
 // kernelMs converts a wall-clock time to milliseconds since kernel start.

@@ -64,3 +64,34 @@ func FuzzGlob(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseSoftdep: modules.softdep comes from the image; whatever it
+// holds, parsing must not panic, and resolving with what it parsed must
+// terminate with each module once, even with soft dependency cycles.
+func FuzzParseSoftdep(f *testing.F) {
+	f.Add("softdep libcrc32c pre: crc32c\nsoftdep a pre: b post: c\nsoftdep b pre: a\n")
+	f.Fuzz(func(t *testing.T, data string) {
+		sds, err := ParseSoftdep(strings.NewReader(data))
+		if err != nil {
+			return
+		}
+		var deps []DepEntry
+		var names []string
+		for _, sd := range sds {
+			if sd.Module == "" || strings.ContainsAny(sd.Module, ":/") {
+				return
+			}
+			deps = append(deps, DepEntry{Path: "kernel/" + sd.Module + ".ko"})
+			names = append(names, sd.Module)
+		}
+		ix := NewIndex("/m", deps, nil, nil).WithSoftdeps(sds)
+		order, _ := ix.Resolve(names...)
+		seen := map[string]bool{}
+		for _, m := range order {
+			if seen[m] {
+				t.Fatalf("module %s resolved twice: %v", m, order)
+			}
+			seen[m] = true
+		}
+	})
+}

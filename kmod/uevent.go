@@ -31,8 +31,8 @@ func ParseUevent(b []byte) (Uevent, bool) {
 	ev := Uevent{Action: action, DevPath: devpath}
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(string(f), "=")
-		if !ok {
-			continue
+		if !ok || v == "" {
+			continue // an empty value must not blank the header's action or path
 		}
 		switch k {
 		case "ACTION":

@@ -286,3 +286,133 @@ func TestJoin(t *testing.T) {
 		}
 	}
 }
+
+// bootJoined boots a node against a running control plane and returns it
+// once the boot report is out and OK.
+func bootJoined(t *testing.T, cluster *controlplane.Cluster, shell bool) (*qemu.VM, map[string]any) {
+	t.Helper()
+	_, imdsURL := startIMDS(t, mimeUserData(joinNodeConfig(cluster.Info())))
+	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
+	cfg.MemoryMB = 2048
+	cfg.Timeout = 15 * time.Minute
+	cfg.NICs = []qemu.NIC{{}}
+	cfg.Shell = shell
+	vm := qemu.Start(t, cfg)
+	rep, err := vm.Report(bootTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reportOK(rep) {
+		t.Fatalf("boot failed: %v", rep["error"])
+	}
+	return vm, rep
+}
+
+type serviceStatus struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	PID      int    `json:"pid"`
+	Restarts int    `json:"restarts"`
+}
+
+func servicePIDs(t *testing.T, rep map[string]any) map[string]serviceStatus {
+	t.Helper()
+	var svc struct {
+		Services []serviceStatus `json:"services"`
+	}
+	section(t, rep, "services", &svc)
+	out := map[string]serviceStatus{}
+	for _, s := range svc.Services {
+		out[s.Name] = s
+	}
+	return out
+}
+
+// kill -9 of containerd, then of kubelet, inside the guest: each is
+// restarted, /run/berth/boot.json counts the restarts, and no zombie is
+// left behind.
+func TestServiceRestarts(t *testing.T) {
+	cluster := startControlPlane(t)
+	vm, rep := bootJoined(t, cluster, true)
+	before := servicePIDs(t, rep)
+	for _, name := range []string{"containerd", "kubelet"} {
+		pid := before[name].PID
+		if pid == 0 {
+			t.Fatalf("no PID for %s in the report: %+v", name, before)
+		}
+		if out, err := vm.Shell(fmt.Sprintf("kill -9 %d", pid), shellTimeout); err != nil {
+			t.Fatalf("kill -9 %s (%d): %v %s", name, pid, err, out)
+		}
+		if _, err := vm.Expect(regexp.MustCompile(`services: service exited .*service=`+name+` .*signal=killed restarts=1`), time.Minute); err != nil {
+			t.Fatalf("berth did not report %s's death: %v", name, err)
+		}
+		ready := regexp.MustCompile(`services: service ready service=` + name + ` pid=(\d+)`)
+		waitFor(t, vm, name+" restarted and ready", 3*time.Minute, func() (bool, string) {
+			for _, l := range vm.Lines() {
+				if m := ready.FindStringSubmatch(l.Text); m != nil && m[1] != fmt.Sprint(pid) {
+					return true, l.Text
+				}
+			}
+			return false, "no second ready line"
+		})
+	}
+	out, err := vm.Shell("cat /run/berth/boot.json", shellTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(out, "{")
+	if i < 0 {
+		t.Fatalf("boot.json: %q", out)
+	}
+	var now map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out[i:])), &now); err != nil {
+		t.Fatalf("boot.json does not parse: %v\n%s", err, out)
+	}
+	after := servicePIDs(t, now)
+	for _, name := range []string{"containerd", "kubelet"} {
+		if after[name].Restarts != 1 || after[name].PID == before[name].PID || after[name].State != "ready" {
+			t.Errorf("%s in boot.json after kill -9: %+v (before %+v)", name, after[name], before[name])
+		}
+	}
+	zombies, err := vm.Shell("grep -l '^State:.*Z' /proc/[0-9]*/status; echo end", shellTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(zombies) != "end" {
+		t.Errorf("zombies left in the guest:\n%s", zombies)
+	}
+}
+
+// A node that cannot join says why on the console, from kubelet's own
+// error, instead of looping silently: a CA that did not sign the API
+// server's certificate, and an API server nobody listens on.
+func TestJoinFailureSaysWhy(t *testing.T) {
+	cluster := startControlPlane(t)
+	info := cluster.Info()
+	for _, tc := range []struct {
+		name  string
+		edit  func(controlplane.Info) controlplane.Info
+		cause *regexp.Regexp
+	}{
+		{"wrong CA", func(i controlplane.Info) controlplane.Info {
+			i.CertificateAuthority = testCA(t)
+			return i
+		}, regexp.MustCompile(`join: node not registered yet .*cause=.*x509: certificate signed by unknown authority`)},
+		{"unreachable API server", func(i controlplane.Info) controlplane.Info {
+			i.APIServerEndpoint = "https://10.0.2.2:1"
+			return i
+		}, regexp.MustCompile(`join: node not registered yet .*cause=.*connection refused`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, imdsURL := startIMDS(t, mimeUserData(joinNodeConfig(tc.edit(info))))
+			cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
+			cfg.MemoryMB = 2048
+			cfg.Timeout = 10 * time.Minute
+			cfg.NICs = []qemu.NIC{{}}
+			vm := qemu.Start(t, cfg)
+			if _, err := vm.Expect(tc.cause, 3*time.Minute); err != nil {
+				t.Fatalf("the console does not say why the node cannot join: %v", err)
+			}
+		})
+	}
+}

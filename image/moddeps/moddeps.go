@@ -29,7 +29,8 @@ type Module struct {
 	Depends []string
 	// Aliases are the alias= patterns, e.g. "pci:v00001AF4d00001000sv*sd*bc*sc*i*".
 	Aliases []string
-	// SoftPre are modules named by "softdep=pre: ..." (folded); informational.
+	// SoftPre are modules or aliases named by "softdep=pre: ..." (folded),
+	// written to modules.softdep, which berth's loader follows.
 	SoftPre []string
 }
 

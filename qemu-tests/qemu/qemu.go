@@ -1,5 +1,5 @@
 // Package qemu boots a berth image under qemu-system-x86_64 (TCG: there is no
-// KVM here) for integration tests: it captures the serial console line by
+// KVM here) for integration tests and `make demo`: it captures the serial console line by
 // line, waits for lines with deadlines, parses the BERTH-REPORT line, talks
 // QMP (system_powerdown), runs commands in the test image's debug shell on a
 // second serial port, and kills QEMU at a hard deadline and at test cleanup.
@@ -8,6 +8,7 @@ package qemu
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,13 +70,16 @@ type Line struct {
 
 // VM is a running QEMU.
 type VM struct {
-	t       testing.TB
 	cfg     Config
 	dir     string
 	cmd     *exec.Cmd
 	start   time.Time
 	done    chan struct{}
 	exitErr error
+	hard    *time.Timer
+
+	closeOnce sync.Once
+	closeErr  error
 
 	console *lineBuf
 	shellMu sync.Mutex
@@ -193,11 +197,52 @@ var (
 	errTimeout = errors.New("deadline passed")
 )
 
+// BootOptions are what a program (rather than a test) gives Boot.
+type BootOptions struct {
+	// Logf receives the harness's own messages (QEMU's pid and command
+	// line); nil discards them.
+	Logf func(format string, args ...any)
+	// ConsoleLog, when set, gets the QEMU command line as a "# " comment and
+	// then a copy of every console line with its arrival time in seconds
+	// since QEMU started. Boot does not close it.
+	ConsoleLog io.Writer
+}
+
 // Start boots a VM and registers its cleanup with t: QEMU is killed when the
 // test ends (or at cfg.Timeout, whichever is first), and when the test has
-// failed the console tail is logged.
+// failed the console tail is logged. With $BERTH_QEMU_LOGDIR set, the
+// console is also copied to <dir>/<test name>.console.log.
 func Start(t testing.TB, cfg Config) *VM {
 	t.Helper()
+	var sink io.Writer
+	if logDir := os.Getenv("BERTH_QEMU_LOGDIR"); logDir != "" {
+		if err := os.MkdirAll(logDir, 0o755); err == nil {
+			name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+			if f, err := os.Create(filepath.Join(logDir, name+".console.log")); err == nil {
+				sink = f
+				t.Cleanup(func() { f.Close() })
+			}
+		}
+	}
+	vm, err := Boot(context.Background(), cfg, BootOptions{Logf: t.Logf, ConsoleLog: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := vm.Close(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("qemu: console tail:\n%s", vm.ConsoleTail(80))
+		}
+	})
+	return vm
+}
+
+// Boot starts QEMU for cfg and returns once it runs; the console is read in
+// the background. QEMU is killed at cfg.Timeout, when ctx ends, or by Close,
+// whichever comes first. The caller must call Close.
+func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 	if cfg.MemoryMB == 0 {
 		cfg.MemoryMB = 1024
 	}
@@ -213,45 +258,43 @@ func Start(t testing.TB, cfg Config) *VM {
 	if cfg.Shell && !strings.Contains(cfg.Append, "berth.debugshell=") {
 		cfg.Append += " berth.debugshell=ttyS1"
 	}
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	for _, f := range []string{cfg.Kernel, cfg.Initrd} {
 		if _, err := os.Stat(f); err != nil {
-			t.Fatalf("qemu: %v (build the test image first: make image-test)", err)
+			return nil, fmt.Errorf("qemu: %w (build the test image first: make image-test)", err)
 		}
 	}
 	// Unix socket paths must stay under 108 bytes; t.TempDir() can be long.
 	dir, err := os.MkdirTemp("", "bq")
 	if err != nil {
-		t.Fatalf("qemu: %v", err)
+		return nil, fmt.Errorf("qemu: %w", err)
 	}
-	vm := &VM{t: t, cfg: cfg, dir: dir, done: make(chan struct{})}
+	vm := &VM{cfg: cfg, dir: dir, done: make(chan struct{})}
 	args := vm.args()
 	vm.cmd = exec.Command("qemu-system-x86_64", args...)
 	stdout, err := vm.cmd.StdoutPipe()
 	if err != nil {
-		t.Fatalf("qemu: %v", err)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("qemu: %w", err)
 	}
 	stderr, err := vm.cmd.StderrPipe()
 	if err != nil {
-		t.Fatalf("qemu: %v", err)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("qemu: %w", err)
 	}
-	var sink io.Writer
-	if logDir := os.Getenv("BERTH_QEMU_LOGDIR"); logDir != "" {
-		if err := os.MkdirAll(logDir, 0o755); err == nil {
-			name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-			if f, err := os.Create(filepath.Join(logDir, name+".console.log")); err == nil {
-				fmt.Fprintf(f, "# qemu-system-x86_64 %s\n", strings.Join(args, " "))
-				sink = f
-				t.Cleanup(func() { f.Close() })
-			}
-		}
+	if opts.ConsoleLog != nil {
+		fmt.Fprintf(opts.ConsoleLog, "# qemu-system-x86_64 %s\n", strings.Join(args, " "))
 	}
 	vm.start = time.Now()
-	vm.console = newLineBuf(vm.start, sink)
+	vm.console = newLineBuf(vm.start, opts.ConsoleLog)
 	if err := vm.cmd.Start(); err != nil {
-		t.Fatalf("qemu: starting qemu-system-x86_64: %v", err)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("qemu: starting qemu-system-x86_64: %w", err)
 	}
-	t.Logf("qemu: pid %d: qemu-system-x86_64 %s", vm.cmd.Process.Pid, strings.Join(args, " "))
-	errLines := newLineBuf(vm.start, nil)
+	logf("qemu: pid %d: qemu-system-x86_64 %s", vm.cmd.Process.Pid, strings.Join(args, " "))
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() { defer readers.Done(); vm.console.feed(stdout) }()
@@ -261,36 +304,47 @@ func Start(t testing.TB, cfg Config) *VM {
 		for sc.Scan() {
 			vm.console.add("qemu-stderr: " + sc.Text())
 		}
-		errLines.close()
 	}()
 	go func() {
 		readers.Wait() // the pipes must be drained before Wait closes them
 		vm.exitErr = vm.cmd.Wait()
 		close(vm.done)
 	}()
-	hard := time.AfterFunc(cfg.Timeout, func() {
+	vm.hard = time.AfterFunc(cfg.Timeout, func() {
 		vm.console.add(fmt.Sprintf("qemu-harness: hard deadline %s reached, killing QEMU", cfg.Timeout))
 		vm.kill()
 	})
-	t.Cleanup(func() {
-		hard.Stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			vm.console.add(fmt.Sprintf("qemu-harness: %v, killing QEMU", context.Cause(ctx)))
+			vm.kill()
+		case <-vm.done:
+		}
+	}()
+	return vm, nil
+}
+
+// Close kills QEMU if it still runs, waits (bounded) for it to exit and
+// removes its sockets. It is safe to call more than once; the error says
+// QEMU outlived SIGKILL.
+func (vm *VM) Close() error {
+	vm.closeOnce.Do(func() {
+		vm.hard.Stop()
 		vm.kill()
 		select {
 		case <-vm.done:
 		case <-time.After(10 * time.Second):
-			t.Errorf("qemu: pid %d did not exit 10 s after SIGKILL", vm.cmd.Process.Pid)
+			vm.closeErr = fmt.Errorf("qemu: pid %d did not exit 10 s after SIGKILL", vm.cmd.Process.Pid)
 		}
 		vm.shellMu.Lock()
 		if vm.shell != nil {
 			vm.shell.Close()
 		}
 		vm.shellMu.Unlock()
-		if t.Failed() {
-			t.Logf("qemu: console tail:\n%s", vm.ConsoleTail(80))
-		}
-		os.RemoveAll(dir)
+		os.RemoveAll(vm.dir)
 	})
-	return vm
+	return vm.closeErr
 }
 
 func (vm *VM) args() []string {

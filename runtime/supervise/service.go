@@ -136,6 +136,19 @@ func (s *Service) setState(st State) {
 	s.mu.Lock()
 	s.state = st
 	s.mu.Unlock()
+	s.notify()
+}
+
+// notify tells Options.OnChange the current state; called with s.mu not
+// held, after the transitions an operator cares about (started, ready,
+// exited, stopped).
+func (s *Service) notify() {
+	if fn := s.sup.opts.OnChange; fn != nil {
+		s.mu.Lock()
+		st := s.state
+		s.mu.Unlock()
+		fn(s.spec.Name, st)
+	}
 }
 
 func (s *Service) now() time.Time { return s.sup.opts.Clock.Now() }
@@ -159,7 +172,7 @@ func (s *Service) run(ctx context.Context) {
 			s.lastError = err.Error()
 			s.mu.Unlock()
 			s.log.Error("service failed to start", "err", err)
-		} else if !s.supervise(ctx, proc, output) {
+		} else if s.notify(); !s.supervise(ctx, proc, output) {
 			s.finish(ctx)
 			return
 		}
@@ -184,6 +197,7 @@ func (s *Service) run(ctx context.Context) {
 		s.state = StateBackoff
 		exit, reason, restarts := s.lastExit, s.killReason, s.restarts
 		s.mu.Unlock()
+		s.notify()
 
 		attrs := []any{"restarts", restarts, "next_in", delay.String()}
 		if err != nil {
@@ -434,6 +448,7 @@ func (s *Service) markReady(ctx context.Context, proc *reaper.Process, detail st
 	sinceStart := now.Sub(s.startedAt)
 	hookDone := s.hookDone
 	s.mu.Unlock()
+	s.notify()
 	s.log.Info("service ready", "pid", proc.Pid(), "detail", detail, "ready_ms", sinceStart.Milliseconds())
 	if hookDone {
 		return

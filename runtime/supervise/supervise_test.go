@@ -518,3 +518,43 @@ func cgroup2Root(t *testing.T) string {
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	return dir
 }
+
+// TestHooksSeeLinesAndStates: OnLine gets every output line of its service
+// and OnChange every state change, which is how berth follows kubelet's
+// registration and keeps boot.json current.
+func TestHooksSeeLinesAndStates(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	var states []string
+	h := newHarness(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sh", "-c", "echo one; echo two; exec sleep 60"}, Env: testEnv, StopTimeout: 5 * time.Second}},
+		Options{
+			OnLine: map[string]func(string){"svc": func(l string) {
+				mu.Lock()
+				lines = append(lines, l)
+				mu.Unlock()
+			}},
+			OnChange: func(name string, st State) {
+				mu.Lock()
+				states = append(states, name+"="+string(st))
+				mu.Unlock()
+			},
+		})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.sup.WaitReady(ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both lines", 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(lines) == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if lines[0] != "one" || lines[1] != "two" {
+		t.Errorf("OnLine saw %q", lines)
+	}
+	if !slices.Contains(states, "svc="+string(StateReady)) {
+		t.Errorf("OnChange saw %v, want svc=%s among them", states, StateReady)
+	}
+}

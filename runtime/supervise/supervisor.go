@@ -82,6 +82,10 @@ type Options struct {
 	// the service's reader goroutine (berth watches kubelet's for the node's
 	// registration and the reason it fails). It must not block.
 	OnLine map[string]func(line string)
+	// OnChange is called after every state change of any service (berth
+	// rewrites /run/berth/boot.json so restarts show there). It is called
+	// without locks held and must not block.
+	OnChange func(service string, state State)
 	// Probers replace the plan's probe for a service (tests).
 	Probers map[string]Prober
 	// TailLines are shown on the console at each exit (20); the ring keeps

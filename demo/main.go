@@ -1,0 +1,361 @@
+// Command demo is `make demo`: it starts a throwaway Kubernetes control plane
+// on the host's loopback, serves a NodeConfig pointing at it through an
+// IMDSv2 stand-in, boots the berth test image in QEMU, and shows the node
+// join: kernel → berth → network → config → containerd → kubelet → node
+// registered → Ready → a pod Running. It then powers the node off through
+// the ACPI power button, prints the boot timeline and where the logs are,
+// and exits 0. On any failure, or on Ctrl-C, it says why, prints the
+// console's tail, cleans up, and exits non-zero.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/berth-node/berth/controlplane"
+	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/report"
+)
+
+// Budgets under TCG on a shared 2-core host; a KVM host needs a tenth.
+const (
+	bootTimeout     = 8 * time.Minute // QEMU start to the boot report (kubelet healthy)
+	registerTimeout = 5 * time.Minute
+	readyTimeout    = 5 * time.Minute
+	podTimeout      = 5 * time.Minute
+	// powerOffBound covers kubelet, the pod's grace period, containerd,
+	// sync and unmount.
+	powerOffBound = 2 * time.Minute
+	pollInterval  = time.Second
+	consoleTail   = 40
+)
+
+type options struct {
+	components string
+	image      string
+	outDir     string
+	timeout    time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.components, "components", envOr("BERTH_COMPONENTS_DIR", filepath.Join("build", "components")),
+		"directory of built components (etcd-*/, kube-*/) [$BERTH_COMPONENTS_DIR]")
+	flag.StringVar(&o.image, "image", envOr("BERTH_IMAGE", filepath.Join("build", "image-test")),
+		"node image directory (vmlinuz, initramfs.img) [$BERTH_IMAGE]")
+	flag.StringVar(&o.outDir, "out", filepath.Join("build", "demo"), "where the console log and the control plane's state and logs go")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "hard limit on the whole demo; QEMU is killed at this deadline")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	d := &demo{opts: o, out: os.Stdout, watch: newConsoleWatch(),
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	err := d.run(ctx)
+	if err != nil {
+		d.fail(err)
+	}
+	if cerr := d.cleanup(); cerr != nil {
+		fmt.Fprintf(d.out, "demo: cleaning up: %v\n", cerr)
+		if err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// demo is one run: what it started (to clean up) and what it saw.
+type demo struct {
+	opts  options
+	out   io.Writer
+	log   *slog.Logger
+	watch *consoleWatch
+	host  hostTimes
+	rep   *report.Report
+
+	cluster    *controlplane.Cluster
+	stopIMDS   func()
+	vm         *qemu.VM
+	consoleLog *os.File
+	consoleAt  string
+	cpLogs     string
+}
+
+func (d *demo) progress(at time.Duration, format string, args ...any) {
+	fmt.Fprintf(d.out, "[%6.1fs] %s\n", at.Seconds(), fmt.Sprintf(format, args...))
+}
+
+// note is a line outside the node's timeline (before QEMU starts).
+func (d *demo) note(format string, args ...any) {
+	fmt.Fprintf(d.out, "demo: %s\n", fmt.Sprintf(format, args...))
+}
+
+func (d *demo) run(ctx context.Context) error {
+	o := d.opts
+	for _, f := range []string{"vmlinuz", "initramfs.img"} {
+		if _, err := os.Stat(filepath.Join(o.image, f)); err != nil {
+			return fmt.Errorf("node image incomplete: %w (run make image-test)", err)
+		}
+	}
+	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+		return fmt.Errorf("creating the demo's output directory: %w", err)
+	}
+	cpDir := filepath.Join(o.outDir, "controlplane")
+	// A previous run's certificates and etcd data would only confuse.
+	if err := os.RemoveAll(cpDir); err != nil {
+		return fmt.Errorf("removing the previous control plane state %s: %w", cpDir, err)
+	}
+
+	// 1. The control plane and the IMDS stand-in.
+	dirs, err := controlplane.BinDirsUnder(o.components)
+	if err != nil {
+		return fmt.Errorf("finding the control plane binaries (run make node-components): %w", err)
+	}
+	d.note("starting the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) from %s", o.components)
+	t0 := time.Now()
+	d.cluster, err = controlplane.Start(ctx, d.log, controlplane.Options{BinDirs: dirs, StateDir: cpDir, KeepState: true})
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	info := d.cluster.Info()
+	d.cpLogs = info.LogDir
+	d.note("control plane ready in %.1f s: %s (the node dials %s); admin kubeconfig %s",
+		time.Since(t0).Seconds(), info.HostEndpoint, info.APIServerEndpoint, info.Kubeconfig)
+
+	srv, err := imdsserver.New(imdsserver.Config{Instance: imdsInstance(), UserData: mimeUserData(nodeConfigYAML(info))})
+	if err != nil {
+		return fmt.Errorf("setting up the IMDS stand-in: %w", err)
+	}
+	hostURL, stopIMDS, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("starting the IMDS stand-in: %w", err)
+	}
+	d.stopIMDS = stopIMDS
+	u, err := url.Parse(hostURL)
+	if err != nil {
+		return fmt.Errorf("IMDS stand-in URL %q: %w", hostURL, err)
+	}
+	imdsURL := "http://10.0.2.2:" + u.Port()
+	d.note("IMDS stand-in at %s (the node dials %s), serving the NodeConfig as MIME user data", hostURL, imdsURL)
+
+	// 2. The node.
+	d.consoleAt = filepath.Join(o.outDir, "console.log")
+	if d.consoleLog, err = os.Create(d.consoleAt); err != nil {
+		return fmt.Errorf("creating the console log: %w", err)
+	}
+	cfg := qemu.ImageConfig(o.image, "berth.imds="+imdsURL)
+	cfg.MemoryMB = 2048
+	cfg.CPUs = 2
+	cfg.NICs = []qemu.NIC{{}}
+	cfg.Timeout = o.timeout
+	d.vm, err = qemu.Boot(ctx, cfg, qemu.BootOptions{ConsoleLog: d.consoleLog})
+	if err != nil {
+		return fmt.Errorf("booting the node: %w", err)
+	}
+	d.note("QEMU started (TCG, 2 GiB, 2 vCPUs, virtio NIC); console log: %s", d.consoleAt)
+
+	// 3. Boot, as the console tells it.
+	if err := d.wait(ctx, "the boot report", bootTimeout, func() (bool, string) {
+		_, ok := d.watch.get(bootReport)
+		return ok, "no BERTH-REPORT line yet"
+	}); err != nil {
+		return err
+	}
+	if !d.rep.OK {
+		return fmt.Errorf("the node's boot failed: %s", d.rep.Error)
+	}
+
+	// 4. The join, as the API server tells it.
+	a := api{c: d.cluster.Client(), base: info.HostEndpoint}
+	var ns nodeStatus
+	if err := d.wait(ctx, "node registered", registerTimeout, func() (bool, string) {
+		reg, _, seen, _ := a.nodeReady(ctx)
+		return reg, seen
+	}); err != nil {
+		return err
+	}
+	d.host.Registered = d.vm.Uptime()
+	d.progress(d.host.Registered, "node registered: %s", nodeName)
+	if err := d.wait(ctx, "node Ready", readyTimeout, func() (bool, string) {
+		_, ready, seen, n := a.nodeReady(ctx)
+		ns = n
+		return ready, seen
+	}); err != nil {
+		return err
+	}
+	d.host.Ready = d.vm.Uptime()
+	ni := ns.Status.NodeInfo
+	d.progress(d.host.Ready, "node Ready (kubelet %s, %s, kernel %s, %s)", ni.KubeletVersion, ni.ContainerRuntimeVersion, ni.KernelVersion, ni.OSImage)
+
+	if err := a.do(ctx, "POST", "/api/v1/namespaces/"+podNS+"/pods", demoPod(), nil); err != nil {
+		return fmt.Errorf("creating the demo pod: %w", err)
+	}
+	d.progress(d.vm.Uptime(), "pod %s/%s created (image %s)", podNS, podName, demoImage)
+	if err := d.wait(ctx, "pod Running", podTimeout, func() (bool, string) { return a.podRunning(ctx) }); err != nil {
+		return err
+	}
+	d.host.PodRunning = d.vm.Uptime()
+	d.progress(d.host.PodRunning, "pod Running")
+
+	// 5. An orderly power-off through the ACPI power button.
+	if err := d.vm.PowerDown(); err != nil {
+		return fmt.Errorf("pressing the power button (QMP system_powerdown): %w", err)
+	}
+	d.host.PowerDown = d.vm.Uptime()
+	d.progress(d.host.PowerDown, "power button pressed (QMP system_powerdown)")
+	if err := d.wait(ctx, "QEMU exit after system_powerdown", powerOffBound, func() (bool, string) {
+		return d.vm.Exited(), "the guest is still shutting down"
+	}); err != nil {
+		return err
+	}
+	d.host.QEMUExited = d.vm.Uptime()
+	if err := d.vm.WaitExit(time.Second); err != nil {
+		return fmt.Errorf("after power-off: %w", err)
+	}
+	d.progress(d.host.QEMUExited, "node powered off; QEMU exited after %.1f s", (d.host.QEMUExited - d.host.PowerDown).Seconds())
+
+	fmt.Fprintln(d.out)
+	return formatTimeline(d.out, d.timeline())
+}
+
+func (d *demo) timeline() timeline {
+	return timeline{Report: d.rep, Host: d.host, ConsoleLog: d.consoleAt, ControlPlaneLogs: d.cpLogs}
+}
+
+// errQEMUExited is a wait cut short because the node is gone.
+var errQEMUExited = errors.New("QEMU exited")
+
+// wait polls done until it says yes, the timeout passes, QEMU exits or ctx
+// ends. Each round first reads the new console lines, so progress shows as
+// it happens.
+func (d *demo) wait(ctx context.Context, what string, timeout time.Duration, done func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	last := ""
+	for {
+		d.pump()
+		ok, seen := done()
+		if ok {
+			return nil
+		}
+		last = seen
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx))
+		case d.vm.Exited():
+			d.pump()
+			if ok, _ := done(); ok {
+				return nil
+			}
+			return fmt.Errorf("waiting for %s: %w (last seen: %s)", what, errQEMUExited, last)
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s not reached within %s; last seen: %s", what, timeout, last)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// pump reads the console lines that came since the last call and prints
+// their milestones.
+func (d *demo) pump() {
+	for _, ev := range d.watch.feed(d.vm.Lines()) {
+		switch ev.m {
+		case kernelBooted:
+			d.host.FirstBerthLine, d.host.FirstBerthGuestMs = ev.At, ev.GuestMs
+			d.progress(ev.At, "kernel booted: berth is PID 1 at %d ms on the guest clock (%s)", ev.GuestMs, ev.Detail)
+		case networkUp:
+			d.progress(ev.At, "network up: %s", ev.Detail)
+		case containerdReady:
+			d.progress(ev.At, "containerd ready: %s", ev.Detail)
+		case kubeletStarted:
+			d.host.KubeletStarted = ev.At
+			d.progress(ev.At, "kubelet started: %s", ev.Detail)
+		case bootReport:
+			d.host.BootReport, d.rep = ev.At, ev.Report
+			k := int64(0)
+			if s, err := servicesOf(ev.Report); err == nil {
+				k = s.KernelToKubeletMs
+			}
+			d.progress(ev.At, "boot report: ok=%t, kernel → kubelet exec %d ms (guest clock), berth RSS %d KiB", ev.Report.OK, k, ev.Report.RSSKiB)
+		case nodeRegistered:
+			d.progress(ev.At, "berth saw kubelet register the node")
+		case joinWaiting:
+			d.progress(ev.At, "berth: node not registered yet: %s", ev.Detail)
+		case kubeletStopped:
+			d.host.KubeletStopped = ev.At
+			d.progress(ev.At, "shutdown: kubelet stopped")
+		case podsStopped:
+			d.host.PodsStopped = ev.At
+			d.progress(ev.At, "shutdown: pods stopped")
+		case containerdStopped:
+			d.host.ContainerdStopped = ev.At
+			d.progress(ev.At, "shutdown: containerd stopped")
+		case poweredDown:
+			d.progress(ev.At, "kernel: power down")
+		}
+	}
+}
+
+// fail says why the demo failed, with the console's tail and where the
+// logs are.
+func (d *demo) fail(err error) {
+	fmt.Fprintf(d.out, "\ndemo: FAILED: %v\n", err)
+	if d.vm != nil {
+		d.pump()
+		fmt.Fprintf(d.out, "\nconsole tail (last %d lines, s since QEMU start):\n%s", consoleTail, d.vm.ConsoleTail(consoleTail))
+	}
+	if d.consoleAt != "" {
+		fmt.Fprintf(d.out, "full console log: %s\n", d.consoleAt)
+	}
+	if d.cpLogs != "" {
+		fmt.Fprintf(d.out, "control plane logs: %s\n", d.cpLogs)
+	}
+}
+
+// cleanup kills QEMU if it still runs and stops the IMDS stand-in and the
+// control plane; each step is bounded by the step itself.
+func (d *demo) cleanup() error {
+	var errs []error
+	if d.vm != nil {
+		errs = append(errs, d.vm.Close())
+	}
+	if d.stopIMDS != nil {
+		d.stopIMDS()
+	}
+	if d.cluster != nil {
+		if err := d.cluster.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
+		}
+	}
+	if d.consoleLog != nil {
+		errs = append(errs, d.consoleLog.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/berth-node/berth/report"
+)
+
+// servicesSection is the part of the boot report's services section the
+// timeline shows.
+type servicesSection struct {
+	KernelToKubeletMs int64 `json:"kernelToKubeletMs"`
+	Services          []struct {
+		Name      string    `json:"name"`
+		State     string    `json:"state"`
+		PID       int       `json:"pid"`
+		Restarts  int       `json:"restarts"`
+		StartedAt time.Time `json:"started_at"`
+		ReadyMs   int64     `json:"ready_ms"`
+	} `json:"services"`
+	Images []struct {
+		Name       string `json:"name"`
+		Imported   bool   `json:"imported"`
+		DurationMs int64  `json:"durationMs"`
+		Error      string `json:"error"`
+	} `json:"images"`
+}
+
+// servicesOf decodes the report's services section (report.Report keeps it
+// as the generic JSON the node wrote).
+func servicesOf(r *report.Report) (servicesSection, error) {
+	var s servicesSection
+	if r.Services == nil {
+		return s, nil
+	}
+	b, err := json.Marshal(r.Services)
+	if err != nil {
+		return s, fmt.Errorf("re-encoding the report's services section: %w", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("decoding the report's services section: %w", err)
+	}
+	return s, nil
+}
+
+// hostTimes are the milestones as the host saw them, each since QEMU
+// started; zero means not reached.
+type hostTimes struct {
+	// FirstBerthLine is when berth's first console line arrived, and
+	// FirstBerthGuestMs its own timestamp: together they place the kernel's
+	// start on the host clock.
+	FirstBerthLine    time.Duration
+	FirstBerthGuestMs int64
+	KubeletStarted    time.Duration
+	BootReport        time.Duration
+	Registered        time.Duration
+	Ready             time.Duration
+	PodRunning        time.Duration
+	// The power-off: the button press, each step's console line, QEMU's exit.
+	PowerDown         time.Duration
+	KubeletStopped    time.Duration
+	PodsStopped       time.Duration
+	ContainerdStopped time.Duration
+	QEMUExited        time.Duration
+}
+
+// timeline is everything the closing summary shows.
+type timeline struct {
+	Report           *report.Report
+	Host             hostTimes
+	ConsoleLog       string
+	ControlPlaneLogs string
+}
+
+// formatTimeline writes the boot timeline: the guest's own clock from the
+// boot report (kernel → berth → each phase → containerd → kubelet), then the
+// host's wall clock for what only the host sees (registration, Ready, the
+// pod), the power-off, and where the logs are.
+func formatTimeline(w io.Writer, tl timeline) error {
+	var b strings.Builder
+	row := func(indent int, label, value, note string) {
+		fmt.Fprintf(&b, "%s%-*s %10s", strings.Repeat(" ", indent), 34-indent, label, value)
+		if note != "" {
+			b.WriteString("   " + note)
+		}
+		b.WriteString("\n")
+	}
+	ms := func(v int64) string { return fmt.Sprintf("%d ms", v) }
+	sec := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+	if r := tl.Report; r != nil {
+		b.WriteString("Boot timeline, guest clock (ms since the kernel started):\n")
+		row(2, "kernel start", ms(0), "")
+		row(2, "berth running as PID 1", ms(r.KernelToInitMs), "kernel → berth (kernelToInitMs)")
+		svc, err := servicesOf(r)
+		if err != nil {
+			return err
+		}
+		for _, p := range r.Phases {
+			note := fmt.Sprintf("took %d ms", p.DurationMs)
+			if p.Error != "" {
+				note += "; error: " + p.Error
+			}
+			row(2, "phase "+p.Name, ms(p.StartMs), note)
+			if p.Name == "services" {
+				servicesRows(row, svc)
+			}
+		}
+		row(2, "boot report", ms(r.EndMs), fmt.Sprintf("berth's part %d ms, berth RSS %d KiB, ok=%t", r.EndMs-r.KernelToInitMs, r.RSSKiB, r.OK))
+		if r.Error != "" {
+			row(4, "boot error", "", r.Error)
+		}
+	}
+
+	h := tl.Host
+	b.WriteString("\nJoin, host wall clock (s since QEMU started")
+	if h.FirstBerthLine > 0 {
+		fmt.Fprintf(&b, "; the kernel started at about %s", sec(h.FirstBerthLine-time.Duration(h.FirstBerthGuestMs)*time.Millisecond))
+	}
+	b.WriteString("):\n")
+	for _, m := range []struct {
+		label string
+		at    time.Duration
+	}{
+		{"berth's first console line", h.FirstBerthLine},
+		{"kubelet started", h.KubeletStarted},
+		{"boot report", h.BootReport},
+		{"node registered", h.Registered},
+		{"node Ready", h.Ready},
+		{"pod Running", h.PodRunning},
+	} {
+		v := "not reached"
+		if m.at > 0 {
+			v = sec(m.at)
+		}
+		row(2, m.label, v, "")
+	}
+
+	if h.PowerDown > 0 {
+		b.WriteString("\nPower-off (s after system_powerdown):\n")
+		for _, m := range []struct {
+			label string
+			at    time.Duration
+		}{
+			{"kubelet stopped", h.KubeletStopped},
+			{"pods stopped", h.PodsStopped},
+			{"containerd stopped", h.ContainerdStopped},
+			{"QEMU exited", h.QEMUExited},
+		} {
+			v := "not seen"
+			if m.at > 0 {
+				v = sec(m.at - h.PowerDown)
+			}
+			row(2, m.label, v, "")
+		}
+	}
+
+	b.WriteString("\nLogs:\n")
+	row(2, "node console", "", tl.ConsoleLog)
+	row(2, "control plane", "", tl.ControlPlaneLogs)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// servicesRows places each service on the guest clock: the report gives
+// kubelet's exec as ms since kernel start and every service's exec as wall
+// time, so the others are placed by their distance from kubelet's.
+func servicesRows(row func(int, string, string, string), svc servicesSection) {
+	var kubeletAt time.Time
+	for _, s := range svc.Services {
+		if s.Name == "kubelet" {
+			kubeletAt = s.StartedAt
+		}
+	}
+	for _, s := range svc.Services {
+		if s.StartedAt.IsZero() {
+			row(4, s.Name, "not started", fmt.Sprintf("state %s", s.State))
+			continue
+		}
+		if kubeletAt.IsZero() || svc.KernelToKubeletMs == 0 {
+			row(4, s.Name+" started", "", fmt.Sprintf("state %s, pid %d, restarts %d", s.State, s.PID, s.Restarts))
+			continue
+		}
+		at := svc.KernelToKubeletMs + s.StartedAt.Sub(kubeletAt).Milliseconds()
+		note := fmt.Sprintf("pid %d, restarts %d", s.PID, s.Restarts)
+		if s.Name == "kubelet" {
+			note += " (services.kernelToKubeletMs)"
+		}
+		row(4, s.Name+" started", fmt.Sprintf("%d ms", at), note)
+		if s.ReadyMs > 0 {
+			what := " ready"
+			if s.Name == "kubelet" {
+				what = " healthy"
+			}
+			row(4, s.Name+what, fmt.Sprintf("%d ms", at+s.ReadyMs), fmt.Sprintf("ready_ms %d", s.ReadyMs))
+		} else {
+			row(4, s.Name+" ready", "not ready", "state "+s.State)
+		}
+		if s.Name == "containerd" {
+			for _, im := range svc.Images {
+				switch {
+				case im.Error != "":
+					row(6, "image "+im.Name, "failed", im.Error)
+				case im.Imported:
+					row(6, "image "+im.Name, "", fmt.Sprintf("imported in %d ms", im.DurationMs))
+				default:
+					row(6, "image "+im.Name, "", "already present")
+				}
+			}
+		}
+	}
+}
