@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"time"
@@ -17,6 +18,7 @@ const (
 	networkUp
 	containerdReady
 	kubeletStarted
+	kubeletHealthy
 	bootReport
 	nodeRegistered // berth saw kubelet register the node
 	joinWaiting    // berth says why the node has not registered yet (repeats)
@@ -40,6 +42,7 @@ var consoleRules = []consoleRule{
 	{m: networkUp, re: regexp.MustCompile(`^\[\s*(\d+)ms\] network: network up(.*)$`)},
 	{m: containerdReady, re: regexp.MustCompile(`^\[\s*(\d+)ms\] services: service ready\b(.*\bservice=containerd\b.*)$`)},
 	{m: kubeletStarted, re: regexp.MustCompile(`^\[\s*(\d+)ms\] services: service started\b(.*\bservice=kubelet\b.*)$`)},
+	{m: kubeletHealthy, re: regexp.MustCompile(`^\[\s*(\d+)ms\] services: service ready\b(.*\bservice=kubelet\b.*)$`)},
 	{m: nodeRegistered, re: regexp.MustCompile(`^\[\s*(\d+)ms\] join: node registered with the API server(.*)$`)},
 	{m: joinWaiting, re: regexp.MustCompile(`^\[\s*(\d+)ms\] join: node not registered yet(.*)$`), repeat: true},
 	{m: kubeletStopped, re: regexp.MustCompile(`^\[\s*(\d+)ms\] shutdown: service stopped service=kubelet\b(.*)$`)},
@@ -129,4 +132,39 @@ func trimDetail(s string) string {
 		s = s[1:]
 	}
 	return s
+}
+
+// describe is the progress line for a milestone.
+func describe(ev event) string {
+	switch ev.m {
+	case kernelBooted:
+		return fmt.Sprintf("kernel booted: berth is PID 1 at %d ms on the guest clock (%s)", ev.GuestMs, ev.Detail)
+	case networkUp:
+		return "network up: " + ev.Detail
+	case containerdReady:
+		return "containerd ready: " + ev.Detail
+	case kubeletStarted:
+		return "kubelet started: " + ev.Detail
+	case kubeletHealthy:
+		return "kubelet healthy: " + ev.Detail
+	case bootReport:
+		k := int64(0)
+		if s, err := servicesOf(ev.Report); err == nil {
+			k = s.KernelToKubeletMs
+		}
+		return fmt.Sprintf("boot report: ok=%t, kernel → kubelet exec %d ms (guest clock), berth RSS %d KiB", ev.Report.OK, k, ev.Report.RSSKiB)
+	case nodeRegistered:
+		return "berth saw kubelet register the node"
+	case joinWaiting:
+		return "berth: node not registered yet: " + ev.Detail
+	case kubeletStopped:
+		return "shutdown: kubelet stopped " + ev.Detail
+	case podsStopped:
+		return "shutdown: pods stopped " + ev.Detail
+	case containerdStopped:
+		return "shutdown: containerd stopped " + ev.Detail
+	case poweredDown:
+		return "kernel: power down"
+	}
+	return fmt.Sprintf("milestone %d: %s", ev.m, ev.Detail)
 }

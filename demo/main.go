@@ -60,7 +60,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("the demo's -timeout of %s passed", o.timeout))
 	defer cancel()
 
 	d := &demo{opts: o, out: os.Stdout, watch: newConsoleWatch(),
@@ -286,40 +286,11 @@ func (d *demo) wait(ctx context.Context, what string, timeout time.Duration, don
 // their milestones.
 func (d *demo) pump() {
 	for _, ev := range d.watch.feed(d.vm.Lines()) {
-		switch ev.m {
-		case kernelBooted:
-			d.host.FirstBerthLine, d.host.FirstBerthGuestMs = ev.At, ev.GuestMs
-			d.progress(ev.At, "kernel booted: berth is PID 1 at %d ms on the guest clock (%s)", ev.GuestMs, ev.Detail)
-		case networkUp:
-			d.progress(ev.At, "network up: %s", ev.Detail)
-		case containerdReady:
-			d.progress(ev.At, "containerd ready: %s", ev.Detail)
-		case kubeletStarted:
-			d.host.KubeletStarted = ev.At
-			d.progress(ev.At, "kubelet started: %s", ev.Detail)
-		case bootReport:
-			d.host.BootReport, d.rep = ev.At, ev.Report
-			k := int64(0)
-			if s, err := servicesOf(ev.Report); err == nil {
-				k = s.KernelToKubeletMs
-			}
-			d.progress(ev.At, "boot report: ok=%t, kernel → kubelet exec %d ms (guest clock), berth RSS %d KiB", ev.Report.OK, k, ev.Report.RSSKiB)
-		case nodeRegistered:
-			d.progress(ev.At, "berth saw kubelet register the node")
-		case joinWaiting:
-			d.progress(ev.At, "berth: node not registered yet: %s", ev.Detail)
-		case kubeletStopped:
-			d.host.KubeletStopped = ev.At
-			d.progress(ev.At, "shutdown: kubelet stopped")
-		case podsStopped:
-			d.host.PodsStopped = ev.At
-			d.progress(ev.At, "shutdown: pods stopped")
-		case containerdStopped:
-			d.host.ContainerdStopped = ev.At
-			d.progress(ev.At, "shutdown: containerd stopped")
-		case poweredDown:
-			d.progress(ev.At, "kernel: power down")
+		d.host.record(ev)
+		if ev.Report != nil {
+			d.rep = ev.Report
 		}
+		d.progress(ev.At, "%s", describe(ev))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/berth-node/berth/controlplane"
 	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/plan"
 )
 
 // What the demo node is, as QEMU's user network and the IMDS stand-in make
@@ -28,14 +29,14 @@ func nodeConfigYAML(info controlplane.Info) string {
 kind: NodeConfig
 metadata:
   annotations:
-    berth.dev/bootstrap-token: %s
+    %s: %s
 spec:
   cluster:
     name: %s
     apiServerEndpoint: %s
     certificateAuthority: %s
     cidr: %s
-`, info.BootstrapToken, clusterTag, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR)
+`, plan.BootstrapTokenAnnotation, info.BootstrapToken, clusterTag, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR)
 }
 
 // mimeUserData wraps the NodeConfig the way eksctl and Karpenter do: MIME

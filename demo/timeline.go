@@ -68,6 +68,24 @@ type hostTimes struct {
 	QEMUExited        time.Duration
 }
 
+// record notes when a console milestone reached the host.
+func (h *hostTimes) record(ev event) {
+	switch ev.m {
+	case kernelBooted:
+		h.FirstBerthLine, h.FirstBerthGuestMs = ev.At, ev.GuestMs
+	case kubeletStarted:
+		h.KubeletStarted = ev.At
+	case bootReport:
+		h.BootReport = ev.At
+	case kubeletStopped:
+		h.KubeletStopped = ev.At
+	case podsStopped:
+		h.PodsStopped = ev.At
+	case containerdStopped:
+		h.ContainerdStopped = ev.At
+	}
+}
+
 // timeline is everything the closing summary shows.
 type timeline struct {
 	Report           *report.Report
@@ -159,9 +177,8 @@ func formatTimeline(w io.Writer, tl timeline) error {
 		}
 	}
 
-	b.WriteString("\nLogs:\n")
-	row(2, "node console", "", tl.ConsoleLog)
-	row(2, "control plane", "", tl.ControlPlaneLogs)
+	fmt.Fprintf(&b, "\nLogs:\n  node console:   %s\n  control plane:  %s (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)\n",
+		tl.ConsoleLog, tl.ControlPlaneLogs)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -202,14 +219,14 @@ func servicesRows(row func(int, string, string, string), svc servicesSection) {
 		}
 		if s.Name == "containerd" {
 			for _, im := range svc.Images {
+				note := fmt.Sprintf("%s imported in %d ms", im.Name, im.DurationMs)
 				switch {
 				case im.Error != "":
-					row(6, "image "+im.Name, "failed", im.Error)
-				case im.Imported:
-					row(6, "image "+im.Name, "", fmt.Sprintf("imported in %d ms", im.DurationMs))
-				default:
-					row(6, "image "+im.Name, "", "already present")
+					note = fmt.Sprintf("%s failed: %s", im.Name, im.Error)
+				case !im.Imported:
+					note = im.Name + " already present"
 				}
+				row(6, "image", "", note)
 			}
 		}
 	}

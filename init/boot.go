@@ -420,6 +420,7 @@ func phaseModules(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("loading module index from %s: %w", dir, err)
 	}
+	b.node.kmod = ix
 	var errs []error
 	var preload []string
 	if m, err := manifest.Load(manifest.DefaultPath); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-node/berth/fsutil"
 	"github.com/berth-node/berth/imds"
+	"github.com/berth-node/berth/kmod"
 	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/mounts/instancestore"
 	"github.com/berth-node/berth/mounts/localstorage"
@@ -30,6 +31,7 @@ const configTimeout = 60 * time.Second
 // nodeState is what the node phases found and decided, in phase order.
 type nodeState struct {
 	manifest *manifest.Manifest
+	kmod     *kmod.Index
 	net      *network.Result
 	netH     *network.Handle
 	instance *imds.Metadata
@@ -211,6 +213,23 @@ func phaseStorage(ctx context.Context, b *boot, log *slog.Logger) error {
 	var tools map[string]string
 	if b.node.manifest != nil {
 		tools = b.node.manifest.Tools
+	}
+	// Load what the strategy needs up front rather than through the
+	// kernel's on-demand requests: /dev/mapper/control only exists once
+	// dm_mod is loaded.
+	if b.node.kmod != nil {
+		mods := []string{"xfs", "ext4"}
+		if opts.Strategy != localstorage.StrategyMount {
+			mods = append(mods, "dm_mod")
+		}
+		if opts.Strategy == localstorage.StrategyRAID10 {
+			mods = append(mods, "dm_raid", "raid10")
+		}
+		loaded, err := kmod.Load(ctx, log, b.node.kmod, mods...)
+		b.rep.Modules = append(b.rep.Modules, loaded...)
+		if err != nil {
+			log.Warn("loading storage modules", "err", err)
+		}
 	}
 	env := localstorage.DefaultEnv(tools)
 	env.Run = reaperRunner(b.reaper)

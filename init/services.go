@@ -218,15 +218,17 @@ type joinWatcher struct {
 // kubeletRegistered matches kubelet's "Successfully registered node" line.
 var kubeletRegistered = regexp.MustCompile(`Successfully registered node`)
 
-// joinErrors are the kubelet lines that say why a node cannot join.
-var joinErrors = regexp.MustCompile(`x509: |connection refused|no route to host|i/o timeout|Unauthorized|forbidden|certificate|Unable to register node|failed to run Kubelet|bootstrap`)
+// joinErrors are the kubelet lines that say why a node cannot join; other
+// errors kubelet logs while it waits (CSINode, checkpoints) say nothing
+// about the join and would mislead.
+var joinErrors = regexp.MustCompile(`x509: |connection refused|no route to host|i/o timeout|Unauthorized|forbidden|certificate|Unable to register node|failed to run Kubelet|bootstrap|getting credentials|no such host`)
 
 func (w *joinWatcher) line(l string) {
 	if kubeletRegistered.MatchString(l) {
 		w.once.Do(func() { close(w.registered) })
 		return
 	}
-	if supervise.Classify(l) >= slog.LevelError || joinErrors.MatchString(l) {
+	if joinErrors.MatchString(l) {
 		w.mu.Lock()
 		w.lastErr = l
 		w.mu.Unlock()
@@ -261,15 +263,13 @@ func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
 }
 
 // joinCause shortens a kubelet log line to the part that says why: the
-// innermost error text when the line has err="...".
+// err="..." value when the line has one (klog's structured form).
 func joinCause(l string) string {
 	if i := strings.Index(l, `err="`); i >= 0 {
-		rest := l[i+len(`err="`):]
-		if j := strings.LastIndex(rest, `"`); j >= 0 {
-			if s, err := strconv.Unquote(`"` + rest[:j] + `"`); err == nil {
+		if q, err := strconv.QuotedPrefix(l[i+len(`err=`):]); err == nil {
+			if s, err := strconv.Unquote(q); err == nil {
 				return s
 			}
-			return rest[:j]
 		}
 	}
 	return l

@@ -115,17 +115,31 @@ func ScanModaliases(sysfs string) ([]string, error) {
 // dependencies first; failures are logged and returned joined, and do not
 // stop other modules loading.
 func Coldplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string) ([]string, error) {
-	return LoadAndColdplug(ctx, log, ix, sysfs, nil)
+	return LoadAndColdplug(ctx, log, ix, sysfs, Options{})
 }
 
-// LoadAndColdplug is Load(preload...) followed by Coldplug, faster: the
+// Options tune LoadAndColdplug.
+type Options struct {
+	// Preload are modules (names or aliases) loaded whatever the
+	// hardware, before the devices' modules.
+	Preload []string
+	// NoSettle skips the wait, after the last pass, for devices that
+	// drivers add asynchronously, taking it off the boot's critical path:
+	// for when Hotplug runs afterwards and loads their modules.
+	NoSettle bool
+}
+
+// LoadAndColdplug is Load(o.Preload...) followed by Coldplug, faster: the
 // first sysfs scan runs while the preload modules load, and one session
 // means nothing is looked up twice. The modules loaded come back in one
 // list, preload ones first.
-func LoadAndColdplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string, preload []string) ([]string, error) {
+func LoadAndColdplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string, o Options) ([]string, error) {
 	s := newSession(ix, log, finitModule, procModules())
 	scan := func() ([]string, error) { return ScanModaliases(sysfs) }
 	p := defaultPolicy()
+	if o.NoSettle {
+		p.Settle = 0
+	}
 	var src deviceSource
 	if u, err := openUevents(scan); err != nil {
 		s.log.Warn("no uevent socket; rescanning sysfs for new devices instead", "err", err)
@@ -134,7 +148,61 @@ func LoadAndColdplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs str
 		defer u.Close()
 		src = u
 	}
-	return loadAndColdplug(ctx, s, src, p, preload)
+	return loadAndColdplug(ctx, s, src, p, o.Preload)
+}
+
+// Hotplug loads the modules of devices added from now until ctx ends, as
+// the kernel announces them (what udev does after its coldplug), and calls
+// loaded with each batch it loads. It starts with a scan, so a device added
+// between the coldplug and this call is not missed. It returns nil when ctx
+// ends, or an error if it cannot listen for uevents at all. Failures to
+// load are logged; a module that failed is not tried again.
+func Hotplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string, loaded func(modules []string)) error {
+	scan := func() ([]string, error) { return ScanModaliases(sysfs) }
+	u, err := openUevents(scan)
+	if err != nil {
+		return fmt.Errorf("hotplug: %w", err)
+	}
+	defer u.Close()
+	u.slice = time.Second // a long-lived listener need not wake often to notice ctx
+	return hotplug(ctx, newSession(ix, log, finitModule, procModules()), u, loaded)
+}
+
+func hotplug(ctx context.Context, s *session, src deviceSource, loaded func([]string)) error {
+	done := func(m string) bool { return s.present[m] || s.failed[m] != nil }
+	aliases, err := src.Scan()
+	if err != nil {
+		s.log.Warn("hotplug: first scan failed; following uevents only", "err", err)
+	}
+	for {
+		if want := PlanPass(s.ix, aliases, done); len(want) > 0 {
+			before := len(s.loaded)
+			lp, err := s.ix.plan(want)
+			if err != nil {
+				s.log.Warn("hotplug: modules not found", "err", err)
+			}
+			s.loadAll(ctx, lp)
+			if got := s.loaded[before:]; len(got) > 0 {
+				s.log.Info("hotplug", "matched", strings.Join(want, ","), "loaded", strings.Join(got, ","))
+				if loaded != nil {
+					loaded(append([]string(nil), got...))
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		aliases, err = src.Added(ctx, time.Now().Add(24*time.Hour))
+		if err != nil {
+			// A broken socket would spin; say so once and rest a little.
+			s.log.Warn("hotplug: reading uevents", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
+	}
 }
 
 type scanResult struct {

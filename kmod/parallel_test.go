@@ -162,20 +162,27 @@ type chanSource struct {
 
 func (c *chanSource) Scan() ([]string, error) { return c.present, nil }
 
+// Added, like the uevent socket, returns queued events even when the
+// deadline has passed.
 func (c *chanSource) Added(ctx context.Context, deadline time.Time) ([]string, error) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case e := <-c.events:
-		out := []string{e}
+	drain := func(out []string) []string {
 		for {
 			select {
 			case e := <-c.events:
 				out = append(out, e)
 			default:
-				return out, nil
+				return out
 			}
 		}
+	}
+	if out := drain(nil); len(out) > 0 {
+		return out, nil
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case e := <-c.events:
+		return drain([]string{e}), nil
 	case <-t.C:
 		return nil, nil
 	case <-ctx.Done():
@@ -303,5 +310,71 @@ func TestLoadAndColdplug(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.loaded) != len(want) {
 		t.Errorf("loader called %d times (%v), want %d: each module once", len(f.loaded), f.loaded, len(want))
+	}
+}
+
+// TestHotplug: devices present when it starts (added after the coldplug)
+// and devices announced later get their modules, each batch reported;
+// it returns nil soon after its context ends.
+func TestHotplug(t *testing.T) {
+	ix := fixture(t)
+	f := newFakeSysfs(t, ix, nil)
+	src := &chanSource{present: []string{"acpi:LNXPWRBN:"}, events: make(chan string, 8)}
+	s := newSession(ix, nil, f.load, map[string]bool{})
+	batches := make(chan []string, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- hotplug(ctx, s, src, func(m []string) { batches <- m }) }()
+	next := func() []string {
+		t.Helper()
+		select {
+		case b := <-batches:
+			return b
+		case <-time.After(5 * time.Second):
+			t.Fatal("no batch reported within 5 s")
+			return nil
+		}
+	}
+	if b := next(); !reflect.DeepEqual(b, []string{"button"}) {
+		t.Errorf("first batch %v, want [button] (the device present at start)", b)
+	}
+	src.events <- "virtio:d00000002v00001AF4"
+	if b := next(); !reflect.DeepEqual(b, []string{"virtio_ring", "virtio", "virtio_blk"}) {
+		t.Errorf("second batch %v, want virtio_blk after its dependencies", b)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("hotplug returned %v after its context ended, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("hotplug still running 5 s after its context ended")
+	}
+	f.checkOrder()
+}
+
+// TestColdplugNoSettle: with no settle time, devices whose uevents are
+// queued when a pass ends are still followed, and coldplug does not wait
+// after the last pass.
+func TestColdplugNoSettle(t *testing.T) {
+	ix := fixture(t)
+	f := newFakeSysfs(t, ix, nil)
+	src := &chanSource{present: []string{"pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"}, events: make(chan string, 8)}
+	f.onLoad["virtio_pci"] = func() { src.events <- "virtio:d00000001v00001AF4" }
+	p := testPolicy
+	p.Settle = 0
+	s := newSession(ix, nil, f.load, map[string]bool{})
+	start := time.Now()
+	got, err := coldplug(context.Background(), s, src, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[len(got)-1] != "virtio_net" {
+		t.Errorf("loaded %v, want virtio_net last", got)
+	}
+	if took := time.Since(start); took > 300*time.Millisecond {
+		t.Errorf("coldplug with no settle took %v", took)
 	}
 }

@@ -53,6 +53,8 @@ type uevents struct {
 	fd   int
 	scan func() ([]string, error) // after an overflow, the only way to know what was missed
 	buf  []byte
+	// slice is the longest a wait blocks before checking its context.
+	slice time.Duration
 }
 
 func openUevents(scan func() ([]string, error)) (*uevents, error) {
@@ -68,7 +70,7 @@ func openUevents(scan func() ([]string, error)) (*uevents, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("binding uevent netlink socket to the kernel's group: %w", err)
 	}
-	return &uevents{fd: fd, scan: scan, buf: make([]byte, 64<<10)}, nil
+	return &uevents{fd: fd, scan: scan, buf: make([]byte, 64<<10), slice: 50 * time.Millisecond}, nil
 }
 
 func (u *uevents) Close() error { return unix.Close(u.fd) }
@@ -110,7 +112,7 @@ func (u *uevents) Added(ctx context.Context, deadline time.Time) ([]string, erro
 			return nil, nil
 		}
 		// Poll in slices so a cancelled context is noticed soon.
-		ms := int(min(wait, 50*time.Millisecond) / time.Millisecond)
+		ms := int(min(wait, u.slice) / time.Millisecond)
 		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(u.fd), Events: unix.POLLIN}}, max(ms, 1)); err != nil && !errors.Is(err, unix.EINTR) {
 			return nil, fmt.Errorf("waiting for uevents: %w", err)
 		}

@@ -192,7 +192,7 @@ func TestSwitchRootInMountNamespace(t *testing.T) {
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
-	for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "var", "lib/modules", "sbin", "etc/ssl/certs"} {
+	for _, d := range []string{"proc", "sys", "dev", "run", "tmp", "var", "mnt", "lib/modules", "sbin", "etc/ssl/certs"} {
 		if err := os.MkdirAll(filepath.Join(src, d), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -83,7 +83,9 @@ func planSwitch(o SwitchRootOptions, oldMounted map[string]bool) (switchPlan, er
 	// puts its upper dirs there, and overlayfs refuses an upper dir that is
 	// itself on overlayfs. That is also why / is erofs plus tmpfs mounts
 	// rather than one overlay.
-	for _, d := range []string{"/run", "/tmp", "/var"} {
+	// /mnt is where instance-store filesystems get their mount points
+	// (nodeadm's /mnt/k8s-disks/N), so it must be writable too.
+	for _, d := range []string{"/run", "/tmp", "/var", "/mnt"} {
 		if slices.Contains(p.Move, d) {
 			continue
 		}
@@ -100,6 +102,9 @@ func planSwitch(o SwitchRootOptions, oldMounted map[string]bool) (switchPlan, er
 			// small on small nodes. The size is a limit, not an allocation.
 			m.Flags = 0
 			m.Data = "mode=0755,size=90%"
+		case "/mnt":
+			// Only mount points live here.
+			m.Data = "mode=0755,size=1m"
 		}
 		p.Fresh = append(p.Fresh, m)
 	}

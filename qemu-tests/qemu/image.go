@@ -39,12 +39,18 @@ func ImageDir(t testing.TB) string {
 }
 
 // ImageConfig returns a Config booting the image in dir with the defaults
-// (1 GiB, 2 vCPUs) and the given extra kernel arguments. IMDS is off
+// (1 GiB, 2 vCPUs, quiet) and the given extra kernel arguments. IMDS is off
 // (berth.imds=off) unless appendArgs names one: QEMU has no IMDS at
 // 169.254.169.254, and a node that needs one waits for it until its deadline.
 func ImageConfig(dir, appendArgs string) Config {
 	if !strings.Contains(appendArgs, "berth.imds=") {
 		appendArgs = strings.TrimSpace("berth.imds=off " + appendArgs)
+	}
+	// quiet: the kernel echoes every line berth writes to /dev/kmsg onto
+	// the console too, and its copy of a long line (the boot report) can
+	// land in the middle of berth's own; with quiet it echoes only errors.
+	if !strings.Contains(appendArgs, "quiet") && !strings.Contains(appendArgs, "loglevel=") {
+		appendArgs = "quiet " + appendArgs
 	}
 	return Config{
 		Kernel: filepath.Join(dir, "vmlinuz"),

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/controlplane"
+	"github.com/berth-node/berth/nodeconfig"
+	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/userdata"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// readConsole loads a console log as the harness writes it: each line is
+// "<seconds since QEMU start> <text>".
+func readConsole(t *testing.T, path string) []qemu.Line {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []qemu.Line
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		at, text, ok := strings.Cut(strings.TrimLeft(sc.Text(), " "), " ")
+		if !ok {
+			t.Fatalf("%s: malformed line %q", path, sc.Text())
+		}
+		s, err := strconv.ParseFloat(at, 64)
+		if err != nil {
+			t.Fatalf("%s: line %q: %v", path, sc.Text(), err)
+		}
+		lines = append(lines, qemu.Line{At: time.Duration(s * float64(time.Second)), Text: text})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// The console of a real demo run yields every milestone once, in order, on
+// berth's own lines (not their kernel-log copies), also when the console
+// arrives in pieces.
+func TestConsoleMilestones(t *testing.T) {
+	lines := readConsole(t, filepath.Join("testdata", "console.txt"))
+	w := newConsoleWatch()
+	evs := w.feed(lines[:len(lines)/2])
+	evs = append(evs, w.feed(lines)...)
+	if again := w.feed(lines); len(again) != 0 {
+		t.Errorf("feeding the same console again gave %d more milestones", len(again))
+	}
+	want := []milestone{kernelBooted, networkUp, containerdReady, kubeletStarted, kubeletHealthy, bootReport,
+		joinWaiting, nodeRegistered, kubeletStopped, podsStopped, containerdStopped, poweredDown}
+	var got []milestone
+	for _, ev := range evs {
+		got = append(got, ev.m)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("milestones %v, want %v", got, want)
+	}
+	first := evs[0]
+	if first.GuestMs != 3553 || first.At != 6923*time.Millisecond || first.Detail != "version=2da22a5-dirty" {
+		t.Errorf("kernel booted: %+v", first)
+	}
+	if ev, _ := w.get(kubeletStarted); ev.GuestMs != 17508 || !strings.Contains(ev.Detail, "pid=143") {
+		t.Errorf("kubelet started: %+v", ev)
+	}
+	rep, ok := w.get(bootReport)
+	if !ok || rep.Report == nil || !rep.Report.OK || rep.Report.EndMs != 24575 || rep.At != 27964*time.Millisecond {
+		t.Fatalf("boot report: %+v", rep)
+	}
+	svc, err := servicesOf(rep.Report)
+	if err != nil || svc.KernelToKubeletMs != 17505 || len(svc.Services) != 2 || svc.Services[0].ReadyMs != 5394 {
+		t.Errorf("services section: %+v, %v", svc, err)
+	}
+}
+
+// A truncated copy of the report (the kernel log caps a line) is not taken
+// for the report; a repeating milestone repeats and a once-only one does not.
+func TestConsoleWatchRules(t *testing.T) {
+	w := newConsoleWatch()
+	evs := w.feed([]qemu.Line{
+		{At: time.Second, Text: `[    5.1] berth: BERTH-REPORT {"version":"v1","ok":tr`},
+		{At: 2 * time.Second, Text: `[  100ms] early: berth starting version=v1`},
+		{At: 3 * time.Second, Text: `[  120ms] early: berth starting version=v2`},
+		{At: 4 * time.Second, Text: `[    0.2] berth: join: node not registered yet cause=x`},
+		{At: 5 * time.Second, Text: `[  300ms] join: node not registered yet level=ERROR cause="x509: certificate signed by unknown authority"`},
+		{At: 6 * time.Second, Text: `[  400ms] join: node not registered yet level=ERROR cause="connection refused"`},
+		{At: 7 * time.Second, Text: `BERTH-REPORT {"version":"v1","ok":false,"error":"config: no NodeConfig"}`},
+		{At: 8 * time.Second, Text: `BERTH-REPORT {"version":"v1","ok":true}`},
+	})
+	var got []string
+	for _, ev := range evs {
+		got = append(got, fmt.Sprintf("%d@%s:%s", ev.m, ev.At, describe(ev)))
+	}
+	want := []string{
+		fmt.Sprintf("%d@2s:kernel booted: berth is PID 1 at 100 ms on the guest clock (version=v1)", kernelBooted),
+		fmt.Sprintf(`%d@5s:berth: node not registered yet: level=ERROR cause="x509: certificate signed by unknown authority"`, joinWaiting),
+		fmt.Sprintf(`%d@6s:berth: node not registered yet: level=ERROR cause="connection refused"`, joinWaiting),
+		fmt.Sprintf("%d@7s:boot report: ok=false, kernel → kubelet exec 0 ms (guest clock), berth RSS 0 KiB", bootReport),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if ev, _ := w.get(bootReport); ev.Report.Error != "config: no NodeConfig" {
+		t.Errorf("the first decodable report counts: %+v", ev.Report)
+	}
+}
+
+// The progress lines and the closing timeline of a real run, from its
+// console and fixed host times for what only the API server shows.
+func TestTimelineGolden(t *testing.T) {
+	lines := readConsole(t, filepath.Join("testdata", "console.txt"))
+	w := newConsoleWatch()
+	var h hostTimes
+	tl := timeline{ConsoleLog: "build/demo/console.log", ControlPlaneLogs: "build/demo/controlplane/logs"}
+	var out bytes.Buffer
+	for _, ev := range w.feed(lines) {
+		h.record(ev)
+		if ev.Report != nil {
+			tl.Report = ev.Report
+		}
+		fmt.Fprintf(&out, "[%6.1fs] %s\n", ev.At.Seconds(), describe(ev))
+	}
+	h.Registered, h.Ready, h.PodRunning = 30*time.Second, 30*time.Second, 40*time.Second
+	h.PowerDown, h.QEMUExited = 40*time.Second, 41*time.Second
+	tl.Host = h
+	out.WriteString("\n")
+	if err := formatTimeline(&out, tl); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "timeline.golden")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./demo -run TestTimelineGolden -update)", err)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("timeline differs from %s (rerun with -update if intended):\n%s", golden, out.String())
+	}
+	for _, s := range []string{"kernel → berth (kernelToInitMs)", "kubelet started                  17505 ms", "node Ready                           30.0 s", "the kernel started at about 3.4 s"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("timeline lacks %q", s)
+		}
+	}
+}
+
+// Without a boot report (the node never got that far) the timeline still
+// says what was reached and where the logs are.
+func TestTimelineWithoutReport(t *testing.T) {
+	var out bytes.Buffer
+	if err := formatTimeline(&out, timeline{Host: hostTimes{FirstBerthLine: 7 * time.Second, FirstBerthGuestMs: 3000}, ConsoleLog: "c.log", ControlPlaneLogs: "cp"}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"about 4.0 s", "berth's first console line            7.0 s", "node Ready                       not reached", "node console:   c.log"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("timeline lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "Boot timeline") || strings.Contains(s, "Power-off") {
+		t.Errorf("sections without data:\n%s", s)
+	}
+}
+
+// The user data the IMDS stand-in serves is what berth's own decoder and
+// NodeConfig parser accept, carrying the cluster and the bootstrap token.
+func TestUserDataIsAcceptedByBerth(t *testing.T) {
+	ca, err := controlplane.NewCA("demo-ca", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := controlplane.Info{
+		APIServerEndpoint:    "https://10.0.2.2:6443",
+		CertificateAuthority: base64.StdEncoding.EncodeToString(ca.CertPEM),
+		BootstrapToken:       "abcdef.0123456789abcdef",
+		ServiceCIDR:          "10.96.0.0/12",
+	}
+	docs, err := userdata.Decode(mimeUserData(nodeConfigYAML(info)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []*nodeconfig.NodeConfig
+	for _, d := range docs {
+		if !d.IsNodeConfig() {
+			continue
+		}
+		cfg, problems, err := nodeconfig.Parse(d.Source, d.Data)
+		if err != nil || len(problems) != 0 {
+			t.Fatalf("%s: %v %v", d.Source, err, problems)
+		}
+		if ps := nodeconfig.ValidateDocument(d.Source, cfg); nodeconfig.HasErrors(ps) {
+			t.Fatalf("%s: %v", d.Source, ps)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	if len(docs) != 2 || len(cfgs) != 1 {
+		t.Fatalf("want a skipped shell part and one NodeConfig, got %+v", docs)
+	}
+	c := cfgs[0].Spec.Cluster
+	if c.APIServerEndpoint != info.APIServerEndpoint || !bytes.Equal(c.CertificateAuthority, ca.CertPEM) || c.CIDR != info.ServiceCIDR || c.Name != clusterTag {
+		t.Errorf("cluster: %+v", c)
+	}
+	var ann map[string]string
+	if err := json.Unmarshal(cfgs[0].Metadata["annotations"], &ann); err != nil || ann[plan.BootstrapTokenAnnotation] != info.BootstrapToken {
+		t.Errorf("annotations %v (%v), want the bootstrap token", ann, err)
+	}
+}
+
+// The demo pod lands on the demo node without a scheduler decision and uses
+// the image baked into the test image, never pulling.
+func TestDemoPod(t *testing.T) {
+	b, err := json.Marshal(demoPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Metadata struct{ Name, Namespace string }
+		Spec     struct {
+			NodeName   string `json:"nodeName"`
+			Grace      int    `json:"terminationGracePeriodSeconds"`
+			Containers []struct {
+				Image           string `json:"image"`
+				ImagePullPolicy string `json:"imagePullPolicy"`
+			} `json:"containers"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != imdsInstance().LocalHostname || p.Metadata.Name != podName || p.Spec.Grace != podGraceS ||
+		len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Image != "localhost/berth-demo:v1" || p.Spec.Containers[0].ImagePullPolicy != "Never" {
+		t.Errorf("pod: %s", b)
+	}
+	if imdsInstance().LocalIPv4 != "10.0.2.15" {
+		t.Errorf("IMDS local-ipv4 %q is not QEMU's guest address", imdsInstance().LocalIPv4)
+	}
+}
+
+// FuzzConsoleWatch feeds arbitrary console text: the watcher must not
+// panic, and a once-only milestone is reported at most once.
+func FuzzConsoleWatch(f *testing.F) {
+	f.Add("[  100ms] early: berth starting version=v1\n[  120ms] early: berth starting version=v1\n")
+	f.Add(`BERTH-REPORT {"version":"v1","ok":true,"services":{"kernelToKubeletMs":5}}` + "\n[ 9ms] join: node not registered yet cause=x\n")
+	f.Add("reboot: Power down\n[99999999999999999999ms] services: service started service=kubelet\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		var lines []qemu.Line
+		for i, l := range strings.Split(text, "\n") {
+			lines = append(lines, qemu.Line{At: time.Duration(i) * time.Millisecond, Text: l})
+		}
+		w := newConsoleWatch()
+		count := map[milestone]int{}
+		for _, ev := range append(w.feed(lines[:len(lines)/2]), w.feed(lines)...) {
+			count[ev.m]++
+			_ = describe(ev)
+			if ev.m == bootReport && ev.Report == nil {
+				t.Fatal("boot report event without a report")
+			}
+		}
+		for m, n := range count {
+			if n > 1 && !consoleRuleFor(m).repeat {
+				t.Fatalf("milestone %d reported %d times", m, n)
+			}
+		}
+		var h hostTimes
+		for _, ev := range w.seen {
+			h.record(ev)
+		}
+		var rep timeline
+		if ev, ok := w.get(bootReport); ok {
+			rep.Report = ev.Report
+		}
+		rep.Host = h
+		var out bytes.Buffer
+		_ = formatTimeline(&out, rep)
+	})
+}
