@@ -38,8 +38,16 @@ lint:
 ## test: everything, in order: lint, unit and host tests, QEMU tests.
 test: deps lint test-unit test-qemu
 
+## test-unit: every package but the QEMU tests, with -race. The full verbose
+## log is build/unit-tests.log; shown are the package results, failures and
+## any skip (the host network tests skip only where the machine has no
+## network namespaces, and say so loudly).
 test-unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /qemu-tests)
+	@mkdir -p $(BUILD); set +e; $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -v /qemu-tests) > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
+	grep -E '^(ok |FAIL|panic:)|!!! SKIPPED|^\s*--- SKIP' $(BUILD)/unit-tests.log || true; \
+	if [ $$rc -ne 0 ]; then \
+	  awk '/^\s*--- FAIL/{p=1} p&&/^(=== RUN|\s*--- PASS|ok |PASS$$)/{p=0} p' $(BUILD)/unit-tests.log | head -300; \
+	  echo "test-unit: FAILED (exit $$rc); full log: $(BUILD)/unit-tests.log"; exit $$rc; fi
 
 ## kernel: the Debian kernel package linux-image-amd64 currently depends on,
 ## downloaded and unpacked into build/kernel/<package>_<version>/ (skipped when

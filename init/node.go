@@ -116,6 +116,9 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 		if md.LocalHostname != "" {
 			if err := network.SetHostname(md.LocalHostname); err != nil {
 				log.Warn("setting hostname from IMDS local-hostname", "hostname", md.LocalHostname, "err", err)
+			} else if b.node.net != nil {
+				b.node.net.Hostname = md.LocalHostname
+				b.node.net.HostnameSource = "imds"
 			}
 		}
 		if userData, err = c.UserData(ctx); err != nil {
@@ -203,9 +206,12 @@ func phaseStorage(ctx context.Context, b *boot, log *slog.Logger) error {
 		return fmt.Errorf("instance-store matcher config: %w", err)
 	}
 	opts := localstorage.Options{
-		Strategy:  localstorage.Strategy(ls.Strategy),
-		MountPath: ls.MountPath,
-		Match:     scfg.Match,
+		Strategy:   localstorage.Strategy(ls.Strategy),
+		MountPath:  ls.MountPath,
+		Match:      scfg.Match,
+		Filesystem: scfg.Filesystem,
+		Fatal:      scfg.Fatal,
+		Force:      scfg.Force,
 	}
 	for _, d := range ls.DisabledMounts {
 		opts.DisabledMounts = append(opts.DisabledMounts, string(d))

@@ -79,8 +79,11 @@ func phaseSupervise(ctx context.Context, b *boot, log *slog.Logger) error {
 	// OnChange needs the supervisor New returns.
 	var sup *supervise.Supervisor
 	sup, err := supervise.New(p.Services, supervise.Options{
-		Reaper:     b.reaper,
-		Log:        b.log.With("phase", "services"),
+		Reaper: b.reaper,
+		Log:    b.log.With("phase", "services"),
+		// berth.loglevel=debug shows every service line on the console;
+		// otherwise only those that look like errors.
+		Verbose:    b.cfg.LogLevel <= slog.LevelDebug,
 		LogDir:     supervise.DefaultLogDir,
 		CgroupRoot: cgroup.DefaultRoot,
 		AfterReady: map[string]func(context.Context) error{

@@ -34,17 +34,20 @@ type Steps struct {
 
 // Result is the network part of the boot report.
 type Result struct {
-	Mode       Mode     `json:"mode"`
-	Interface  string   `json:"interface,omitempty"`
-	MAC        string   `json:"mac,omitempty"`
-	Addresses  []string `json:"addresses,omitempty"`
-	Gateway    string   `json:"gateway,omitempty"`
-	Routes     []Route  `json:"routes,omitempty"`
-	MTU        int      `json:"mtu,omitempty"`
-	DNS        []string `json:"dns,omitempty"`
-	Search     []string `json:"search,omitempty"`
-	Hostname   string   `json:"hostname,omitempty"`
-	DHCPServer string   `json:"dhcpServer,omitempty"`
+	Mode      Mode     `json:"mode"`
+	Interface string   `json:"interface,omitempty"`
+	MAC       string   `json:"mac,omitempty"`
+	Addresses []string `json:"addresses,omitempty"`
+	Gateway   string   `json:"gateway,omitempty"`
+	Routes    []Route  `json:"routes,omitempty"`
+	MTU       int      `json:"mtu,omitempty"`
+	DNS       []string `json:"dns,omitempty"`
+	Search    []string `json:"search,omitempty"`
+	Hostname  string   `json:"hostname,omitempty"`
+	// HostnameSource says where Hostname came from: dhcp, config (the
+	// command line) or imds (set later by the config phase).
+	HostnameSource string `json:"hostnameSource,omitempty"`
+	DHCPServer     string `json:"dhcpServer,omitempty"`
 	// DHCPv6Server is the DUID of the server that gave the IPv6 address.
 	DHCPv6Server string   `json:"dhcpv6Server,omitempty"`
 	LeaseTime    Millis   `json:"leaseTimeMs,omitempty"`
@@ -187,8 +190,9 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 		}
 		res.DHCPServer = lease.Server.String()
 		res.LeaseTime, res.T1, res.T2 = ms(lease.Time), ms(lease.T1), ms(lease.T2)
-		if hostname == "" {
+		if hostname == "" && lease.Hostname != "" {
 			hostname = lease.Hostname
+			res.HostnameSource = "dhcp"
 		}
 		dns = append(append([]netip.Addr(nil), lease.DNS...), cfg.DNS...)
 		domain, search = lease.Domain, lease.Search
@@ -234,6 +238,9 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 			errs = append(errs, err)
 		} else {
 			res.Hostname = hostname
+			if res.HostnameSource == "" {
+				res.HostnameSource = "config"
+			}
 		}
 	}
 	rc, err := resolvconf.Merge(dns, domain, search, cfg.Nameservers, cfg.Domains)

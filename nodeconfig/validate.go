@@ -170,15 +170,19 @@ func hasPath(ps []Problem, path string) bool {
 }
 
 // checkKubeletFlags rejects berth-owned flags in both pflag forms:
-// "--flag=value" and "--flag value" (one element, or two elements).
+// "--flag=value" and "--flag value" (one element, or two elements). One
+// element may hold several flags ("--v=2 --kubeconfig=x"): the plan splits
+// elements into words as systemd does for nodeadm, so every word is looked at.
 func checkKubeletFlags(ps *problems, flags []string) {
 	for i, f := range flags {
-		name := strings.TrimSpace(f)
-		if j := strings.IndexAny(name, "= \t"); j >= 0 {
-			name = name[:j]
-		}
-		if hint, owned := ownedKubeletFlags[name]; owned {
-			ps.errorf(fmt.Sprintf("spec.kubelet.flags[%d]", i), "%s is set by berth and cannot be overridden; %s", name, hint)
+		for _, word := range strings.Fields(f) {
+			name := word
+			if j := strings.IndexByte(name, '='); j >= 0 {
+				name = name[:j]
+			}
+			if hint, owned := ownedKubeletFlags[name]; owned {
+				ps.errorf(fmt.Sprintf("spec.kubelet.flags[%d]", i), "%s is set by berth and cannot be overridden; %s", name, hint)
+			}
 		}
 	}
 }

@@ -86,6 +86,10 @@ func TestValidateDocumentRules(t *testing.T) {
 				`error: src: spec.kubelet.flags[3]: --container-runtime-endpoint is set by berth and cannot be overridden; berth runs containerd and points kubelet at it`,
 				`error: src: spec.kubelet.flags[5]: --config-dir is set by berth and cannot be overridden; put KubeletConfiguration fields in spec.kubelet.config`,
 			}},
+		{name: "owned flag hidden in one element", extra: "  kubelet:\n    flags:\n    - --v=2 --kubeconfig=/x\n",
+			want: []string{
+				`error: src: spec.kubelet.flags[0]: --kubeconfig is set by berth and cannot be overridden; berth writes /var/lib/kubelet/kubeconfig from spec.cluster`,
+			}},
 		{name: "cgroupDriver", extra: "  kubelet:\n    config:\n      cgroupDriver: systemd\n",
 			want: []string{`error: src: spec.kubelet.config.cgroupDriver: "systemd" is not supported: berth has no systemd, kubelet uses cgroupfs`}},
 		{name: "cgroupDriver cgroupfs ok", extra: "  kubelet:\n    config:\n      cgroupDriver: cgroupfs\n"},

@@ -113,8 +113,11 @@ type netSection struct {
 	MTU        int      `json:"mtu"`
 	DNS        []string `json:"dns"`
 	DHCPServer string   `json:"dhcpServer"`
-	LeaseTime  float64  `json:"leaseTimeMs"`
-	Steps      struct {
+	Hostname   string   `json:"hostname"`
+	// HostnameSource is dhcp, config or imds.
+	HostnameSource string  `json:"hostnameSource"`
+	LeaseTime      float64 `json:"leaseTimeMs"`
+	Steps          struct {
 		DHCP  float64 `json:"dhcpMs"`
 		Total float64 `json:"totalMs"`
 	} `json:"steps"`
@@ -169,6 +172,9 @@ func TestConfigFromIMDS(t *testing.T) {
 		t.Errorf("DNS servers %v lack QEMU's 10.0.2.3", n.DNS)
 	}
 	figure(t, "network phase %.0f ms, of which DHCP %.0f ms", n.Steps.Total, n.Steps.DHCP)
+	if n.Hostname != "ip-10-0-2-15.us-west-2.compute.internal" || n.HostnameSource != "imds" {
+		t.Errorf("hostname in the report: %q from %q, want IMDS local-hostname", n.Hostname, n.HostnameSource)
+	}
 
 	var c configSection
 	section(t, rep, "config", &c)

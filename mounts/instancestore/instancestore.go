@@ -39,9 +39,21 @@ const EBSModel = "Amazon Elastic Block Store"
 
 // Config is the image's storage config file, /etc/berth/storage.json:
 //
-//	{"match": {"models": ["QEMU NVMe Ctrl"], "serials": ["berth-is-*"]}}
+//	{"match": {"models": ["QEMU NVMe Ctrl"], "serials": ["berth-is-*"]},
+//	 "filesystem": "xfs", "fatal": false, "force": false}
+//
+// The policy fields live here rather than in the NodeConfig because nodeadm
+// has no such fields: they are the image builder's decisions.
 type Config struct {
 	Match Matcher `json:"match"`
+	// Filesystem is xfs (default) or ext4.
+	Filesystem string `json:"filesystem,omitempty"`
+	// Fatal makes a storage failure stop the boot (berth.onfail applies);
+	// by default the node goes on with its state on the root disk.
+	Fatal bool `json:"fatal,omitempty"`
+	// Force claims matched disks holding data berth did not write,
+	// destroying it.
+	Force bool `json:"force,omitempty"`
 }
 
 // Matcher selects instance-store disks by their controller's model and
@@ -67,6 +79,11 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	if len(c.Match.Models) == 0 {
 		c.Match.Models = DefaultMatcher().Models
+	}
+	switch c.Filesystem {
+	case "", "xfs", "ext4":
+	default:
+		return Config{}, fmt.Errorf("storage config: filesystem %q: want xfs or ext4", c.Filesystem)
 	}
 	for i, g := range c.Match.Models {
 		if _, err := path.Match(g, ""); err != nil {
