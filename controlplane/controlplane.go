@@ -50,6 +50,15 @@ type Options struct {
 	ServiceCIDR        string
 	ClusterCIDR        string
 	ExtraAPIServerArgs []string
+	// TokenWebhookURL, when set, registers a token authentication webhook
+	// (authentication.k8s.io/v1 TokenReview) with kube-apiserver, as EKS
+	// registers its IAM authenticator. Bootstrap tokens keep working: the
+	// apiserver asks the webhook only about tokens nothing else accepted.
+	// kube-apiserver requires the webhook to be HTTPS.
+	TokenWebhookURL string
+	// TokenWebhookCA is the PEM CA that signed the webhook's serving
+	// certificate.
+	TokenWebhookCA []byte
 	// ReadyTimeout bounds the whole start, from exec to ready.
 	ReadyTimeout time.Duration
 	// StopTimeout bounds each component's SIGTERM-to-exit wait.
@@ -222,6 +231,16 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 		BootstrapKubeconfig:  l.kubeconfig("bootstrap"),
 		StateDir:             opts.StateDir,
 		LogDir:               l.path("logs"),
+	}
+
+	if opts.TokenWebhookURL != "" {
+		wk, err := TokenWebhookKubeconfig(opts.TokenWebhookURL, opts.TokenWebhookCA)
+		if err != nil {
+			return nil, err
+		}
+		if err := fsutil.WriteFileAtomic(l.tokenWebhookConfig(), wk, 0o600); err != nil {
+			return nil, err
+		}
 	}
 
 	bk, err := BootstrapKubeconfig(c.info)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
@@ -48,6 +49,9 @@ func (l layout) kubeconfig(n string) string {
 	return l.path(n + ".kubeconfig")
 }
 func (l layout) log(n string) string { return l.path("logs", n+".log") }
+func (l layout) tokenWebhookConfig() string {
+	return l.path("token-webhook.kubeconfig")
+}
 
 // certSpecs lists the leaf certificates the control plane needs, by file
 // name. The apiserver's serving certificate names every address a client
@@ -125,6 +129,12 @@ func apiServerArgs(l layout, o Options) []string {
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	if o.TokenWebhookURL != "" {
+		args = append(args,
+			"--authentication-token-webhook-config-file="+l.tokenWebhookConfig(),
+			"--authentication-token-webhook-version=v1",
+		)
+	}
 	return append(args, o.ExtraAPIServerArgs...)
 }
 
@@ -188,6 +198,38 @@ func kubeconfig(server, user string, caPEM []byte, kp *KeyPair) ([]byte, error) 
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encoding kubeconfig for %s: %w", user, err)
+	}
+	return b, nil
+}
+
+// TokenWebhookKubeconfig is the file kube-apiserver's
+// --authentication-token-webhook-config-file takes: a kubeconfig whose
+// cluster is the webhook (server URL and the CA of its serving
+// certificate). The apiserver authenticates to the webhook with nothing.
+func TokenWebhookKubeconfig(url string, caPEM []byte) ([]byte, error) {
+	if !strings.HasPrefix(url, "https://") {
+		return nil, fmt.Errorf("token webhook URL %q: kube-apiserver requires https", url)
+	}
+	if len(caPEM) == 0 {
+		return nil, fmt.Errorf("token webhook %s: no CA given for its serving certificate", url)
+	}
+	cfg := clientcmdv1.Config{
+		APIVersion:     "v1",
+		Kind:           "Config",
+		CurrentContext: "webhook",
+		Clusters: []clientcmdv1.NamedCluster{{
+			Name:    "token-webhook",
+			Cluster: clientcmdv1.Cluster{Server: url, CertificateAuthorityData: caPEM},
+		}},
+		AuthInfos: []clientcmdv1.NamedAuthInfo{{Name: "apiserver"}},
+		Contexts: []clientcmdv1.NamedContext{{
+			Name:    "webhook",
+			Context: clientcmdv1.Context{Cluster: "token-webhook", AuthInfo: "apiserver"},
+		}},
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encoding token webhook kubeconfig: %w", err)
 	}
 	return b, nil
 }

@@ -429,18 +429,22 @@ func phaseModules(ctx context.Context, b *boot, log *slog.Logger) error {
 		preload = m.Preload
 		b.node.manifest = m
 	}
-	if len(preload) > 0 {
-		loaded, err := kmod.Load(ctx, log, ix, preload...)
-		b.rep.Modules = append(b.rep.Modules, loaded...)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("loading preload modules: %w", err))
-		}
-	}
-	loaded, err := kmod.Coldplug(ctx, log, ix, "/sys")
+	// No settle wait on the boot path: devices that drivers add late are
+	// the hotplug loop's, which runs for as long as PID 1 does.
+	loaded, err := kmod.LoadAndColdplug(ctx, log, ix, "/sys", kmod.Options{Preload: preload, NoSettle: true})
 	b.rep.Modules = append(b.rep.Modules, loaded...)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("coldplug: %w", err))
+		errs = append(errs, fmt.Errorf("loading modules: %w", err))
 	}
+	hlog := b.log.With("phase", "hotplug")
+	safeGo(hlog, "hotplug", func() {
+		err := kmod.Hotplug(ctx, hlog, ix, "/sys", func(mods []string) {
+			hlog.Info("modules loaded for a new device", "modules", mods)
+		})
+		if err != nil {
+			hlog.Warn("no module loading for devices added after boot", "err", err)
+		}
+	})
 	log.Info("modules loaded", "count", len(b.rep.Modules))
 	return errors.Join(errs...)
 }

@@ -38,6 +38,8 @@ func commands() []command {
 		{name: "check", summary: "validate NodeConfig files and print every problem", run: cmdCheck},
 		{name: "render", summary: "write the files a node would get, offline, under --out", run: cmdRender},
 		{name: "modprobe", summary: "load kernel modules with their dependencies (the kernel runs it as " + modprobePath + ")", run: cmdModprobe},
+		{name: "eks-token", summary: "print an EKS token from the instance role (kubelet's exec credential plugin)", run: cmdEKSToken},
+		{name: "ecr-credential-provider", summary: "kubelet's image credential provider for ECR (request on stdin)", run: cmdECRCredentialProvider},
 	}
 }
 

@@ -24,5 +24,10 @@ func main() {
 	if filepath.Base(os.Args[0]) == "modprobe" {
 		args = append([]string{"modprobe"}, args...)
 	}
+	// kubelet runs its image credential provider by name from
+	// --image-credential-provider-bin-dir, where it is a link to berth.
+	if filepath.Base(os.Args[0]) == "ecr-credential-provider" {
+		args = append([]string{"ecr-credential-provider"}, args...)
+	}
 	os.Exit(runCLI(args, os.Stdout, os.Stderr))
 }

@@ -38,10 +38,13 @@ func Validate(docs []Document, merged *NodeConfig) []Problem {
 // silently point kubelet at files berth does not write. The value is what
 // to do instead.
 var ownedKubeletFlags = map[string]string{
-	"--config":                     "put KubeletConfiguration fields in spec.kubelet.config",
-	"--config-dir":                 "put KubeletConfiguration fields in spec.kubelet.config",
-	"--kubeconfig":                 "berth writes /var/lib/kubelet/kubeconfig from spec.cluster",
-	"--container-runtime-endpoint": "berth runs containerd and points kubelet at it",
+	"--config":                            "put KubeletConfiguration fields in spec.kubelet.config",
+	"--config-dir":                        "put KubeletConfiguration fields in spec.kubelet.config",
+	"--kubeconfig":                        "berth writes /var/lib/kubelet/kubeconfig from spec.cluster",
+	"--container-runtime-endpoint":        "berth runs containerd and points kubelet at it",
+	"--bootstrap-kubeconfig":              "request a bootstrap-token join with the berth.dev/bootstrap-token annotation",
+	"--image-credential-provider-config":  "berth configures itself as the ECR credential provider",
+	"--image-credential-provider-bin-dir": "berth configures itself as the ECR credential provider",
 }
 
 // OwnedKubeletFlags returns the kubelet flags users may not set, sorted.

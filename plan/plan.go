@@ -76,7 +76,8 @@ type Inputs struct {
 	Manifest *manifest.Manifest
 	// Host are facts the caller read from the machine.
 	Host Host
-	// TokenProvider picks the EKS exec credential plugin (zero: AWS CLI).
+	// TokenProvider picks the EKS exec credential plugin (zero: berth's own
+	// signer, `berth eks-token`).
 	TokenProvider kubelet.TokenProvider
 }
 
@@ -293,6 +294,15 @@ func Build(in Inputs) (*Plan, error) {
 		}
 		add(kubelet.KubeconfigPath, 0o644, data)
 	}
+
+	// Image credential provider: ECR logins from the instance role, as
+	// nodeadm configures, whatever the join; kubelet runs it only for
+	// images in ECR.
+	data, err = kubelet.CredentialProviderConfig()
+	if err != nil {
+		return nil, err
+	}
+	add(kubelet.CredentialProviderConfigPath, 0o644, data)
 
 	// containerd.
 	cv := in.Manifest.Components["containerd"]

@@ -25,9 +25,17 @@
 // # Authentication
 //
 // On EKS the kubeconfig uses an exec credential plugin, as nodeadm's does.
-// Which command provides the token is TokenProvider: today AWSCLI (`aws eks
-// get-token`, nodeadm's choice); BerthEKSToken (`/usr/bin/berth eks-token`)
-// is the seam for berth's own signer.
+// Which command provides the token is TokenProvider: by default
+// BerthEKSToken (`/sbin/berth eks-token`, berth's own SigV4 signer over the
+// instance role's IMDS credentials); AWSCLI (`aws eks get-token`, nodeadm's
+// choice) for images that ship the AWS CLI.
+//
+// # Image credential provider
+//
+// Like nodeadm, berth points kubelet at an ECR credential provider:
+// CredentialProviderConfig (CredentialProviderConfigPath) names
+// ecr-credential-provider for ECR's registry patterns, and
+// CredentialProviderBinDir holds it as a link to berth.
 //
 // For clusters that are not EKS, and for the local test cluster, kubelet can
 // join with a bootstrap token instead (TLS bootstrapping): berth writes

@@ -30,11 +30,13 @@ type FlagInputs struct {
 //  4. --kubeconfig (always)
 //  5. --container-runtime-endpoint (always; also in config.json)
 //  6. --runtime-cgroups (always: containerd's cgroup; there is no config field)
-//  7. --node-ip (when known)
-//  8. --hostname-override (when known)
-//  9. --cloud-provider=external (always)
-//  10. --node-labels (berth's labels, sorted by key; when any)
-//  11. the user's kubelet.flags, in their order, split into words
+//  7. --image-credential-provider-config (always, as nodeadm)
+//  8. --image-credential-provider-bin-dir (always)
+//  9. --node-ip (when known)
+//  10. --hostname-override (when known)
+//  11. --cloud-provider=external (always)
+//  12. --node-labels (berth's labels, sorted by key; when any)
+//  13. the user's kubelet.flags, in their order, split into words
 //
 // The user's flags come last so that, for flags kubelet lets repeat (as
 // --node-labels, which merges), they add to berth's; validation rejects user
@@ -51,6 +53,8 @@ func Flags(in FlagInputs) []string {
 		"--kubeconfig="+KubeconfigPath,
 		"--container-runtime-endpoint="+ContainerRuntimeURL,
 		"--runtime-cgroups="+ContainerdCgroup,
+		"--image-credential-provider-config="+CredentialProviderConfigPath,
+		"--image-credential-provider-bin-dir="+CredentialProviderBinDir,
 	)
 	if in.NodeIP != "" {
 		args = append(args, "--node-ip="+in.NodeIP)

@@ -12,13 +12,17 @@ import (
 type TokenProvider int
 
 const (
+	// BerthEKSToken, the default, runs berth's own signer,
+	// `/sbin/berth eks-token`, with the AWS CLI's arguments, so the image
+	// needs no AWS CLI.
+	BerthEKSToken TokenProvider = iota
 	// AWSCLI runs `aws eks get-token`, as nodeadm's kubeconfig does; the
 	// image must ship the AWS CLI.
-	AWSCLI TokenProvider = iota
-	// BerthEKSToken runs berth's own signer, `/usr/bin/berth eks-token`,
-	// with the same arguments, so the image needs no AWS CLI.
-	BerthEKSToken
+	AWSCLI
 )
+
+// BerthPath is berth in the root image; kubelet execs it as the plugin.
+const BerthPath = "/sbin/berth"
 
 // Exec is the exec credential plugin command for an EKS cluster. cluster
 // is the cluster name (the cluster ID on Outposts, as in nodeadm).
@@ -26,7 +30,7 @@ func (p TokenProvider) Exec(cluster, region string) *clientcmdv1.ExecConfig {
 	args := []string{"eks", "get-token", "--cluster-name", cluster, "--region", region}
 	cmd := "aws"
 	if p == BerthEKSToken {
-		cmd = "/usr/bin/berth"
+		cmd = BerthPath
 		args = append([]string{"eks-token"}, args[2:]...)
 	}
 	return &clientcmdv1.ExecConfig{

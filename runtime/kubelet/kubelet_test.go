@@ -76,6 +76,8 @@ func TestFlagsOrder(t *testing.T) {
 		"--kubeconfig=/var/lib/kubelet/kubeconfig",
 		"--container-runtime-endpoint=unix:///run/containerd/containerd.sock",
 		"--runtime-cgroups=/runtime.slice/containerd",
+		"--image-credential-provider-config=/etc/eks/image-credential-provider/config.json",
+		"--image-credential-provider-bin-dir=/usr/libexec/berth/credential-provider",
 		"--node-ip=10.0.0.1",
 		"--hostname-override=ip-10-0-0-1.ec2.internal",
 		"--cloud-provider=external",
@@ -89,7 +91,7 @@ func TestFlagsOrder(t *testing.T) {
 	}
 	// Optional flags are left out, not given empty values.
 	min := Flags(FlagInputs{})
-	if !slices.Equal(min, []string{want[0], want[3], want[4], want[5], want[8]}) {
+	if !slices.Equal(min, []string{want[0], want[3], want[4], want[5], want[6], want[7], want[10]}) {
 		t.Errorf("minimal flags %q", min)
 	}
 }
@@ -201,7 +203,7 @@ func TestKubeconfig(t *testing.T) {
 		{name: "aws cli", in: KubeconfigInputs{Server: "https://x.eks", Exec: AWSCLI.Exec("c1", "eu-west-1")},
 			want: []string{"command: aws", "- get-token", "- c1", "- eu-west-1", "certificate-authority: /etc/kubernetes/pki/ca.crt", "server: https://x.eks"}},
 		{name: "berth signer", in: KubeconfigInputs{Server: "https://x.eks", Exec: BerthEKSToken.Exec("c1", "eu-west-1")},
-			want: []string{"command: /usr/bin/berth", "- eks-token", "- --cluster-name"}},
+			want: []string{"command: /sbin/berth", "- eks-token", "- --cluster-name"}},
 		{name: "bootstrap token", in: KubeconfigInputs{Server: "https://10.0.2.2:6443", BootstrapToken: "abcdef.0123456789abcdef"},
 			want: []string{"token: abcdef.0123456789abcdef"}},
 		{name: "no server", in: KubeconfigInputs{BootstrapToken: "abcdef.0123456789abcdef"}, wantErr: "apiServerEndpoint"},

@@ -1,0 +1,295 @@
+package ecr
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test ./awsauth/ecr -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden (run with -update):\n got %s\nwant %s", p, got, want)
+	}
+}
+
+func TestParseImage(t *testing.T) {
+	for _, tc := range []struct {
+		image string
+		want  Registry
+		api   string
+	}{
+		{"123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1",
+			Registry{Host: "123456789012.dkr.ecr.us-east-1.amazonaws.com", Account: "123456789012", Region: "us-east-1", Domain: "amazonaws.com"},
+			"https://api.ecr.us-east-1.amazonaws.com"},
+		{"https://123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app@sha256:abc",
+			Registry{Host: "123456789012.dkr.ecr.eu-west-1.amazonaws.com", Account: "123456789012", Region: "eu-west-1", Domain: "amazonaws.com"},
+			"https://api.ecr.eu-west-1.amazonaws.com"},
+		{"123456789012.dkr.ecr.us-east-1.amazonaws.com:5000/app",
+			Registry{Host: "123456789012.dkr.ecr.us-east-1.amazonaws.com:5000", Account: "123456789012", Region: "us-east-1", Domain: "amazonaws.com"},
+			"https://api.ecr.us-east-1.amazonaws.com"},
+		{"123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com/app",
+			Registry{Host: "123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", Account: "123456789012", Region: "us-gov-west-1", FIPS: true, Domain: "amazonaws.com"},
+			"https://ecr-fips.us-gov-west-1.amazonaws.com"},
+		{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/app",
+			Registry{Host: "123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", Account: "123456789012", Region: "cn-north-1", Domain: "amazonaws.com.cn"},
+			"https://api.ecr.cn-north-1.amazonaws.com.cn"},
+		{"123456789012.dkr-ecr.us-west-2.on.aws/app",
+			Registry{Host: "123456789012.dkr-ecr.us-west-2.on.aws", Account: "123456789012", Region: "us-west-2", Domain: "on.aws"},
+			"https://ecr.us-west-2.api.aws"},
+		{"123456789012.dkr-ecr-fips.us-east-1.on.aws/app",
+			Registry{Host: "123456789012.dkr-ecr-fips.us-east-1.on.aws", Account: "123456789012", Region: "us-east-1", FIPS: true, Domain: "on.aws"},
+			"https://ecr-fips.us-east-1.api.aws"},
+		{"123456789012.dkr.ecr.us-iso-east-1.c2s.ic.gov/app",
+			Registry{Host: "123456789012.dkr.ecr.us-iso-east-1.c2s.ic.gov", Account: "123456789012", Region: "us-iso-east-1", Domain: "c2s.ic.gov"},
+			"https://api.ecr.us-iso-east-1.c2s.ic.gov"},
+	} {
+		got, err := ParseImage(tc.image)
+		if err != nil {
+			t.Errorf("ParseImage(%q): %v", tc.image, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("ParseImage(%q) = %+v, want %+v", tc.image, got, tc.want)
+		}
+		if api := got.APIEndpoint(); api != tc.api {
+			t.Errorf("%q: APIEndpoint %s, want %s", tc.image, api, tc.api)
+		}
+	}
+	for _, bad := range []string{
+		"", "nginx:latest", "docker.io/library/nginx", "public.ecr.aws/eks/pause:3.9",
+		"12345678901.dkr.ecr.us-east-1.amazonaws.com/app", // 11 digits
+		"123456789012.dkr.ecr.us-east-1.amazonaws.com.evil.com/app",
+		"123456789012.dkr.ecr.us-east-1.amazonaws.com:/app",
+		"evil.com/123456789012.dkr.ecr.us-east-1.amazonaws.com",
+	} {
+		if r, err := ParseImage(bad); err == nil {
+			t.Errorf("ParseImage(%q) = %+v, want an error", bad, r)
+		}
+	}
+}
+
+// globMatch is kubelet's matchImages rule for one host: the pattern and
+// the host have the same number of labels and each label matches by
+// path.Match.
+func globMatch(pattern, host string) bool {
+	p, h := strings.Split(pattern, "."), strings.Split(host, ".")
+	if len(p) != len(h) {
+		return false
+	}
+	for i := range p {
+		if ok, _ := path.Match(p[i], h[i]); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Every host kubelet sends the plugin (one matching a MatchImages pattern)
+// must parse, or kubelet would call the plugin for images it cannot serve.
+func TestMatchImagesAgreeWithParser(t *testing.T) {
+	for _, pat := range MatchImages {
+		host := strings.Replace(strings.Replace(pat, "*", "123456789012", 1), "*", "ap-southeast-2", 1)
+		if !globMatch(pat, host) {
+			t.Fatalf("test bug: %s does not match %s", host, pat)
+		}
+		if _, err := ParseImage(host + "/app:v1"); err != nil {
+			t.Errorf("pattern %s: kubelet would send %s, which the plugin refuses: %v", pat, host, err)
+		}
+	}
+}
+
+func TestCacheDuration(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		exp  time.Time
+		want time.Duration
+	}{
+		{now.Add(12 * time.Hour), 11*time.Hour + 30*time.Minute},
+		{now.Add(30*time.Minute + 1500*time.Millisecond), time.Second},
+		{now.Add(10 * time.Minute), 0},
+		{now.Add(-time.Hour), 0},
+	} {
+		if got := CacheDuration(now, tc.exp); got != tc.want {
+			t.Errorf("CacheDuration(exp now+%s) = %s, want %s", tc.exp.Sub(now), got, tc.want)
+		}
+	}
+}
+
+func TestProtocolGolden(t *testing.T) {
+	req, err := os.ReadFile("testdata/request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ParseRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := ParseImage(r.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	out, err := Response(reg, Auth{Username: "AWS", Password: "pass-word", ExpiresAt: now.Add(12 * time.Hour)}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "response.golden", out)
+}
+
+func TestParseRequestRejects(t *testing.T) {
+	for _, in := range []string{
+		``, `[]`, `{}`,
+		`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1alpha1","kind":"CredentialProviderRequest","image":"x"}`,
+		`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","image":"x"}`,
+		`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":""}`,
+		`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"x"} {}`,
+		strings.Repeat(" ", maxRequest+1),
+	} {
+		if _, err := ParseRequest([]byte(in)); err == nil {
+			t.Errorf("ParseRequest(%.80q) succeeded", in)
+		}
+	}
+}
+
+func FuzzCredentialProviderRequest(f *testing.F) {
+	if b, err := os.ReadFile("testdata/request.json"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := ParseRequest(b)
+		if err != nil {
+			return
+		}
+		if req.Image == "" || req.APIVersion != PluginAPIVersion {
+			t.Fatalf("accepted %+v", req)
+		}
+		reg, err := ParseImage(req.Image)
+		if err != nil {
+			return
+		}
+		if reg.Host == "" || len(reg.Account) != 12 || reg.Region == "" || !strings.HasPrefix(reg.APIEndpoint(), "https://") {
+			t.Fatalf("ParseImage(%q) = %+v", req.Image, reg)
+		}
+		now := time.Unix(0, 0)
+		out, err := Response(reg, Auth{Username: "AWS", Password: "p", ExpiresAt: now.Add(time.Hour)}, now)
+		if err != nil || !json.Valid(out) {
+			t.Fatalf("Response: %v %s", err, out)
+		}
+	})
+}
+
+func TestParseAuthorizationToken(t *testing.T) {
+	tok := base64.StdEncoding.EncodeToString([]byte("AWS:secret:with:colons"))
+	a, err := ParseAuthorizationToken([]byte(`{"authorizationData":[{"authorizationToken":"` + tok + `","expiresAt":1.7956e9,"proxyEndpoint":"https://x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Username != "AWS" || a.Password != "secret:with:colons" || a.ExpiresAt.Unix() != 1795600000 {
+		t.Errorf("got %+v", a)
+	}
+	for _, bad := range []string{
+		`{}`, `{"authorizationData":[]}`,
+		`{"authorizationData":[{"authorizationToken":"!!","expiresAt":1}]}`,
+		`{"authorizationData":[{"authorizationToken":"` + base64.StdEncoding.EncodeToString([]byte("nocolon")) + `","expiresAt":1}]}`,
+		`{"authorizationData":[{"authorizationToken":"` + tok + `","expiresAt":"soon"}]}`,
+	} {
+		_, err := ParseAuthorizationToken([]byte(bad))
+		if err == nil {
+			t.Errorf("ParseAuthorizationToken(%s) succeeded", bad)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("error quotes the token: %v", err)
+		}
+	}
+}
+
+// fakeECR checks what GetAuthorizationToken must send and answers like
+// ECR: a login, or a JSON 1.1 error naming the first thing that was wrong.
+func fakeECR(expires float64) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		auth := r.Header.Get("Authorization")
+		var problem string
+		switch {
+		case r.Method != http.MethodPost || r.URL.Path != "/":
+			problem = "want POST /, got " + r.Method + " " + r.URL.Path
+		case r.Header.Get("X-Amz-Target") != Target:
+			problem = "X-Amz-Target " + r.Header.Get("X-Amz-Target")
+		case r.Header.Get("Content-Type") != "application/x-amz-json-1.1":
+			problem = "Content-Type " + r.Header.Get("Content-Type")
+		case !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20261122/eu-central-1/ecr/aws4_request, SignedHeaders=") ||
+			!strings.Contains(auth, "x-amz-target") || !strings.Contains(auth, "Signature="):
+			problem = "Authorization is not SigV4 over x-amz-target for ecr in eu-central-1: " + auth
+		case r.Header.Get("X-Amz-Security-Token") != "TOKEN":
+			problem = "no session token"
+		case string(body) != "{}":
+			problem = "body " + string(body)
+		}
+		if problem != "" {
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(map[string]string{"__type": "InvalidSignatureException", "message": problem})
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		tok := base64.StdEncoding.EncodeToString([]byte("AWS:ecr-password"))
+		json.NewEncoder(w).Encode(map[string]any{"authorizationData": []map[string]any{{"authorizationToken": tok, "expiresAt": expires, "proxyEndpoint": "https://x"}}})
+	}))
+}
+
+func TestClient(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	srv := fakeECR(float64(now.Add(12 * time.Hour).Unix()))
+	defer srv.Close()
+	c := Client{Endpoint: srv.URL, Region: "eu-central-1", Clock: func() time.Time { return now },
+		Creds: aws.Credentials{AccessKeyID: "ASIAEXAMPLE", SecretAccessKey: "secret", SessionToken: "TOKEN"}}
+	a, err := c.GetAuthorizationToken(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Username != "AWS" || a.Password != "ecr-password" || !a.ExpiresAt.Equal(now.Add(12*time.Hour)) {
+		t.Errorf("got %+v", a)
+	}
+	// An error answer is reported with ECR's error type.
+	c.Region = "us-east-1"
+	if _, err := c.GetAuthorizationToken(context.Background()); err == nil || !strings.Contains(err.Error(), "InvalidSignatureException") {
+		t.Errorf("wrong region: %v", err)
+	}
+}
+
+func TestClientDeadline(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+	defer srv.Close()
+	defer close(block)
+	c := Client{Endpoint: srv.URL, Region: "us-east-1", Timeout: 200 * time.Millisecond, Creds: aws.Credentials{AccessKeyID: "A", SecretAccessKey: "S"}}
+	start := time.Now()
+	_, err := c.GetAuthorizationToken(context.Background())
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("hung ECR: err %v after %s", err, time.Since(start))
+	}
+}

@@ -1,0 +1,173 @@
+// Package ecr is berth's kubelet image credential provider for Amazon ECR:
+// the plugin protocol (a credentialprovider.kubelet.k8s.io/v1
+// CredentialProviderRequest on stdin, a CredentialProviderResponse on
+// stdout), the registry host patterns nodeadm configures, and a
+// GetAuthorizationToken client signed with SigV4. It replaces the separate
+// ecr-credential-provider binary, so the image tracks one Go program.
+//
+// Parsing and rendering are pure; Client is the only part that talks to
+// the network, and every call it makes has a deadline.
+package ecr
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	credentialproviderv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
+)
+
+const (
+	// ProviderName is the plugin's name in the CredentialProviderConfig and
+	// the file name kubelet runs from the bin dir (a link to berth).
+	ProviderName = "ecr-credential-provider"
+	// PluginAPIVersion is the plugin protocol version berth speaks.
+	PluginAPIVersion = "credentialprovider.kubelet.k8s.io/v1"
+	// maxRequest bounds what is read from stdin: a request is one image
+	// name and perhaps a service account token.
+	maxRequest = 1 << 20
+	// CacheMargin is taken off the token's lifetime so kubelet stops
+	// using it before ECR does, with room for a long pull.
+	CacheMargin = 30 * time.Minute
+)
+
+// MatchImages are nodeadm's ECR registry patterns
+// (nodeadm/internal/kubelet/image-credential-provider.template.json).
+var MatchImages = []string{
+	"*.dkr.ecr.*.amazonaws.com",
+	"*.dkr-ecr.*.on.aws",
+	"*.dkr.ecr.*.amazonaws.com.cn",
+	"*.dkr-ecr.*.on.amazonwebservices.com.cn",
+	"*.dkr.ecr-fips.*.amazonaws.com",
+	"*.dkr-ecr-fips.*.on.aws",
+	"*.dkr.ecr.*.c2s.ic.gov",
+	"*.dkr.ecr.*.sc2s.sgov.gov",
+	"*.dkr.ecr.*.cloud.adc-e.uk",
+	"*.dkr.ecr.*.csp.hci.ic.gov",
+}
+
+// hostRE matches the registry hosts of MatchImages, capturing the account,
+// the dkr label (which says FIPS or dual-stack), the region and the domain.
+var hostRE = regexp.MustCompile(`^([0-9]{12})\.(dkr\.ecr|dkr\.ecr-fips|dkr-ecr|dkr-ecr-fips)\.([a-z0-9][a-z0-9-]*)\.(amazonaws\.com|amazonaws\.com\.cn|on\.aws|on\.amazonwebservices\.com\.cn|c2s\.ic\.gov|sc2s\.sgov\.gov|cloud\.adc-e\.uk|csp\.hci\.ic\.gov)$`)
+
+// Registry is an ECR registry named in an image reference.
+type Registry struct {
+	// Host is the registry as written in the image, port included: the key
+	// of the response's auth map, so kubelet matches it to the image.
+	Host    string
+	Account string
+	Region  string
+	FIPS    bool
+	// Domain is the DNS suffix after the region.
+	Domain string
+}
+
+// APIEndpoint is ECR's API endpoint for the registry's region: FIPS and
+// the dual-stack (on.aws) registries map to their API counterparts.
+func (r Registry) APIEndpoint() string {
+	switch r.Domain {
+	case "on.aws":
+		if r.FIPS {
+			return "https://ecr-fips." + r.Region + ".api.aws"
+		}
+		return "https://ecr." + r.Region + ".api.aws"
+	case "on.amazonwebservices.com.cn":
+		return "https://ecr." + r.Region + ".api.amazonwebservices.com.cn"
+	}
+	if r.FIPS {
+		return "https://ecr-fips." + r.Region + "." + r.Domain
+	}
+	return "https://api.ecr." + r.Region + "." + r.Domain
+}
+
+// ParseImage finds the ECR registry in an image reference as kubelet
+// passes it (`123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1`,
+// perhaps with a scheme, a port or a digest).
+func ParseImage(image string) (Registry, error) {
+	s := image
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+	}
+	host, _, _ := strings.Cut(s, "/")
+	if host == "" {
+		return Registry{}, fmt.Errorf("image %q names no registry host", image)
+	}
+	name := host
+	if h, port, err := net.SplitHostPort(host); err == nil {
+		if _, err := url.Parse("https://" + host); err != nil || port == "" {
+			return Registry{}, fmt.Errorf("image %q: registry %q has a bad port", image, host)
+		}
+		name = h
+	}
+	m := hostRE.FindStringSubmatch(strings.ToLower(name))
+	if m == nil {
+		return Registry{}, fmt.Errorf("image %q: registry %q is not an ECR registry (<account>.dkr.ecr.<region>.amazonaws.com or another of nodeadm's patterns)", image, host)
+	}
+	return Registry{Host: host, Account: m[1], FIPS: strings.HasSuffix(m[2], "fips"), Region: m[3], Domain: m[4]}, nil
+}
+
+// ParseRequest decodes the CredentialProviderRequest kubelet writes to the
+// plugin's stdin. Unknown fields are ignored, so a newer kubelet that
+// adds some still gets credentials.
+func ParseRequest(b []byte) (*credentialproviderv1.CredentialProviderRequest, error) {
+	if len(b) > maxRequest {
+		return nil, fmt.Errorf("CredentialProviderRequest: %d bytes, more than the %d allowed", len(b), maxRequest)
+	}
+	var req credentialproviderv1.CredentialProviderRequest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&req); err != nil {
+		return nil, fmt.Errorf("CredentialProviderRequest: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("CredentialProviderRequest: data after the JSON object")
+	}
+	if req.APIVersion != PluginAPIVersion || req.Kind != "CredentialProviderRequest" {
+		return nil, fmt.Errorf("CredentialProviderRequest: apiVersion %q kind %q, want %q CredentialProviderRequest", req.APIVersion, req.Kind, PluginAPIVersion)
+	}
+	if req.Image == "" {
+		return nil, fmt.Errorf("CredentialProviderRequest: image is empty")
+	}
+	return &req, nil
+}
+
+// Auth is a registry login.
+type Auth struct {
+	Username string
+	Password string
+	// ExpiresAt is when ECR stops accepting it.
+	ExpiresAt time.Time
+}
+
+// CacheDuration is how long kubelet may reuse a login expiring at exp,
+// seen at now: its remaining life less CacheMargin, or zero (do not cache)
+// when that leaves nothing.
+func CacheDuration(now, exp time.Time) time.Duration {
+	d := exp.Sub(now) - CacheMargin
+	if d < 0 {
+		return 0
+	}
+	return d.Truncate(time.Second)
+}
+
+// Response renders the CredentialProviderResponse for reg, with a
+// trailing newline. The cache key is the registry, so one login serves
+// every image in it.
+func Response(reg Registry, a Auth, now time.Time) ([]byte, error) {
+	resp := credentialproviderv1.CredentialProviderResponse{
+		TypeMeta:      metav1.TypeMeta{APIVersion: PluginAPIVersion, Kind: "CredentialProviderResponse"},
+		CacheKeyType:  credentialproviderv1.RegistryPluginCacheKeyType,
+		CacheDuration: &metav1.Duration{Duration: CacheDuration(now, a.ExpiresAt)},
+		Auth:          map[string]credentialproviderv1.AuthConfig{reg.Host: {Username: a.Username, Password: a.Password}},
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return nil, fmt.Errorf("encoding CredentialProviderResponse: %w", err)
+	}
+	return append(b, '\n'), nil
+}
