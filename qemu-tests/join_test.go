@@ -51,12 +51,19 @@ func componentsDir(t *testing.T) string {
 // 10.0.2.2.
 func startControlPlane(t *testing.T) *controlplane.Cluster {
 	t.Helper()
+	return startControlPlaneWith(t, controlplane.Options{})
+}
+
+// startControlPlaneWith is startControlPlane with options (a token webhook).
+func startControlPlaneWith(t *testing.T, opts controlplane.Options) *controlplane.Cluster {
+	t.Helper()
 	dirs, err := controlplane.BinDirsUnder(componentsDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts.BinDirs = dirs
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := controlplane.Start(context.Background(), log, controlplane.Options{BinDirs: dirs})
+	c, err := controlplane.Start(context.Background(), log, opts)
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
 	}
