@@ -101,8 +101,32 @@ func Assemble(ctx context.Context, control string, s Spec) (Device, error) {
 	return d, nil
 }
 
+// CreateReadOnly creates a device with the one-target table t, loaded
+// read-only (dm-verity refuses a writable table: "Device must be
+// readonly"), and activates it. If a device of that name exists already
+// (berth restarted within one boot) it is returned as is.
+func CreateReadOnly(ctx context.Context, control, name, uuid string, t Target) (Device, error) {
+	f, err := os.OpenFile(control, os.O_RDWR, 0)
+	if err != nil {
+		return Device{}, fmt.Errorf("opening device-mapper control %s (is dm_mod loaded?): %w", control, err)
+	}
+	defer f.Close()
+	if d, err := status(int(f.Fd()), name); err == nil {
+		return d, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return Device{}, err
+	}
+	return createFlags(int(f.Fd()), name, uuid, t, unix.DM_READONLY_FLAG)
+}
+
 // create makes one device, loads its one-target table and resumes it.
 func create(fd int, name, uuid string, t Target) (Device, error) {
+	return createFlags(fd, name, uuid, t, 0)
+}
+
+// createFlags is create with the table load's flags (DM_READONLY_FLAG).
+func createFlags(fd int, name, uuid string, t Target, flags uint32) (Device, error) {
 	h, _, err := call(fd, unix.DM_DEV_CREATE, name, uuid, 0, nil)
 	if err != nil {
 		return Device{}, fmt.Errorf("creating device-mapper device %s: %w", name, err)
@@ -114,7 +138,7 @@ func create(fd int, name, uuid string, t Target) (Device, error) {
 		}
 		return Device{}, err
 	}
-	if _, _, err := call(fd, unix.DM_TABLE_LOAD, name, "", 0, []Target{t}); err != nil {
+	if _, _, err := call(fd, unix.DM_TABLE_LOAD, name, "", flags, []Target{t}); err != nil {
 		return fail(fmt.Errorf("loading table %q into %s (is the %s target's module loaded? the kernel log says why): %w", t, name, t.Type, err))
 	}
 	// DM_DEV_SUSPEND without the suspend flag resumes: it swaps the loaded
