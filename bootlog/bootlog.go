@@ -81,13 +81,29 @@ func (o *Output) Attach(console, kmsg io.Writer) {
 
 // WriteLine writes s and a newline to the console only: for the boot
 // report line, longer than a kmsg record and read from the console anyway.
+// It returns once the console has sent the line: the kernel prints its own
+// messages (and its echo of /dev/kmsg) straight to the UART while what was
+// written to /dev/console may still sit in the tty's buffer, so without the
+// wait a kernel line can land inside a long report line and break it.
 func (o *Output) WriteLine(s string) {
-	o.write([]byte(s+"\n"), nil)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.writeOrKeepLocked([]byte(s+"\n"), nil)
+	if f, ok := o.console.(interface{ Fd() uintptr }); ok && o.attached {
+		// tcdrain(3): TCSBRK with a non-zero argument waits for the output
+		// to drain and sends no break. Not a tty (tests): ENOTTY, ignored.
+		_ = unix.IoctlSetInt(int(f.Fd()), unix.TCSBRK, 1)
+	}
 }
 
 func (o *Output) write(console, kmsg []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.writeOrKeepLocked(console, kmsg)
+}
+
+// writeOrKeepLocked writes, or keeps the line until Attach.
+func (o *Output) writeOrKeepLocked(console, kmsg []byte) {
 	if !o.attached {
 		if len(o.pending) >= pendingMax {
 			o.dropped++
