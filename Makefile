@@ -9,10 +9,10 @@ BUILD     := $(CURDIR)/build
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/berth-node/berth/version.Version=$(VERSION)
 APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs iproute2 libseccomp-dev \
-             cryptsetup-bin dosfstools mtools systemd-boot-efi binutils
+             cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf
 export GOFLAGS := -mod=mod
 
-.PHONY: deps build kernel image image-test test test-unit test-qemu lint demo clean
+.PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo clean
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 deps: $(BUILD)/.deps-stamp
@@ -78,6 +78,12 @@ MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -berth $(BUILD)/be
 ## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, root.erofs).
 image: build kernel node-components
 	$(MKIMAGE) -variant default -out $(BUILD)/image
+
+## disk: the node image plus build/image/disk.raw, a GPT disk that boots
+## under UEFI (EC2, OVMF): ESP with a UKI, dm-verity root, growable data
+## partition. Same spec as `image`; the manifest records the disk's sha256.
+disk: deps build kernel node-components
+	$(MKIMAGE) -variant default -out $(BUILD)/image -disk $(BUILD)/image/disk.raw
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
 image-test: build kernel node-components

@@ -14,6 +14,15 @@
 //	    The read-only root image inside the initramfs that berth mounts and
 //	    switches to before any service starts. Default /root.erofs.
 //	    berth.root=none stays on the initramfs (tests, rescue).
+//	berth.verity=sha256:ROOTHASH:SALT:DATABLOCKS:HASHSTARTBLOCK
+//	    Disk boot (make disk): the root is the GPT partition named
+//	    berth-root, holding the erofs image followed by its dm-verity hash
+//	    tree. berth sets up a verity device over it with these parameters
+//	    (4096-byte blocks), reads it whole once, and switches to it;
+//	    berth.root is then ignored. The image build appends it to the UKI's
+//	    command line. A malformed value, a missing partition or a block that
+//	    does not match the hash stops the boot: berth never boots a root
+//	    it cannot verify.
 //	berth.loglevel=debug|info|warn|error
 //	    Lowest level printed on the console and /dev/kmsg. Default info.
 //	berth.exec="PROG ARG..."
@@ -224,7 +233,7 @@ type Config struct {
 // warning.
 func isKnown(key string) bool {
 	switch key {
-	case "berth.onfail", "berth.root", "berth.loglevel", "berth.exec", "berth.debugshell",
+	case "berth.onfail", "berth.root", "berth.verity", "berth.loglevel", "berth.exec", "berth.debugshell",
 		"berth.imds", "berth.config",
 		"berth.net", "berth.ip", "berth.gw", "berth.dns", "berth.mtu", "berth.iface",
 		"berth.hostname", "berth.ipv6", "berth.net.timeout":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/berth-node/berth/kmod"
 	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/mounts"
+	"github.com/berth-node/berth/mounts/verity"
 	"github.com/berth-node/berth/network"
 	"github.com/berth-node/berth/power"
 	"github.com/berth-node/berth/report"
@@ -451,7 +453,13 @@ func phaseModules(ctx context.Context, b *boot, log *slog.Logger) error {
 
 // phaseRoot moves onto the read-only root image before any service starts:
 // runc cannot pivot_root out of an initramfs.
+//
+// A disk boot (berth.verity= on the command line, put there by the image
+// build) takes the root from the disk's verity-protected partition instead.
 func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
+	if v, ok := b.cl.Get(verity.ParamKey); ok {
+		return switchToVerityRoot(ctx, b, log, v)
+	}
 	if b.cfg.Root == "" {
 		log.Info("staying on the initramfs (berth.root=none)")
 		return nil
@@ -462,7 +470,11 @@ func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 		Carry:   []string{modulesRoot, "/etc/berth"},
 	})
 	if err != nil {
-		return fmt.Errorf("switching to root image %s (berth.root=none boots without one): %w", b.cfg.Root, err)
+		hint := "berth.root=none boots without one"
+		if errors.Is(err, fs.ErrNotExist) {
+			hint += "; a disk image's command line must carry " + verity.ParamKey + "="
+		}
+		return fmt.Errorf("switching to root image %s (%s): %w", b.cfg.Root, hint, err)
 	}
 	b.rep.Root = res
 	return nil

@@ -39,6 +39,19 @@ type Manifest struct {
 	Files []File `json:"files,omitempty"`
 	// Root describes the read-only root filesystem image, when there is one.
 	Root *Root `json:"root,omitempty"`
+	// Disk describes the bootable disk image (make disk), in the
+	// manifest.json written beside it only: the disk holds the manifest, so
+	// the one inside cannot know the disk's digest.
+	Disk *Disk `json:"disk,omitempty"`
+}
+
+// Disk is the GPT disk image built from the same spec as the initramfs.
+type Disk struct {
+	Path   string `json:"path"` // file name beside the manifest, disk.raw
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// Cmdline is the command line in the UKI, berth.verity= included.
+	Cmdline string `json:"cmdline"`
 }
 
 // Image is one OCI image tarball in the image.
@@ -58,11 +71,16 @@ type File struct {
 
 // Root describes the read-only root filesystem image.
 type Root struct {
-	Path     string `json:"path"`
-	Format   string `json:"format"`
-	Size     int64  `json:"size"`
-	SHA256   string `json:"sha256"`
+	Path   string `json:"path,omitempty"`
+	Format string `json:"format"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// RootHash is the dm-verity root hash (hex) of the root filesystem
+	// as it sits on a disk image's berth-root partition.
 	RootHash string `json:"rootHash,omitempty"`
+	// Partition is the GPT partition name holding the root on a disk
+	// image (Path is then empty: there is no root image file).
+	Partition string `json:"partition,omitempty"`
 }
 
 // Parse decodes a manifest. Unknown fields are ignored so that an older

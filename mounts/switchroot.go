@@ -20,8 +20,12 @@ import (
 
 // SwitchRootOptions says what to switch to.
 type SwitchRootOptions struct {
-	// Image is the root filesystem image (erofs), e.g. /root.erofs.
+	// Image is the root filesystem image (erofs), e.g. /root.erofs, or,
+	// with BlockDevice, the block device holding it (e.g. /dev/dm-0).
 	Image string
+	// BlockDevice says Image is a block device (the dm-verity device of a
+	// disk boot): it is mounted as it is, with no loop device.
+	BlockDevice bool
 	// NewRoot is the empty directory it is mounted on, e.g. /newroot.
 	NewRoot string
 	// Carry are directories of the initramfs that stay visible at the same
@@ -33,11 +37,45 @@ type SwitchRootOptions struct {
 
 // SwitchResult goes into the boot report.
 type SwitchResult struct {
-	Image      string   `json:"image"`
-	FSType     string   `json:"fsType"`
-	LoopDevice string   `json:"loopDevice"`
-	Writable   []string `json:"writable"`
+	Image      string `json:"image"`
+	FSType     string `json:"fsType"`
+	LoopDevice string `json:"loopDevice,omitempty"`
+	// Verity is set when the root is a dm-verity device (a disk boot).
+	Verity *VerityRoot `json:"verity,omitempty"`
+	// Data is the disk image's data partition (a disk boot).
+	Data       *DataPartition `json:"data,omitempty"`
+	Writable   []string       `json:"writable"`
+	DurationMs int64          `json:"durationMs"`
+}
+
+// VerityRoot describes a root mounted from a dm-verity device, for the
+// boot report.
+type VerityRoot struct {
+	Partition string `json:"partition"` // e.g. /dev/nvme0n1p2
+	Device    string `json:"device"`    // e.g. /dev/dm-0
+	RootHash  string `json:"rootHash"`
+	// Verified says the whole device was read once before the switch, so
+	// every block matched the root hash.
+	Verified  bool  `json:"verified"`
+	SetupMs   int64 `json:"setupMs"`
+	VerifyMs  int64 `json:"verifyMs"`
+	DataBytes int64 `json:"dataBytes"`
+}
+
+// DataPartition is the disk image's persistent partition, as berth set
+// it up at this boot, for the boot report.
+type DataPartition struct {
+	Partition string `json:"partition"`
+	Disk      string `json:"disk"`
+	// Grown says the partition was grown to the disk's end this boot.
+	Grown bool `json:"grown"`
+	// Formatted says mkfs ran this boot (a blank partition: first boot).
+	Formatted  bool     `json:"formatted"`
+	SizeBytes  int64    `json:"sizeBytes"`
+	Mount      string   `json:"mount"`
+	Binds      []string `json:"binds"`
 	DurationMs int64    `json:"durationMs"`
+	Error      string   `json:"error,omitempty"`
 }
 
 // movedEarly are the early mounts that move into the new root when the old
@@ -171,20 +209,26 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, o SwitchRootOptions) (*Sw
 		return nil, fmt.Errorf("switch root: %w", err)
 	}
 
-	loop, err := attachLoop(o.Image)
-	if err != nil {
-		return nil, fmt.Errorf("switch root: %w", err)
+	dev := o.Image
+	loopPath := ""
+	if !o.BlockDevice {
+		loop, err := attachLoop(o.Image)
+		if err != nil {
+			return nil, fmt.Errorf("switch root: %w", err)
+		}
+		// The mount takes its own reference; autoclear detaches the loop
+		// device when it is unmounted.
+		defer loop.Close()
+		dev, loopPath = loop.Path, loop.Path
 	}
-	err = unix.Mount(loop.Path, nr, fstype, unix.MS_RDONLY|unix.MS_NODEV, "")
-	loop.Close() // the mount holds the device now; autoclear detaches it when unmounted
-	if err != nil {
+	if err := unix.Mount(dev, nr, fstype, unix.MS_RDONLY|unix.MS_NODEV, ""); err != nil {
 		hint := ""
 		if errors.Is(err, unix.ENODEV) {
 			hint = " (is the " + fstype + " module loaded?)"
 		}
-		return nil, fmt.Errorf("switch root: mounting %s (%s on %s) on %s%s: %w", fstype, o.Image, loop.Path, nr, hint, err)
+		return nil, fmt.Errorf("switch root: mounting %s (%s on %s) on %s%s: %w", fstype, o.Image, dev, nr, hint, err)
 	}
-	res := &SwitchResult{Image: o.Image, FSType: fstype, LoopDevice: loop.Path, Writable: plan.Writable}
+	res := &SwitchResult{Image: o.Image, FSType: fstype, LoopDevice: loopPath, Writable: plan.Writable}
 	// From here on a failure leaves NewRoot mounted; a later call detaches it.
 
 	for _, m := range plan.Fresh {
@@ -230,7 +274,7 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, o SwitchRootOptions) (*Sw
 		log.Warn("switch root: making / shared failed; mount propagation into pods will not work", "err", err)
 	}
 	res.DurationMs = time.Since(start).Milliseconds()
-	log.Info("switched root", "image", o.Image, "fstype", fstype, "loop", loop.Path, "ms", res.DurationMs)
+	log.Info("switched root", "image", o.Image, "fstype", fstype, "loop", loopPath, "ms", res.DurationMs)
 	return res, nil
 }
 

@@ -21,12 +21,14 @@ import (
 	"strings"
 
 	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/image/disk"
 	"github.com/berth-node/berth/image/elfdeps"
 	"github.com/berth-node/berth/image/erofs"
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/initramfs"
 	"github.com/berth-node/berth/image/moddeps"
 	"github.com/berth-node/berth/image/spec"
+	"github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/manifest"
 )
 
@@ -57,7 +59,20 @@ type Inputs struct {
 	// (kubelet, containerd...), recorded in the manifest; the Makefile
 	// that built them is where they are pinned.
 	Components map[string]string
+	// Disk, when set, is where a bootable GPT disk image (disk.raw) is
+	// written too, from the same root filesystem: ESP with a UKI whose
+	// initramfs lacks /root.erofs, the root plus its dm-verity tree, and an
+	// empty data partition.
+	Disk string
+	// DiskCmdline is the UKI's kernel command line; berth.verity= is
+	// appended. DefaultDiskCmdline when empty.
+	DiskCmdline string
 }
+
+// DefaultDiskCmdline is the disk image's command line: EC2's serial
+// console (the get-console-output API reads ttyS0) and berth's default
+// failure handling.
+const DefaultDiskCmdline = "console=ttyS0,115200n8"
 
 // Result summarises a build.
 type Result struct {
@@ -65,6 +80,8 @@ type Result struct {
 	KernelVersion string
 	InitramfsSize int64
 	RootSize      int64
+	// Disk is set when Inputs.Disk was.
+	Disk *disk.Result
 }
 
 // Build writes the image into in.Out.
@@ -93,6 +110,13 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	}
 	rootSum := sha256.Sum256(rootData)
 	m.Root = &manifest.Root{Path: RootImagePath, Format: "erofs", Size: int64(len(rootData)), SHA256: hex.EncodeToString(rootSum[:])}
+	if in.Disk != "" {
+		vt, err := verity.Build(bytes.NewReader(rootData), int64(len(rootData)), verity.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("hashing root image for dm-verity: %w", err)
+		}
+		m.Root.RootHash = vt.RootHashHex()
+	}
 
 	ird := fstree.New()
 	if err := ird.AddFile(InitPath, in.Berth, 0o755); err != nil {
@@ -131,9 +155,6 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "initramfs.img"), cpio.Bytes(), 0o644); err != nil {
 		return nil, fmt.Errorf("writing initramfs: %w", err)
 	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "manifest.json"), mjson, 0o644); err != nil {
-		return nil, fmt.Errorf("writing manifest: %w", err)
-	}
 	vmlinuz := filepath.Join(in.KernelDir, "boot", "vmlinuz-"+kver)
 	kdata, err := os.ReadFile(vmlinuz)
 	if err != nil {
@@ -142,9 +163,86 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "vmlinuz"), kdata, 0o644); err != nil {
 		return nil, fmt.Errorf("writing vmlinuz: %w", err)
 	}
+	var dres *disk.Result
+	if in.Disk != "" {
+		r, err := buildDisk(ctx, log, in, kver, m, root, vmlinuz, rootOut)
+		if err != nil {
+			return nil, err
+		}
+		dres = &r
+		m.Disk = &manifest.Disk{Path: filepath.Base(in.Disk), Size: r.Layout.Size(), SHA256: r.SHA256, Cmdline: r.Cmdline}
+		// The manifest beside the image says what the disk is; the one in
+		// the initramfs (above) cannot.
+		mjson, err = json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("encoding manifest: %w", err)
+		}
+		mjson = append(mjson, '\n')
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "manifest.json"), mjson, 0o644); err != nil {
+		return nil, fmt.Errorf("writing manifest: %w", err)
+	}
 	log.Info("image built", "out", in.Out, "kernel", kver, "initramfs_bytes", cpio.Len(), "root_bytes", len(rootData),
 		"modules", len(m.Modules), "files", len(m.Files))
-	return &Result{Manifest: m, KernelVersion: kver, InitramfsSize: int64(cpio.Len()), RootSize: int64(len(rootData))}, nil
+	return &Result{Manifest: m, KernelVersion: kver, InitramfsSize: int64(cpio.Len()), RootSize: int64(len(rootData)), Disk: dres}, nil
+}
+
+// buildDisk writes in.Disk. Its initramfs is the image's without
+// /root.erofs (the root is the disk's berth-root partition), with a
+// manifest saying so; m itself is not changed.
+func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, kver string, m *manifest.Manifest, root *fstree.Tree, vmlinuz, rootOut string) (disk.Result, error) {
+	ird := fstree.New()
+	if err := ird.AddFile(InitPath, in.Berth, 0o755); err != nil {
+		return disk.Result{}, err
+	}
+	// The layers were recorded in m already; these calls fill a scratch
+	// manifest so that nothing is recorded twice.
+	scratch := &manifest.Manifest{Tools: map[string]string{}}
+	if err := addLayer(ctx, ird, in.Spec.Initramfs, in, scratch); err != nil {
+		return disk.Result{}, fmt.Errorf("disk initramfs: %w", err)
+	}
+	if err := addModules(log, ird, in.KernelDir, kver, in.Spec, scratch); err != nil {
+		return disk.Result{}, fmt.Errorf("disk initramfs: %w", err)
+	}
+	dm := *m
+	r := *m.Root
+	r.Path, r.Partition = "", disk.NameRoot
+	dm.Root = &r
+	files, err := mergeFiles(ird.Manifest(), root.Manifest())
+	if err != nil {
+		return disk.Result{}, err
+	}
+	dm.Files = files
+	mjson, err := json.MarshalIndent(&dm, "", "  ")
+	if err != nil {
+		return disk.Result{}, fmt.Errorf("encoding disk manifest: %w", err)
+	}
+	if err := ird.AddData(manifest.DefaultPath, append(mjson, '\n'), 0o644); err != nil {
+		return disk.Result{}, err
+	}
+	var cpio bytes.Buffer
+	if err := initramfs.Write(&cpio, ird, uint64(in.MTime)); err != nil {
+		return disk.Result{}, err
+	}
+	initrd := filepath.Join(filepath.Dir(in.Disk), ".disk-initramfs.img")
+	if err := fsutil.WriteFileAtomic(initrd, cpio.Bytes(), 0o644); err != nil {
+		return disk.Result{}, fmt.Errorf("writing disk initramfs: %w", err)
+	}
+	defer os.Remove(initrd)
+	cmd := in.DiskCmdline
+	if cmd == "" {
+		cmd = DefaultDiskCmdline
+	}
+	return disk.Assemble(ctx, log, in.Disk, disk.Inputs{
+		RootFS: rootOut, Kernel: vmlinuz, Initrd: initrd, OSRelease: []byte(osRelease(in.BerthVersion)),
+		Cmdline: cmd, Epoch: in.MTime,
+	})
+}
+
+// osRelease is the image's /etc/os-release, also the UKI's .osrel.
+func osRelease(version string) string {
+	return fmt.Sprintf("NAME=berth\nID=berth\nPRETTY_NAME=\"berth %s\"\nVERSION_ID=%s\nHOME_URL=\"https://github.com/berth-node/berth\"\n",
+		version, version)
 }
 
 // KernelVersion returns the one <kver> under dir/lib/modules.
@@ -170,9 +268,7 @@ func rootTree(ctx context.Context, log *slog.Logger, in Inputs, m *manifest.Mani
 	if err := t.AddFile(RootBerthPath, in.Berth, 0o755); err != nil {
 		return nil, err
 	}
-	osRelease := fmt.Sprintf("NAME=berth\nID=berth\nPRETTY_NAME=\"berth %s\"\nVERSION_ID=%s\nHOME_URL=\"https://github.com/berth-node/berth\"\n",
-		in.BerthVersion, in.BerthVersion)
-	if err := t.AddData("/etc/os-release", []byte(osRelease), 0o644); err != nil {
+	if err := t.AddData("/etc/os-release", []byte(osRelease(in.BerthVersion)), 0o644); err != nil {
 		return nil, err
 	}
 	if err := addLayer(ctx, t, in.Spec.Root, in, m); err != nil {

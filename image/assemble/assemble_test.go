@@ -190,3 +190,74 @@ func TestPreloadMustBeShipped(t *testing.T) {
 		t.Fatalf("want an error naming preload module erofs, got %v", err)
 	}
 }
+
+// With Disk set, the same build also writes a reproducible disk.raw whose
+// UKI initramfs carries no /root.erofs (the root is the disk's partition)
+// but a manifest naming the partition and the root hash; the manifest
+// beside the image records the disk's digest and command line.
+func TestBuildDisk(t *testing.T) {
+	kernel := fakeKernel(t)
+	berth := filepath.Join(t.TempDir(), "berth")
+	if err := os.WriteFile(berth, []byte("\x7fELF fake berth"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Parse([]byte(testSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sums []string
+	var last *Result
+	var lastDir string
+	for range 2 {
+		out := t.TempDir()
+		res, err := Build(context.Background(), slog.New(slog.DiscardHandler), Inputs{
+			Spec: rs, Berth: berth, BerthVersion: "v0.0.0-test", KernelDir: kernel, RepoRoot: ".", Out: out,
+			Disk: filepath.Join(out, "disk.raw"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := os.ReadFile(filepath.Join(out, "disk.raw"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(img)
+		sums = append(sums, hex.EncodeToString(sum[:]))
+		if bytes.Contains(img, []byte("root.erofs")) {
+			t.Error("disk.raw contains the name root.erofs: the UKI's initramfs still carries the root image")
+		}
+		if !bytes.Contains(img, []byte(`"partition": "berth-root"`)) {
+			t.Error("disk.raw's initramfs manifest does not name the berth-root partition")
+		}
+		ird, _ := os.ReadFile(filepath.Join(out, "initramfs.img"))
+		if !bytes.Contains(ird, []byte("root.erofs")) {
+			t.Error("initramfs.img lost /root.erofs")
+		}
+		if _, err := os.Stat(filepath.Join(out, ".disk-initramfs.img")); err == nil {
+			t.Error("the disk's temporary initramfs was left behind")
+		}
+		last, lastDir = res, out
+	}
+	if sums[0] != sums[1] {
+		t.Errorf("two disk builds differ: %s %s", sums[0], sums[1])
+	}
+	m := last.Manifest
+	if m.Disk == nil || m.Disk.SHA256 != sums[1] || m.Disk.Path != "disk.raw" {
+		t.Fatalf("manifest disk %+v, want sha256 %s", m.Disk, sums[1])
+	}
+	if m.Root.RootHash == "" || m.Root.RootHash != last.Disk.RootHash {
+		t.Errorf("manifest root hash %q, disk's %q", m.Root.RootHash, last.Disk.RootHash)
+	}
+	if want := "berth.verity=sha256:" + m.Root.RootHash + ":"; !strings.HasPrefix(m.Disk.Cmdline, DefaultDiskCmdline+" ") || !strings.Contains(m.Disk.Cmdline, want) {
+		t.Errorf("disk cmdline %q, want %s... after %q", m.Disk.Cmdline, want, DefaultDiskCmdline)
+	}
+	mj, _ := os.ReadFile(filepath.Join(lastDir, "manifest.json"))
+	back, err := manifest.Parse(mj)
+	if err != nil || back.Disk == nil || back.Disk.SHA256 != sums[1] {
+		t.Errorf("manifest.json disk entry %+v (%v)", back.Disk, err)
+	}
+}

@@ -40,7 +40,18 @@ type Config struct {
 	Timeout time.Duration
 	// Extra arguments for qemu-system-x86_64.
 	Extra []string
+	// UEFI boots the first disk through OVMF (Debian's ovmf) the way EC2
+	// boots an AMI, instead of -kernel/-initrd: Kernel, Initrd and Append
+	// are unused, the command line is the disk's UKI's.
+	UEFI bool
 }
+
+// OVMF firmware files (Debian's ovmf package); each VM gets its own copy
+// of the variable store.
+const (
+	OVMFCode = "/usr/share/OVMF/OVMF_CODE.fd"
+	OVMFVars = "/usr/share/OVMF/OVMF_VARS.fd"
+)
 
 // Disk is a raw disk image file attached to the guest.
 type Disk struct {
@@ -262,15 +273,32 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	for _, f := range []string{cfg.Kernel, cfg.Initrd} {
+	need := []string{cfg.Kernel, cfg.Initrd}
+	if cfg.UEFI {
+		need = []string{OVMFCode, OVMFVars}
+		if len(cfg.Disks) == 0 {
+			return nil, fmt.Errorf("qemu: a UEFI boot needs a disk to boot from")
+		}
+	}
+	for _, f := range need {
 		if _, err := os.Stat(f); err != nil {
-			return nil, fmt.Errorf("qemu: %w (build the test image first: make image-test)", err)
+			return nil, fmt.Errorf("qemu: %w (build the test image first: make image-test; UEFI needs the ovmf package)", err)
 		}
 	}
 	// Unix socket paths must stay under 108 bytes; t.TempDir() can be long.
 	dir, err := os.MkdirTemp("", "bq")
 	if err != nil {
 		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	if cfg.UEFI {
+		vars, err := os.ReadFile(OVMFVars)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "vars.fd"), vars, 0o644)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("qemu: copying the OVMF variable store: %w", err)
+		}
 	}
 	vm := &VM{cfg: cfg, dir: dir, done: make(chan struct{})}
 	args := vm.args()
@@ -353,10 +381,17 @@ func (vm *VM) args() []string {
 		"-accel", "tcg", "-machine", "q35", "-cpu", "max",
 		"-m", fmt.Sprint(c.MemoryMB), "-smp", fmt.Sprint(c.CPUs),
 		"-nodefaults", "-display", "none", "-no-reboot",
-		"-kernel", c.Kernel, "-initrd", c.Initrd, "-append", c.Append,
-		"-chardev", "stdio,id=con0,signal=off", "-serial", "chardev:con0",
-		"-qmp", "unix:" + vm.qmpPath() + ",server=on,wait=off",
 	}
+	if c.UEFI {
+		a = append(a, "-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode,
+			"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(vm.dir, "vars.fd"))
+	} else {
+		a = append(a, "-kernel", c.Kernel, "-initrd", c.Initrd, "-append", c.Append)
+	}
+	a = append(a,
+		"-chardev", "stdio,id=con0,signal=off", "-serial", "chardev:con0",
+		"-qmp", "unix:"+vm.qmpPath()+",server=on,wait=off",
+	)
 	if c.Shell {
 		a = append(a, "-chardev", "socket,id=sh0,path="+vm.shellPath()+",server=on,wait=off", "-serial", "chardev:sh0")
 	}

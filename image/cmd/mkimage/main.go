@@ -1,5 +1,6 @@
 // Command mkimage builds a berth node image (vmlinuz, initramfs.img with the
-// root image inside, manifest.json) from image/spec.yaml.
+// root image inside, manifest.json) from image/spec.yaml, and with -disk a
+// bootable GPT disk image (UEFI, dm-verity root) from the same spec.
 //
 //	go run ./image/cmd/mkimage -spec image/spec.yaml -variant test \
 //	    -berth build/berth -version v0.1 -kernel build/kernel/<ver> -out build/image-test
@@ -36,6 +37,8 @@ func run(log *slog.Logger, args []string) error {
 	kernel := fs.String("kernel", "", "unpacked kernel package directory (boot/, lib/modules/)")
 	out := fs.String("out", "build/image", "output directory")
 	repo := fs.String("repo", ".", "repository root (relative spec paths, goBuild packages)")
+	diskOut := fs.String("disk", "", "also write a bootable GPT disk image here (e.g. build/image/disk.raw)")
+	diskCmdline := fs.String("disk-cmdline", assemble.DefaultDiskCmdline, "the disk's kernel command line (berth.verity= is appended)")
 	components := map[string]string{}
 	fs.Func("component", "NAME=VERSION of a component the image ships, for the manifest (repeatable)", func(v string) error {
 		name, ver, ok := strings.Cut(v, "=")
@@ -72,6 +75,7 @@ func run(log *slog.Logger, args []string) error {
 	_, err = assemble.Build(ctx, log, assemble.Inputs{
 		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
 		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components,
+		Disk: *diskOut, DiskCmdline: *diskCmdline,
 	})
 	return err
 }

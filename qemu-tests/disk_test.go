@@ -1,0 +1,290 @@
+package qemutests
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/image/disk"
+	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/u-root/u-root/pkg/cpio"
+)
+
+// diskCmdline is the test disk's UKI command line: the test image's
+// conveniences (no IMDS, a shell on ttyS1, halt rather than reboot on a
+// fatal error so the console can be read).
+const diskCmdline = "console=ttyS0 quiet berth.imds=off berth.onfail=halt berth.debugshell=ttyS1"
+
+// testDisk assembles a disk.raw from the test image the way `make disk`
+// does from the default one: the image's root.erofs on the verity-protected
+// root partition and, in the UKI, its initramfs without /root.erofs.
+func testDisk(t *testing.T, dir string) (string, disk.Result) {
+	t.Helper()
+	work := t.TempDir()
+	f, err := os.Open(filepath.Join(dir, "initramfs.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := cpio.ReadAllRecords(cpio.Newc.Reader(f))
+	if err != nil {
+		t.Fatalf("reading the test image's initramfs: %v", err)
+	}
+	var kept []cpio.Record
+	dropped := false
+	for _, r := range recs {
+		if r.Name == "root.erofs" {
+			dropped = true
+			continue
+		}
+		kept = append(kept, r)
+	}
+	if !dropped {
+		t.Fatal("the test image's initramfs has no root.erofs to move onto the disk")
+	}
+	initrd := filepath.Join(work, "initramfs-disk.img")
+	out, err := os.Create(initrd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cpio.Newc.Writer(out)
+	if err := cpio.WriteRecords(w, kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := cpio.WriteTrailer(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(work, "disk.raw")
+	start := time.Now()
+	res, err := disk.Assemble(context.Background(), slog.New(slog.DiscardHandler), img, disk.Inputs{
+		RootFS: filepath.Join(dir, "root.erofs"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: initrd,
+		OSRelease: []byte("ID=berth\n"), Cmdline: diskCmdline,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	figure(t, "disk.raw assembled in %.1f s: %d bytes (%.1f MiB), root partition %d bytes", time.Since(start).Seconds(),
+		res.Layout.Size(), float64(res.Layout.Size())/(1<<20), partSize(t, res.Layout, disk.NameRoot))
+	return img, res
+}
+
+func partSize(t *testing.T, l disk.Layout, name string) int64 {
+	t.Helper()
+	p, _, ok := l.Find(name)
+	if !ok {
+		t.Fatalf("layout has no %s partition", name)
+	}
+	return int64(p.LastLBA-p.FirstLBA+1) * disk.SectorSize
+}
+
+// copyDisk copies src to a new file extended to size bytes (EC2 volumes
+// are larger than the snapshot they come from).
+func copyDisk(t *testing.T, src string, size int64) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "disk.raw")
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// dataReport is the report's root.data object, which must have no error.
+func dataReport(t *testing.T, root map[string]any) map[string]any {
+	t.Helper()
+	v, _ := field(root, "data")
+	data, _ := v.(map[string]any)
+	if data == nil {
+		t.Fatalf("report's root has no data partition section: %v", root)
+	}
+	if e, ok := data["error"]; ok {
+		t.Fatalf("data partition failed: %v", e)
+	}
+	return data
+}
+
+func uefiConfig(img string) qemu.Config {
+	return qemu.Config{UEFI: true, Shell: true, Timeout: vmTimeout, NICs: []qemu.NIC{{}},
+		Disks: []qemu.Disk{{Path: img, Interface: "nvme", Serial: "berth-root-disk"}}}
+}
+
+// TestDiskBoot boots the disk image through OVMF from NVMe, as EC2 boots an
+// AMI: berth finds the berth-root partition, verifies it through
+// dm-verity and switches to it; the report says so and / is erofs on the
+// dm device. Then one flipped byte inside the root filesystem must stop the
+// boot with the verity error instead of booting a tampered node.
+func TestDiskBoot(t *testing.T) {
+	dir := qemu.ImageDir(t)
+	img, res := testDisk(t, dir)
+	if !strings.Contains(res.Cmdline, "berth.verity=sha256:"+res.RootHash+":") {
+		t.Fatalf("UKI command line %q lacks the root hash %s", res.Cmdline, res.RootHash)
+	}
+
+	// One larger copy (as an EBS volume bigger than its snapshot) serves the
+	// first and the second boot.
+	big := copyDisk(t, img, res.Layout.Size()+256<<20)
+	bigSt, err := os.Stat(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grownL, err := disk.Grow(res.Layout, bigSt.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataP, _, _ := grownL.Find(disk.NameData)
+	wantData := partSize(t, grownL, disk.NameData)
+	if wantData < 256<<20 {
+		t.Fatalf("planned data partition %d bytes (%+v): not grown into the extra 256 MiB", wantData, dataP)
+	}
+
+	t.Run("verified root", func(t *testing.T) {
+		vm := qemu.Start(t, uefiConfig(big))
+		rep, err := vm.Report(bootTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reportOK(rep) {
+			t.Fatalf("boot report is not OK: %v", rep)
+		}
+		rootV, _ := field(rep, "root")
+		root, _ := rootV.(map[string]any)
+		verV, _ := field(root, "verity")
+		ver, _ := verV.(map[string]any)
+		if ver == nil {
+			t.Fatalf("report's root has no verity section: %v", rootV)
+		}
+		if v, _ := field(ver, "verified"); v != true {
+			t.Errorf("report's verity root not verified: %v", ver)
+		}
+		if h, _ := field(ver, "rootHash"); h != res.RootHash {
+			t.Errorf("report's root hash %v, the disk's %s", h, res.RootHash)
+		}
+		part, _ := field(ver, "partition")
+		if p, _ := part.(string); !strings.HasPrefix(p, "/dev/nvme") {
+			t.Errorf("verity partition %v, want an NVMe partition", part)
+		}
+		out, err := vm.Shell("cat /proc/mounts", shellTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := lastMount(parseMounts(out), "/")
+		if !ok || m.fstype != "erofs" || !strings.HasPrefix(m.source, "/dev/dm-") || !strings.Contains(","+m.opts+",", ",ro,") {
+			t.Errorf("root is %+v, want a read-only erofs on /dev/dm-N; /proc/mounts:\n%s", m, out)
+		}
+		if first, ms, ok := firstBerthLine(vm); ok {
+			figure(t, "UEFI boot: QEMU start to berth's first line %.1f s wall (guest boot clock %d ms)", first.At.Seconds(), ms)
+		}
+		if s, _ := field(ver, "setupMs"); s != nil {
+			v, _ := field(ver, "verifyMs")
+			b, _ := field(ver, "dataBytes")
+			figure(t, "verity: setup %v ms, full read-through %v ms for %v bytes", s, v, b)
+		}
+
+		data := dataReport(t, root)
+		if data["grown"] != true || data["formatted"] != true {
+			t.Errorf("first boot: data partition %v, want grown and formatted", data)
+		}
+		if sz, _ := data["sizeBytes"].(float64); int64(sz) != wantData {
+			t.Errorf("data partition is %v bytes, want %d (grown to the %d-byte disk's end)", data["sizeBytes"], wantData, bigSt.Size())
+		}
+		for _, d := range []string{"/var/lib/kubelet", "/var/log"} {
+			if m, ok := lastMount(parseMounts(out), d); !ok || m.fstype != "ext4" || !strings.HasPrefix(m.source, "/dev/nvme") {
+				t.Errorf("%s is %+v, want the ext4 data partition; /proc/mounts:\n%s", d, m, out)
+			}
+		}
+		if dm, ok := data["durationMs"]; ok {
+			figure(t, "data partition first boot (grow + mkfs.ext4 + mount): %v ms", dm)
+		}
+		if _, err := vm.Shell("echo kept > /var/log/berth-disk-test && sync", shellTimeout); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("second boot", func(t *testing.T) {
+		vm := qemu.Start(t, uefiConfig(big))
+		rep, err := vm.Report(bootTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reportOK(rep) {
+			t.Fatalf("boot report is not OK: %v", rep)
+		}
+		rootV, _ := field(rep, "root")
+		root, _ := rootV.(map[string]any)
+		data := dataReport(t, root)
+		if data["grown"] != false || data["formatted"] != false {
+			t.Errorf("second boot: data partition %v, want neither grown nor formatted", data)
+		}
+		if sz, _ := data["sizeBytes"].(float64); int64(sz) != wantData {
+			t.Errorf("second boot: data partition is %v bytes, want %d", data["sizeBytes"], wantData)
+		}
+		got, err := vm.Shell("cat /var/log/berth-disk-test", shellTimeout)
+		if err != nil || strings.TrimSpace(got) != "kept" {
+			t.Errorf("file written on the first boot: %q (%v), want %q", got, err, "kept")
+		}
+	})
+
+	t.Run("corrupted root", func(t *testing.T) {
+		bad := copyDisk(t, img, res.Layout.Size())
+		rp, _, _ := res.Layout.Find(disk.NameRoot)
+		f, err := os.OpenFile(bad, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A byte in the middle of the filesystem, well past the superblock:
+		// only the hash tree can tell.
+		off := rp.Offset() + int64(res.Verity.DataBlocks)*4096/2 + 123
+		b := make([]byte, 1)
+		if _, err := f.ReadAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0xff
+		if _, err := f.WriteAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		clean, _ := os.ReadFile(img)
+		tampered, _ := os.ReadFile(bad)
+		if bytes.Equal(clean, tampered) {
+			t.Fatal("the byte flip did not change the disk")
+		}
+		vm := qemu.Start(t, uefiConfig(bad))
+		if _, err := vm.Expect(regexp.MustCompile(`FATAL.*dm-verity: /dev/dm-\d+ is corrupted at byte`), bootTimeout); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := vm.Report(5 * time.Second); err == nil && reportOK(rep) {
+			t.Errorf("report says OK on a tampered root: %v", rep)
+		}
+		for _, l := range vm.Lines() {
+			if strings.Contains(l.Text, "switched root") {
+				t.Errorf("berth switched to the tampered root: %s", l.Text)
+			}
+		}
+	})
+}
