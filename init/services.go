@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/berth-node/berth/bootlog"
 	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/mounts/localstorage"
+	"github.com/berth-node/berth/nodeconfig"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/supervise"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
@@ -29,7 +31,8 @@ const (
 	// before printing the report; kubelet goes on being supervised after.
 	kubeletReadyTimeout = 3 * time.Minute
 	// podGrace is how long pods get between SIGTERM and SIGKILL at
-	// shutdown, as kubelet's default terminationGracePeriodSeconds.
+	// shutdown unless the config says otherwise (podGracePeriod), as
+	// kubelet's default terminationGracePeriodSeconds.
 	podGrace = 30 * time.Second
 	// joinNagInterval is how often the console repeats why the node has
 	// not registered yet.
@@ -113,7 +116,15 @@ func phaseSupervise(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	for i, s := range stoppers {
 		if s.Name() == "kubelet" && i > 0 {
-			b.addService(podStopper{root: filepath.Join(cgroup.DefaultRoot, podsCgroup), grace: podGrace, log: b.log.With("phase", "shutdown")})
+			grace := podGracePeriod(b.node.config, log)
+			// The shutdown sequence bounds each step; leave room for the
+			// grace period and the SIGKILL after it.
+			b.downMu.Lock()
+			if need := grace + 5*time.Second; b.timeouts.Service < need {
+				b.timeouts.Service = need
+			}
+			b.downMu.Unlock()
+			b.addService(podStopper{root: filepath.Join(cgroup.DefaultRoot, podsCgroup), grace: grace, log: b.log.With("phase", "shutdown")})
 		}
 		b.addService(s)
 	}
@@ -153,6 +164,30 @@ func (b *boot) refreshServices(sup *supervise.Supervisor, rep *serviceReport) {
 			b.log.Warn("updating the boot report", "phase", "services", "file", b.reportPath, "err", err)
 		}
 	}
+}
+
+// podGracePeriod is how long pods get between SIGTERM and SIGKILL at
+// shutdown: the NodeConfig's kubelet.config.shutdownGracePeriod (kubelet's
+// own graceful node shutdown needs systemd's inhibitor locks, so berth does
+// that job), else podGrace.
+func podGracePeriod(res *nodeconfig.Result, log *slog.Logger) time.Duration {
+	if res == nil || res.Config == nil {
+		return podGrace
+	}
+	raw, ok := res.Config.Spec.Kubelet.Config["shutdownGracePeriod"]
+	if !ok {
+		return podGrace
+	}
+	var v string
+	d, err := time.Duration(0), json.Unmarshal(raw, &v)
+	if err == nil {
+		d, err = time.ParseDuration(v)
+	}
+	if err != nil || d <= 0 || d > 10*time.Minute {
+		log.Warn("spec.kubelet.config.shutdownGracePeriod is not a duration between 0 and 10m; using the default", "value", string(raw), "default", podGrace.String())
+		return podGrace
+	}
+	return d
 }
 
 // kernelMs converts a wall-clock time to milliseconds since kernel start.

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/berth-node/berth/nodeconfig"
 )
 
 func TestJoinCause(t *testing.T) {
@@ -62,5 +67,32 @@ func TestCgroupPIDs(t *testing.T) {
 	}
 	if len(got) != 4 {
 		t.Errorf("pids %v, want 4", got)
+	}
+}
+
+func TestPodGracePeriod(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	cfg := func(v string) *nodeconfig.Result {
+		nc := &nodeconfig.NodeConfig{}
+		if v != "" {
+			nc.Spec.Kubelet.Config = nodeconfig.InlineDocument{"shutdownGracePeriod": json.RawMessage(v)}
+		}
+		return &nodeconfig.Result{Config: nc}
+	}
+	for _, tc := range []struct {
+		name string
+		res  *nodeconfig.Result
+		want time.Duration
+	}{
+		{"no config", nil, podGrace},
+		{"not set", cfg(""), podGrace},
+		{"set", cfg(`"45s"`), 45 * time.Second},
+		{"not a duration", cfg(`"soon"`), podGrace},
+		{"not a string", cfg(`30`), podGrace},
+		{"too long", cfg(`"1h"`), podGrace},
+	} {
+		if got := podGracePeriod(tc.res, log); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
