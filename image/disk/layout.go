@@ -22,14 +22,12 @@
 package disk
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"strings"
-	"unicode/utf16"
 
 	"github.com/berth-node/berth/mounts/partition"
 	ugpt "github.com/u-root/u-root/pkg/mount/gpt"
@@ -184,11 +182,11 @@ func (l Layout) Table() (*ugpt.PartitionTable, error) {
 	parts := make([]ugpt.Part, nParts)
 	for i, p := range l.Parts {
 		parts[i] = ugpt.Part{
-			PartGUID:   toGUID(p.Type),
-			UniqueGUID: toGUID(p.GUID),
+			PartGUID:   partition.ToGUID(p.Type),
+			UniqueGUID: partition.ToGUID(p.GUID),
 			FirstLBA:   p.FirstLBA,
 			LastLBA:    p.LastLBA,
-			Name:       encodeName(p.Name),
+			Name:       partition.EncodeName(p.Name),
 		}
 	}
 	hdr := ugpt.Header{
@@ -199,7 +197,7 @@ func (l Layout) Table() (*ugpt.PartitionTable, error) {
 		BackupLBA:  last,
 		FirstLBA:   2 + arraySectors,
 		LastLBA:    last - arraySectors - 1,
-		DiskGUID:   toGUID(l.DiskGUID),
+		DiskGUID:   partition.ToGUID(l.DiskGUID),
 		PartStart:  2,
 		NPart:      nParts,
 		PartSize:   partEntrySize,
@@ -246,12 +244,12 @@ func Read(r io.ReaderAt, size int64) (Layout, error) {
 		return Layout{}, fmt.Errorf("reading GPT: no valid table (%v)", err)
 	}
 	g := pt.Primary
-	l := Layout{DiskGUID: fromGUID(g.DiskGUID), Sectors: g.BackupLBA + 1}
+	l := Layout{DiskGUID: partition.FromGUID(g.DiskGUID), Sectors: g.BackupLBA + 1}
 	for _, p := range g.Parts {
 		if p.PartGUID == (ugpt.GUID{}) {
 			continue
 		}
-		l.Parts = append(l.Parts, Part{Name: decodeName(p.Name), Type: fromGUID(p.PartGUID), GUID: fromGUID(p.UniqueGUID), FirstLBA: p.FirstLBA, LastLBA: p.LastLBA})
+		l.Parts = append(l.Parts, Part{Name: partition.DecodeName(p.Name), Type: partition.FromGUID(p.PartGUID), GUID: partition.FromGUID(p.UniqueGUID), FirstLBA: p.FirstLBA, LastLBA: p.LastLBA})
 	}
 	if err := l.Validate(); err != nil {
 		return Layout{}, fmt.Errorf("reading GPT: %w", err)
@@ -339,46 +337,4 @@ func (l Layout) String() string {
 		fmt.Fprintf(&b, " %d=%s[%d-%d]", i+1, p.Name, p.FirstLBA, p.LastLBA)
 	}
 	return b.String()
-}
-
-// toGUID converts RFC 4122 byte order to GPT's mixed-endian fields.
-func toGUID(u partition.UUID) ugpt.GUID {
-	var g ugpt.GUID
-	g.L = binary.BigEndian.Uint32(u[0:4])
-	g.W1 = binary.BigEndian.Uint16(u[4:6])
-	g.W2 = binary.BigEndian.Uint16(u[6:8])
-	copy(g.B[:], u[8:16])
-	return g
-}
-
-func fromGUID(g ugpt.GUID) partition.UUID {
-	var u partition.UUID
-	binary.BigEndian.PutUint32(u[0:4], g.L)
-	binary.BigEndian.PutUint16(u[4:6], g.W1)
-	binary.BigEndian.PutUint16(u[6:8], g.W2)
-	copy(u[8:16], g.B[:])
-	return u
-}
-
-func encodeName(s string) ugpt.PartName {
-	var n ugpt.PartName
-	for i, c := range utf16.Encode([]rune(s)) {
-		if 2*i+1 >= len(n) {
-			break
-		}
-		binary.LittleEndian.PutUint16(n[2*i:], c)
-	}
-	return n
-}
-
-func decodeName(n ugpt.PartName) string {
-	var u []uint16
-	for i := 0; i+1 < len(n); i += 2 {
-		c := binary.LittleEndian.Uint16(n[i:])
-		if c == 0 {
-			break
-		}
-		u = append(u, c)
-	}
-	return string(bytes.ToValidUTF8([]byte(string(utf16.Decode(u))), []byte("?")))
 }

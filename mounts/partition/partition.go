@@ -177,11 +177,11 @@ func Table(m Mark, size int64) (*ugpt.PartitionTable, Geometry, error) {
 	}
 	tg, _ := ParseUUID(typ)
 	part := ugpt.Part{
-		PartGUID:   toGUID(tg),
-		UniqueGUID: toGUID(MemberGUID(m.Array, m.Index)),
+		PartGUID:   ToGUID(tg),
+		UniqueGUID: ToGUID(MemberGUID(m.Array, m.Index)),
 		FirstLBA:   geo.FirstLBA,
 		LastLBA:    geo.LastLBA,
-		Name:       encodeName(m.Name()),
+		Name:       EncodeName(m.Name()),
 	}
 	parts := make([]ugpt.Part, nParts)
 	parts[0] = part
@@ -193,7 +193,7 @@ func Table(m Mark, size int64) (*ugpt.PartitionTable, Geometry, error) {
 		BackupLBA:  last,
 		FirstLBA:   2 + arraySectors,
 		LastLBA:    last - arraySectors - 1,
-		DiskGUID:   toGUID(m.Array),
+		DiskGUID:   ToGUID(m.Array),
 		PartStart:  2,
 		NPart:      nParts,
 		PartSize:   partEntrySize,
@@ -261,17 +261,17 @@ func Read(r io.ReaderAt) (Mark, Geometry, error) {
 		return Mark{}, Geometry{}, fmt.Errorf("%w: GPT with %d partitions", ErrNotBerth, len(found))
 	}
 	p := found[0]
-	name := decodeName(p.Name)
+	name := DecodeName(p.Name)
 	layout, idx, count, ok := parseName(name)
 	if !ok {
 		return Mark{}, Geometry{}, fmt.Errorf("%w: GPT partition named %q", ErrNotBerth, name)
 	}
-	array := fromGUID(g.DiskGUID)
-	if fromGUID(p.UniqueGUID) != MemberGUID(array, idx) {
-		return Mark{}, Geometry{}, fmt.Errorf("%w: partition %q has GUID %s, not the one berth derives from disk GUID %s", ErrNotBerth, name, fromGUID(p.UniqueGUID), array)
+	array := FromGUID(g.DiskGUID)
+	if FromGUID(p.UniqueGUID) != MemberGUID(array, idx) {
+		return Mark{}, Geometry{}, fmt.Errorf("%w: partition %q has GUID %s, not the one berth derives from disk GUID %s", ErrNotBerth, name, FromGUID(p.UniqueGUID), array)
 	}
 	raidT, _ := ParseUUID(TypeLinuxRAID)
-	return Mark{Layout: layout, Array: array, Index: idx, Count: count, RAIDMember: fromGUID(p.PartGUID) == raidT},
+	return Mark{Layout: layout, Array: array, Index: idx, Count: count, RAIDMember: FromGUID(p.PartGUID) == raidT},
 		Geometry{FirstLBA: p.FirstLBA, LastLBA: p.LastLBA}, nil
 }
 
@@ -299,8 +299,8 @@ func checkHeaders(r io.ReaderAt) error {
 	return nil
 }
 
-// toGUID converts RFC 4122 byte order to GPT's mixed-endian fields.
-func toGUID(u UUID) ugpt.GUID {
+// ToGUID converts RFC 4122 byte order to GPT's mixed-endian fields.
+func ToGUID(u UUID) ugpt.GUID {
 	var g ugpt.GUID
 	g.L = binary.BigEndian.Uint32(u[0:4])
 	g.W1 = binary.BigEndian.Uint16(u[4:6])
@@ -309,7 +309,8 @@ func toGUID(u UUID) ugpt.GUID {
 	return g
 }
 
-func fromGUID(g ugpt.GUID) UUID {
+// FromGUID is ToGUID's inverse.
+func FromGUID(g ugpt.GUID) UUID {
 	var u UUID
 	binary.BigEndian.PutUint32(u[0:4], g.L)
 	binary.BigEndian.PutUint16(u[4:6], g.W1)
@@ -318,7 +319,8 @@ func fromGUID(g ugpt.GUID) UUID {
 	return u
 }
 
-func encodeName(s string) ugpt.PartName {
+// EncodeName is a GPT partition name: UTF-16LE, cut to the 36 units GPT has.
+func EncodeName(s string) ugpt.PartName {
 	var n ugpt.PartName
 	for i, c := range utf16.Encode([]rune(s)) {
 		if 2*i+1 >= len(n) {
@@ -329,7 +331,8 @@ func encodeName(s string) ugpt.PartName {
 	return n
 }
 
-func decodeName(n ugpt.PartName) string {
+// DecodeName reads a GPT partition name up to its first NUL.
+func DecodeName(n ugpt.PartName) string {
 	var u []uint16
 	for i := 0; i+1 < len(n); i += 2 {
 		c := binary.LittleEndian.Uint16(n[i:])

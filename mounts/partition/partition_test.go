@@ -53,7 +53,7 @@ func TestWriteReadBack(t *testing.T) {
 		if err != nil {
 			t.Fatalf("u-root rejects the table: %v", err)
 		}
-		if n := decodeName(pt.Backup.Parts[0].Name); n != "berth-is raid0 "+[]string{"1/2", "2/2"}[i] {
+		if n := DecodeName(pt.Backup.Parts[0].Name); n != "berth-is raid0 "+[]string{"1/2", "2/2"}[i] {
 			t.Fatalf("backup partition name %q", n)
 		}
 		if pt.Primary.Parts[0].PartGUID.String() != pt.Backup.Parts[0].PartGUID.String() {
@@ -138,7 +138,7 @@ func TestReadRefusesForeign(t *testing.T) {
 	other := diskImage(t, size)
 	pt, _, _ = Table(Mark{Layout: "raid0", Array: array, Count: 1}, size)
 	for _, g := range []*ugpt.GPT{pt.Primary, pt.Backup} {
-		g.Parts[0].Name = encodeName("Linux filesystem")
+		g.Parts[0].Name = EncodeName("Linux filesystem")
 	}
 	if err := ugpt.Write(other, pt); err != nil {
 		t.Fatal(err)
