@@ -104,20 +104,7 @@ spec:
 
 	a := api{c: cluster.Client(), base: info.HostEndpoint}
 	node := inst.LocalHostname
-	waitFor(t, vm, "node Ready", joinTimeout, func() (bool, string) {
-		var n struct {
-			Status struct{ Conditions []condition } `json:"status"`
-		}
-		if err := a.do("GET", "/api/v1/nodes/"+node, nil, &n); err != nil {
-			return false, err.Error()
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == "Ready" {
-				return c.Status == "True", fmt.Sprintf("%+v", n.Status.Conditions)
-			}
-		}
-		return false, "no Ready condition"
-	})
+	waitNodeReady(t, vm, a, node)
 	if len(stack.Authenticator.Requests()) == 0 || len(stack.STS.Requests()) == 0 {
 		t.Fatal("the node is Ready but the authenticator and STS stand-in saw no request")
 	}
@@ -147,18 +134,7 @@ spec:
 	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, vm, "pod from ECR Running", podTimeout, func() (bool, string) {
-		var p struct {
-			Status struct {
-				Phase             string `json:"phase"`
-				ContainerStatuses []any  `json:"containerStatuses"`
-			} `json:"status"`
-		}
-		if err := a.do("GET", "/api/v1/namespaces/default/pods/from-ecr", nil, &p); err != nil {
-			return false, err.Error()
-		}
-		return p.Status.Phase == "Running", fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
-	})
+	waitPodRunning(t, vm, a, "from-ecr")
 	if len(stack.ECR.Requests()) == 0 {
 		t.Error("the pod runs but the ECR stand-in issued no token")
 	}

@@ -113,6 +113,42 @@ func (a api) do(method, path string, body any, out any) error {
 	return nil
 }
 
+// waitNodeReady waits for the node's Ready condition to be True.
+func waitNodeReady(t *testing.T, vm *qemu.VM, a api, node string) {
+	t.Helper()
+	waitFor(t, vm, "node Ready", joinTimeout, func() (bool, string) {
+		var n struct {
+			Status struct{ Conditions []condition } `json:"status"`
+		}
+		if err := a.do("GET", "/api/v1/nodes/"+node, nil, &n); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == "Ready" {
+				return c.Status == "True", fmt.Sprintf("%+v", n.Status.Conditions)
+			}
+		}
+		return false, "no Ready condition"
+	})
+}
+
+// waitPodRunning waits for pod default/name to reach phase Running.
+func waitPodRunning(t *testing.T, vm *qemu.VM, a api, name string) {
+	t.Helper()
+	waitFor(t, vm, "pod "+name+" Running", podTimeout, func() (bool, string) {
+		var p struct {
+			Status struct {
+				Phase             string `json:"phase"`
+				ContainerStatuses []any  `json:"containerStatuses"`
+			} `json:"status"`
+		}
+		if err := a.do("GET", "/api/v1/namespaces/default/pods/"+name, nil, &p); err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == "Running", fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+}
+
 type condition struct {
 	Type   string `json:"type"`
 	Status string `json:"status"`
@@ -213,20 +249,7 @@ func TestJoin(t *testing.T) {
 		}
 		return err == nil, fmt.Sprint(err)
 	})
-	waitFor(t, vm, "node Ready", joinTimeout, func() (bool, string) {
-		var n struct {
-			Status struct{ Conditions []condition } `json:"status"`
-		}
-		if err := a.do("GET", "/api/v1/nodes/"+node, nil, &n); err != nil {
-			return false, err.Error()
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == "Ready" {
-				return c.Status == "True", fmt.Sprintf("%+v", n.Status.Conditions)
-			}
-		}
-		return false, "no Ready condition"
-	})
+	waitNodeReady(t, vm, a, node)
 	readyAfter := time.Since(qemuStart)
 	if _, err := vm.Expect(regexp.MustCompile(`join: node registered with the API server`), time.Minute); err != nil {
 		t.Errorf("berth did not see the registration in kubelet's log: %v", err)
@@ -246,18 +269,7 @@ func TestJoin(t *testing.T) {
 	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, vm, "pod Running", podTimeout, func() (bool, string) {
-		var p struct {
-			Status struct {
-				Phase             string `json:"phase"`
-				ContainerStatuses []any  `json:"containerStatuses"`
-			} `json:"status"`
-		}
-		if err := a.do("GET", "/api/v1/namespaces/default/pods/demo", nil, &p); err != nil {
-			return false, err.Error()
-		}
-		return p.Status.Phase == "Running", fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
-	})
+	waitPodRunning(t, vm, a, "demo")
 	runningAfter := time.Since(qemuStart)
 	figure(t, "QEMU start to node registered %.1f s, Ready %.1f s, pod Running %.1f s (wall)",
 		registeredAfter.Seconds(), readyAfter.Seconds(), runningAfter.Seconds())
