@@ -5,6 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 GO        ?= go
+MODULE    := github.com/berth-node/berth
 BUILD     := $(CURDIR)/build
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/berth-node/berth/version.Version=$(VERSION)
@@ -44,7 +45,7 @@ test: deps lint test-unit test-qemu
 ## any skip (the host network tests skip only where the machine has no
 ## network namespaces, and say so loudly).
 test-unit:
-	@mkdir -p $(BUILD); set +e; $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -v /qemu-tests) > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
+	@mkdir -p $(BUILD); set +e; $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -vx '$(MODULE)/qemu-tests') > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(ok |FAIL|panic:)|!!! SKIPPED|^\s*--- SKIP' $(BUILD)/unit-tests.log || true; \
 	if [ $$rc -ne 0 ]; then \
 	  awk '/^\s*--- FAIL/{p=1} p&&/^(=== RUN|\s*--- PASS|ok |PASS$$)/{p=0} p' $(BUILD)/unit-tests.log | head -300; \
@@ -92,7 +93,7 @@ image-test: build kernel node-components
 ## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/.
 test-qemu: image-test etcd
-	@rm -rf $(BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(BUILD)/qemu-logs $(GO) test -count=1 -timeout 40m -v ./qemu-tests/... > $(BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
+	@rm -rf $(BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(BUILD)/qemu-logs $(GO) test -count=1 -timeout 40m -v ./qemu-tests > $(BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(BUILD)/qemu-tests.log"; exit $$rc; fi
 
@@ -103,7 +104,7 @@ include components.mk
 ## QEMU that joins it from its user data, runs a pod, prints the boot timeline
 ## and powers the node off.
 demo: deps image-test etcd
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(BUILD)/image-test $(GO) run ./demo -out $(BUILD)/demo
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(BUILD)/demo
 
 clean:
 	rm -rf $(BUILD)

@@ -125,7 +125,7 @@ $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image
 .PHONY: test-components
 ## test-components: the control-plane test against the real binaries (not in test-unit: it needs `make components`).
 test-components: kube etcd
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./controlplane/
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./qemu-tests/controlplane/
 
 # The node image's components at version-independent paths, for
 # image/spec.yaml, and their versions for the image manifest.

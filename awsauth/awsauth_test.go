@@ -15,7 +15,7 @@ import (
 	"github.com/berth-node/berth/awsauth/creds"
 	"github.com/berth-node/berth/awsauth/ekstoken"
 	"github.com/berth-node/berth/imds"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
 const (

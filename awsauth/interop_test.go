@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/awsstub"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/awsstub"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
 // TestAgainstStandIns runs both plugins against the host-side stand-ins

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
 func TestCheckReportsEveryProblem(t *testing.T) {

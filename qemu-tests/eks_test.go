@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/awsstub"
-	"github.com/berth-node/berth/controlplane"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/awsstub"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 

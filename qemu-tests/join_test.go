@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/controlplane"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 

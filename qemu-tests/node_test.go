@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/controlplane"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/nodeconfig"
 	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/qemu-tests/qemu"

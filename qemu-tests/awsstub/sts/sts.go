@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/awsstub/internal/serve"
-	"github.com/berth-node/berth/awsstub/sigv4"
+	"github.com/berth-node/berth/qemu-tests/awsstub/internal/serve"
+	"github.com/berth-node/berth/qemu-tests/awsstub/sigv4"
 )
 
 // ClusterIDHeader is the header EKS tokens sign to bind them to a cluster.

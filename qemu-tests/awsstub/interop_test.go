@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/awsauth"
-	"github.com/berth-node/berth/awsstub/authenticator"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/awsstub/authenticator"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
 func TestAWSAuthAgainstStandIns(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
 func main() {

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/berth-node/berth/awsstub/internal/serve"
+	"github.com/berth-node/berth/qemu-tests/awsstub/internal/serve"
 	"github.com/berth-node/berth/image/oci"
 )
 

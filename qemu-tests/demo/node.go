@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
-	"github.com/berth-node/berth/controlplane"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/plan"
 )
 

@@ -23,9 +23,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/awsstub/internal/serve"
-	"github.com/berth-node/berth/awsstub/sts"
-	"github.com/berth-node/berth/controlplane"
+	"github.com/berth-node/berth/qemu-tests/awsstub/internal/serve"
+	"github.com/berth-node/berth/qemu-tests/awsstub/sts"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
 )
 
 // TokenPrefix starts every EKS token.

@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/controlplane"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/berth-node/berth/report"
 )

@@ -18,10 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/berth-node/berth/awsstub/authenticator"
-	"github.com/berth-node/berth/awsstub/ecr"
+	"github.com/berth-node/berth/qemu-tests/awsstub/authenticator"
+	"github.com/berth-node/berth/qemu-tests/awsstub/ecr"
 	"github.com/berth-node/berth/image/oci"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
 func hashHex(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-node/berth/awsstub/internal/serve"
-	"github.com/berth-node/berth/awsstub/sigv4"
+	"github.com/berth-node/berth/qemu-tests/awsstub/internal/serve"
+	"github.com/berth-node/berth/qemu-tests/awsstub/sigv4"
 )
 
 // Target is GetAuthorizationToken's X-Amz-Target.

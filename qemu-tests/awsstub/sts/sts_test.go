@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/berth-node/berth/awsstub/sigv4"
+	"github.com/berth-node/berth/qemu-tests/awsstub/sigv4"
 )
 
 var (

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/controlplane"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/fsutil"
 )
 

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/awsstub/authenticator"
-	"github.com/berth-node/berth/awsstub/ecr"
-	"github.com/berth-node/berth/awsstub/registry"
-	"github.com/berth-node/berth/awsstub/sigv4"
-	"github.com/berth-node/berth/awsstub/sts"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/awsstub/authenticator"
+	"github.com/berth-node/berth/qemu-tests/awsstub/ecr"
+	"github.com/berth-node/berth/qemu-tests/awsstub/registry"
+	"github.com/berth-node/berth/qemu-tests/awsstub/sigv4"
+	"github.com/berth-node/berth/qemu-tests/awsstub/sts"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
 // GuestHost is the host as a QEMU user-network guest reaches it.

@@ -24,9 +24,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/berth-node/berth/awsstub/authenticator"
-	"github.com/berth-node/berth/controlplane"
-	"github.com/berth-node/berth/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/awsstub/authenticator"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
 // whoAmI asks the apiserver who bearer is (SelfSubjectReview); the status
