@@ -3,7 +3,7 @@
 // API call at boot), optionally reshaped by the user's CEL maxPodsExpression.
 package maxpods
 
-//go:generate go run ./gen -in ../../../../shared/data/instance-info.jsonl -out eni_table.go
+//go:generate go run ./gen -in data/instance-info.jsonl -out eni_table.go
 
 import (
 	"fmt"

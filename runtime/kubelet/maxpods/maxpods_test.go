@@ -11,19 +11,22 @@ import (
 	"github.com/berth-node/berth/runtime/kubelet/maxpods/internal/tablegen"
 )
 
-// instanceInfo is nodeadm's data, kept beside the repository (CI checks out
-// shared/ next to it), from this package's directory.
-const instanceInfo = "../../../../shared/data/instance-info.jsonl"
+// instanceInfo is nodeadm's instance data, copied into the repository (see
+// data/README.md for where it came from).
+const instanceInfo = "data/instance-info.jsonl"
+
+// sourceName is the name the generator records in eni_table.go's header.
+const sourceName = "runtime/kubelet/maxpods/data/instance-info.jsonl"
 
 // TestTableIsGenerated guards the generator: the committed eni_table.go must
 // be exactly what the generator makes from today's instance-info.jsonl.
 func TestTableIsGenerated(t *testing.T) {
 	f, err := os.Open(instanceInfo)
 	if err != nil {
-		t.Fatalf("the ENI table's source must be beside the repository: %v", err)
+		t.Fatalf("the ENI table's source is missing: %v", err)
 	}
 	defer f.Close()
-	want, err := tablegen.Generate(f, "shared/data/instance-info.jsonl")
+	want, err := tablegen.Generate(f, sourceName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +44,7 @@ func TestTableIsGenerated(t *testing.T) {
 func TestTableMatchesSource(t *testing.T) {
 	data, err := os.ReadFile(instanceInfo)
 	if err != nil {
-		t.Fatalf("the ENI table's source must be beside the repository: %v", err)
+		t.Fatalf("the ENI table's source is missing: %v", err)
 	}
 	n := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))

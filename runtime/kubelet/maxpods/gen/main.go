@@ -1,8 +1,7 @@
 // Command gen writes the maxpods ENI table (eni_table.go) from nodeadm's
 // instance-info.jsonl. Its defaults suit the repository root
-// (`go run ./runtime/kubelet/maxpods/gen`, with shared/ beside the
-// repository); `go generate ./runtime/kubelet/maxpods` passes paths
-// relative to the package.
+// (`go run ./runtime/kubelet/maxpods/gen`); `go generate
+// ./runtime/kubelet/maxpods` passes paths relative to the package.
 package main
 
 import (
@@ -15,9 +14,9 @@ import (
 )
 
 func main() {
-	in := flag.String("in", "../shared/data/instance-info.jsonl", "instance-info.jsonl to read")
+	in := flag.String("in", "runtime/kubelet/maxpods/data/instance-info.jsonl", "instance-info.jsonl to read")
 	out := flag.String("out", "runtime/kubelet/maxpods/eni_table.go", "Go file to write")
-	source := flag.String("source", "shared/data/instance-info.jsonl", "input name recorded in the generated header (kept stable so output does not depend on where it runs)")
+	source := flag.String("source", "runtime/kubelet/maxpods/data/instance-info.jsonl", "input name recorded in the generated header (kept stable so output does not depend on where it runs)")
 	flag.Parse()
 	if err := run(*in, *out, *source); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
