@@ -1,12 +1,12 @@
 // Command berth is the node's PID 1 and, run any other way, its CLI.
 //
-// As PID 1 it mounts the early filesystems, loads kernel modules, switches
-// to the real root, prints the boot report and then waits for the power
-// button or a signal to shut the machine down in order (see boot.go). It
-// never exits: the kernel panics when PID 1 does.
+// As PID 1 it runs the boot pipeline (pipeline.go lists the phases, each in
+// its own phase_<name>.go), prints the boot report, supervises containerd
+// and kubelet, and shuts the machine down in order on the power button or a
+// signal (power.go). It never exits: the kernel panics when PID 1 does.
 //
-// As a CLI it runs a subcommand (see cli.go): `berth version`, and later
-// `berth render`, `berth check`...
+// As a CLI it runs a subcommand (cli.go, cmd_*.go): version, check, render,
+// modprobe, eks-token and ecr-credential-provider.
 package main
 
 import (

@@ -53,7 +53,9 @@ func (p *Plan) Describe() []byte {
 			fmt.Fprintf(&b, " (disabled mounts: %s)", strings.Join(parts, ", "))
 		}
 		b.WriteString("\n")
+		fmt.Fprintf(&b, "storage-modules: %s\n", strings.Join(p.StorageModules, ", "))
 	}
+	fmt.Fprintf(&b, "shutdown: pods get %s after SIGTERM, each stop step up to %s\n", p.Shutdown.PodGrace, p.Shutdown.StepTimeout)
 	b.WriteString("\nsysctls:\n")
 	for _, s := range p.Sysctls {
 		fmt.Fprintf(&b, "  %s = %s\n", s.Key, s.Value)

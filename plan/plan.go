@@ -147,6 +147,11 @@ type Plan struct {
 	// when no strategy is set. The storage code decides with the disks it
 	// finds.
 	Storage *nodeconfig.LocalStorageOptions
+	// StorageModules are loaded before the storage phase; empty without a
+	// strategy.
+	StorageModules []string
+	// Shutdown is the pod grace period and the stop bound it needs.
+	Shutdown Shutdown
 	// Sysctls must be written to /proc/sys before kubelet starts, sorted by
 	// key.
 	Sysctls []kubelet.Sysctl
@@ -347,6 +352,8 @@ func Build(in Inputs) (*Plan, error) {
 		}
 		p.Storage = &ls
 	}
+	p.StorageModules = storageModules(p.Storage)
+	p.Shutdown = decideShutdown(spec.Kubelet.Config, &p.Warnings)
 
 	p.Sysctls = kubelet.Sysctls(ipv6)
 

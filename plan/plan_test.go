@@ -72,6 +72,10 @@ func goldenCases() []goldenCase {
 			m.Components["containerd"] = "1.7.27"
 		}, host: twoCPU},
 		{name: "instance-id-node-name", userData: "instance-id-node-name.yaml", host: twoCPU},
+		// The storage module list and the pod grace period show in plan.txt.
+		{name: "raid10-grace", userData: "raid10-grace.yaml", instance: func(m *imds.Metadata) {
+			m.InstanceType = "i4i.8xlarge"
+		}, host: Host{CPUs: 32, MemoryMiB: 262144}},
 		{name: "bootstrap-token", userData: "bootstrap-token.yaml", instance: func(m *imds.Metadata) {
 			m.LocalIPv4 = "10.0.2.15"
 			m.LocalHostname = "berth-node"

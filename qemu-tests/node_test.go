@@ -124,10 +124,13 @@ type netSection struct {
 }
 
 type configSection struct {
-	IMDS    string   `json:"imds"`
-	Sources []string `json:"sources"`
-	Files   []string `json:"files"`
-	Result  struct {
+	// Hostname is set from IMDS local-hostname; HostnameSource is imds.
+	Hostname       string   `json:"hostname"`
+	HostnameSource string   `json:"hostnameSource"`
+	IMDS           string   `json:"imds"`
+	Sources        []string `json:"sources"`
+	Files          []string `json:"files"`
+	Result         struct {
 		Used    []string `json:"used"`
 		Skipped []struct {
 			Source string `json:"source"`
@@ -172,12 +175,12 @@ func TestConfigFromIMDS(t *testing.T) {
 		t.Errorf("DNS servers %v lack QEMU's 10.0.2.3", n.DNS)
 	}
 	figure(t, "network phase %.0f ms, of which DHCP %.0f ms", n.Steps.Total, n.Steps.DHCP)
-	if n.Hostname != "ip-10-0-2-15.us-west-2.compute.internal" || n.HostnameSource != "imds" {
-		t.Errorf("hostname in the report: %q from %q, want IMDS local-hostname", n.Hostname, n.HostnameSource)
-	}
 
 	var c configSection
 	section(t, rep, "config", &c)
+	if c.Hostname != "ip-10-0-2-15.us-west-2.compute.internal" || c.HostnameSource != "imds" {
+		t.Errorf("hostname in the report's config section: %q from %q, want IMDS local-hostname", c.Hostname, c.HostnameSource)
+	}
 	if c.IMDS != imdsURL {
 		t.Errorf("config.imds = %q, want %q", c.IMDS, imdsURL)
 	}

@@ -43,7 +43,7 @@ type Status struct {
 	State    State  `json:"state"`
 	PID      int    `json:"pid,omitempty"`
 	Restarts int    `json:"restarts"`
-	// StartedAt is the first exec; the lead subtracts kernel start.
+	// StartedAt is the first exec; the boot report turns it into time since kernel start.
 	StartedAt time.Time `json:"started_at,omitzero"`
 	// ReadyMs is from the first exec to the first ready; 0 if never ready.
 	ReadyMs    int64              `json:"ready_ms,omitempty"`

@@ -2,38 +2,28 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/berth-node/berth/bootlog"
 	"github.com/berth-node/berth/manifest"
-	"github.com/berth-node/berth/mounts/localstorage"
-	"github.com/berth-node/berth/nodeconfig"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/supervise"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
-	"golang.org/x/sys/unix"
+	"github.com/berth-node/berth/shutdown"
 )
 
 const (
 	// kubeletReadyTimeout bounds how long boot waits for kubelet's healthz
 	// before printing the report; kubelet goes on being supervised after.
 	kubeletReadyTimeout = 3 * time.Minute
-	// podGrace is how long pods get between SIGTERM and SIGKILL at
-	// shutdown unless the config says otherwise (podGracePeriod), as
-	// kubelet's default terminationGracePeriodSeconds.
-	podGrace = 30 * time.Second
 	// joinNagInterval is how often the console repeats why the node has
 	// not registered yet.
 	joinNagInterval = 20 * time.Second
@@ -58,11 +48,11 @@ type imageImportResult struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// phaseSupervise starts the plan's services (containerd, then kubelet once
+// phaseServices starts the plan's services (containerd, then kubelet once
 // containerd is ready and the image's OCI tarballs are imported) and waits,
 // bounded, for kubelet to be healthy. A service that fails keeps being
 // restarted by the supervisor; the report and the console say why.
-func phaseSupervise(ctx context.Context, b *boot, log *slog.Logger) error {
+func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	p := b.node.plan
 	if p == nil || len(p.Services) == 0 {
 		log.Info("skipped: no services planned")
@@ -116,15 +106,11 @@ func phaseSupervise(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	for i, s := range stoppers {
 		if s.Name() == "kubelet" && i > 0 {
-			grace := podGracePeriod(b.node.config, log)
-			// The shutdown sequence bounds each step; leave room for the
-			// grace period and the SIGKILL after it.
+			sd := p.Shutdown
 			b.downMu.Lock()
-			if need := grace + 5*time.Second; b.timeouts.Service < need {
-				b.timeouts.Service = need
-			}
+			b.timeouts.Service = max(b.timeouts.Service, sd.StepTimeout)
 			b.downMu.Unlock()
-			b.addService(podStopper{root: filepath.Join(cgroup.DefaultRoot, podsCgroup), grace: grace, log: b.log.With("phase", "shutdown")})
+			b.addService(shutdown.PodStopper{Root: filepath.Join(cgroup.DefaultRoot, podsCgroup), Grace: sd.PodGrace, Log: b.log.With("phase", "shutdown")})
 		}
 		b.addService(s)
 	}
@@ -164,30 +150,6 @@ func (b *boot) refreshServices(sup *supervise.Supervisor, rep *serviceReport) {
 			b.log.Warn("updating the boot report", "phase", "services", "file", b.reportPath, "err", err)
 		}
 	}
-}
-
-// podGracePeriod is how long pods get between SIGTERM and SIGKILL at
-// shutdown: the NodeConfig's kubelet.config.shutdownGracePeriod (kubelet's
-// own graceful node shutdown needs systemd's inhibitor locks, so berth does
-// that job), else podGrace.
-func podGracePeriod(res *nodeconfig.Result, log *slog.Logger) time.Duration {
-	if res == nil || res.Config == nil {
-		return podGrace
-	}
-	raw, ok := res.Config.Spec.Kubelet.Config["shutdownGracePeriod"]
-	if !ok {
-		return podGrace
-	}
-	var v string
-	d, err := time.Duration(0), json.Unmarshal(raw, &v)
-	if err == nil {
-		d, err = time.ParseDuration(v)
-	}
-	if err != nil || d <= 0 || d > 10*time.Minute {
-		log.Warn("spec.kubelet.config.shutdownGracePeriod is not a duration between 0 and 10m; using the default", "value", string(raw), "default", podGrace.String())
-		return podGrace
-	}
-	return d
 }
 
 // kernelMs converts a wall-clock time to milliseconds since kernel start.
@@ -240,151 +202,4 @@ func importImages(ctx context.Context, log *slog.Logger, r *reaper.Reaper, m *ma
 		out = append(out, res)
 	}
 	return out, errors.Join(errs...)
-}
-
-// joinWatcher follows kubelet's log for the node's registration, and until
-// it happens repeats on the console the last reason kubelet gave, so a node
-// that cannot join says why instead of looping silently.
-type joinWatcher struct {
-	log        *slog.Logger
-	registered chan struct{}
-	once       sync.Once
-	mu         sync.Mutex
-	lastErr    string
-}
-
-// kubeletRegistered matches kubelet's "Successfully registered node" line.
-var kubeletRegistered = regexp.MustCompile(`Successfully registered node`)
-
-// joinErrors are the kubelet lines that say why a node cannot join; other
-// errors kubelet logs while it waits (CSINode, checkpoints) say nothing
-// about the join and would mislead.
-var joinErrors = regexp.MustCompile(`x509: |connection refused|no route to host|i/o timeout|Unauthorized|forbidden|certificate|Unable to register node|failed to run Kubelet|bootstrap|getting credentials|no such host`)
-
-func (w *joinWatcher) line(l string) {
-	if kubeletRegistered.MatchString(l) {
-		w.once.Do(func() { close(w.registered) })
-		return
-	}
-	if joinErrors.MatchString(l) {
-		w.mu.Lock()
-		w.lastErr = l
-		w.mu.Unlock()
-	}
-}
-
-func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
-	tick := time.NewTicker(joinNagInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.registered:
-			w.log.Info("node registered with the API server")
-			return
-		case <-tick.C:
-			w.mu.Lock()
-			last := w.lastErr
-			w.mu.Unlock()
-			if last == "" {
-				if k := sup.Service("kubelet"); k != nil {
-					last = k.Status().LastError
-				}
-			}
-			if last == "" {
-				last = "kubelet has not said why yet"
-			}
-			w.log.Error("node not registered yet", "cause", joinCause(last))
-		}
-	}
-}
-
-// joinCause shortens a kubelet log line to the part that says why: the
-// err="..." value when the line has one (klog's structured form).
-func joinCause(l string) string {
-	if i := strings.Index(l, `err="`); i >= 0 {
-		if q, err := strconv.QuotedPrefix(l[i+len(`err=`):]); err == nil {
-			if s, err := strconv.Unquote(q); err == nil {
-				return s
-			}
-		}
-	}
-	return l
-}
-
-// podStopper is shutdown's second step: after kubelet stops, every pod's
-// processes get SIGTERM, pods.grace to exit, then SIGKILL; containerd stops
-// after it.
-type podStopper struct {
-	root  string
-	grace time.Duration
-	log   *slog.Logger
-}
-
-func (podStopper) Name() string { return "pods" }
-
-func (s podStopper) Stop(ctx context.Context) error {
-	pids := cgroupPIDs(s.root)
-	if len(pids) == 0 {
-		s.log.Info("no pod processes to stop")
-		return nil
-	}
-	s.log.Info("stopping pods", "processes", len(pids), "grace", s.grace.String())
-	signalAll(pids, unix.SIGTERM)
-	deadline := time.Now().Add(s.grace)
-	if d, ok := ctx.Deadline(); ok && d.Add(-2*time.Second).Before(deadline) {
-		deadline = d.Add(-2 * time.Second)
-	}
-	for time.Now().Before(deadline) {
-		if len(cgroupPIDs(s.root)) == 0 {
-			s.log.Info("pods stopped")
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	left := cgroupPIDs(s.root)
-	s.log.Warn("pods still running after the grace period; killing", "processes", len(left))
-	signalAll(left, unix.SIGKILL)
-	return nil
-}
-
-// cgroupPIDs lists every process in the cgroup subtree at root.
-func cgroupPIDs(root string) []int {
-	var pids []int
-	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return nil
-		}
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-		return nil
-	})
-	return pids
-}
-
-func signalAll(pids []int, sig unix.Signal) {
-	for _, pid := range pids {
-		_ = unix.Kill(pid, sig)
-	}
-}
-
-// storageStopper unmounts the instance-store binds and array after
-// containerd has stopped, before the final sync and power-off.
-type storageStopper struct {
-	res *localstorage.Result
-	log *slog.Logger
-}
-
-func (storageStopper) Name() string { return "instance-store" }
-
-func (s storageStopper) Stop(ctx context.Context) error {
-	return localstorage.Teardown(ctx, s.log, s.res, localstorage.DefaultEnv(nil))
 }

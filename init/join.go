@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-node/berth/runtime/supervise"
+)
+
+// joinWatcher follows kubelet's log for the node's registration, and until
+// it happens repeats on the console the last reason kubelet gave, so a node
+// that cannot join says why instead of looping silently.
+type joinWatcher struct {
+	log        *slog.Logger
+	registered chan struct{}
+	once       sync.Once
+	mu         sync.Mutex
+	lastErr    string
+}
+
+// kubeletRegistered matches kubelet's "Successfully registered node" line.
+var kubeletRegistered = regexp.MustCompile(`Successfully registered node`)
+
+// joinErrors are the kubelet lines that say why a node cannot join; other
+// errors kubelet logs while it waits (CSINode, checkpoints) say nothing
+// about the join and would mislead.
+var joinErrors = regexp.MustCompile(`x509: |connection refused|no route to host|i/o timeout|Unauthorized|forbidden|certificate|Unable to register node|failed to run Kubelet|bootstrap|getting credentials|no such host`)
+
+func (w *joinWatcher) line(l string) {
+	if kubeletRegistered.MatchString(l) {
+		w.once.Do(func() { close(w.registered) })
+		return
+	}
+	if joinErrors.MatchString(l) {
+		w.mu.Lock()
+		w.lastErr = l
+		w.mu.Unlock()
+	}
+}
+
+func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
+	tick := time.NewTicker(joinNagInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.registered:
+			w.log.Info("node registered with the API server")
+			return
+		case <-tick.C:
+			w.mu.Lock()
+			last := w.lastErr
+			w.mu.Unlock()
+			if last == "" {
+				if k := sup.Service("kubelet"); k != nil {
+					last = k.Status().LastError
+				}
+			}
+			if last == "" {
+				last = "kubelet has not said why yet"
+			}
+			w.log.Error("node not registered yet", "cause", joinCause(last))
+		}
+	}
+}
+
+// joinCause shortens a kubelet log line to the part that says why: the
+// err="..." value when the line has one (klog's structured form).
+func joinCause(l string) string {
+	if i := strings.Index(l, `err="`); i >= 0 {
+		if q, err := strconv.QuotedPrefix(l[i+len(`err=`):]); err == nil {
+			if s, err := strconv.Unquote(q); err == nil {
+				return s
+			}
+		}
+	}
+	return l
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/berth-node/berth/imds"
+	"github.com/berth-node/berth/network"
+	"github.com/berth-node/berth/nodeconfig"
+)
+
+// configTimeout bounds the whole config phase: IMDS metadata and user
+// data. EC2's IMDS answers in milliseconds; the rest is for retries.
+const configTimeout = 60 * time.Second
+
+// configReport is the config phase's part of the boot report.
+type configReport struct {
+	IMDS    string             `json:"imds"`
+	Sources []string           `json:"sources"`
+	Result  *nodeconfig.Result `json:"result,omitempty"`
+	Calls   []imds.CallTiming  `json:"imdsCalls,omitempty"`
+	Files   []string           `json:"files,omitempty"`
+	Plan    *planSummary       `json:"plan,omitempty"`
+	Skipped string             `json:"skipped,omitempty"`
+	// Hostname is the node's hostname once the config phase set it from
+	// IMDS; the network section keeps what DHCP or the command line gave.
+	Hostname       string                 `json:"hostname,omitempty"`
+	HostnameSource string                 `json:"hostnameSource,omitempty"`
+	Meta           map[string]interface{} `json:"instance,omitempty"`
+}
+
+type planSummary struct {
+	NodeName   string   `json:"nodeName"`
+	NodeIP     string   `json:"nodeIP,omitempty"`
+	ProviderID string   `json:"providerID,omitempty"`
+	MaxPods    int32    `json:"maxPods"`
+	Services   []string `json:"services"`
+	Warnings   []string `json:"warnings,omitempty"`
+}
+
+func (b *boot) configReport() *configReport {
+	if r, ok := b.rep.Config.(*configReport); ok {
+		return r
+	}
+	r := &configReport{}
+	b.rep.Config = r
+	return r
+}
+
+// phaseConfig reads instance metadata and user data from IMDS and merges
+// every NodeConfig source. No source at all is not an error: the node then
+// runs no Kubernetes services, and the report says so.
+func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
+	rep := b.configReport()
+	endpoint, _ := b.cl.Get("berth.imds")
+	rep.IMDS = endpoint
+	var userData []byte
+	if endpoint != "off" {
+		if rep.IMDS == "" {
+			rep.IMDS = imds.EndpointIPv4
+		}
+		ctx, cancel := context.WithTimeout(ctx, configTimeout)
+		defer cancel()
+		opts := imds.Options{Logger: log}
+		if endpoint != "" {
+			opts.Endpoints = []string{endpoint}
+		}
+		c := imds.New(opts)
+		defer func() { rep.Calls = c.Timings(); c.Close() }()
+		md, err := c.Metadata(ctx)
+		if err != nil {
+			return fmt.Errorf("reading instance metadata (berth.imds=off skips IMDS): %w", err)
+		}
+		b.node.instance = md
+		log.Info("instance", "id", md.InstanceID, "type", md.InstanceType, "az", md.AvailabilityZone, "hostname", md.LocalHostname)
+		// EC2's private DNS name is the node's hostname, over DHCP's.
+		if md.LocalHostname != "" {
+			if err := network.SetHostname(md.LocalHostname); err != nil {
+				log.Warn("setting hostname from IMDS local-hostname", "hostname", md.LocalHostname, "err", err)
+			} else {
+				rep.Hostname, rep.HostnameSource = md.LocalHostname, "imds"
+			}
+		}
+		if userData, err = c.UserData(ctx); err != nil {
+			return fmt.Errorf("reading user data: %w", err)
+		}
+	}
+	srcs, err := nodeconfig.BootSources(nodeconfig.DefaultConfigDir, userData,
+		nodeconfig.SplitConfigPaths(b.cl.All(nodeconfig.CmdlineConfigKey)...))
+	if err != nil {
+		return err
+	}
+	for _, s := range srcs {
+		rep.Sources = append(rep.Sources, s.Name)
+	}
+	if len(srcs) == 0 {
+		rep.Skipped = "no NodeConfig in the image, in user data or on the command line"
+		log.Warn("no NodeConfig found; this node will run no Kubernetes services", "imds", rep.IMDS, "dir", nodeconfig.DefaultConfigDir)
+		return nil
+	}
+	res, err := nodeconfig.Load(ctx, log, srcs)
+	rep.Result = res
+	if res != nil {
+		b.node.config = res
+	}
+	if err != nil {
+		for _, p := range res.Problems {
+			if p.Severity == nodeconfig.SeverityError {
+				log.Error(p.String())
+			}
+		}
+		return err
+	}
+	return nil
+}

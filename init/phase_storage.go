@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+
+	"github.com/berth-node/berth/mounts/instancestore"
+	"github.com/berth-node/berth/mounts/localstorage"
+	"github.com/berth-node/berth/runtime/reaper"
+)
+
+// phaseStorage puts instance-store disks under containerd's and kubelet's
+// state before anything is written there. Its own policy decides whether a
+// failure is fatal (localstorage returns an error only then).
+func phaseStorage(ctx context.Context, b *boot, log *slog.Logger) error {
+	if b.node.plan == nil || b.node.plan.Storage == nil || b.node.plan.Storage.Strategy == "" {
+		log.Info("skipped: no spec.instance.localStorage strategy")
+		b.rep.Storage = map[string]string{"status": "skipped", "reason": "no spec.instance.localStorage strategy in the NodeConfig"}
+		return nil
+	}
+	ls := b.node.plan.Storage
+	scfg, err := instancestore.LoadConfig(instancestore.ConfigPath)
+	if err != nil {
+		return fmt.Errorf("instance-store matcher config: %w", err)
+	}
+	opts := localstorage.Options{
+		Strategy:   localstorage.Strategy(ls.Strategy),
+		MountPath:  ls.MountPath,
+		Match:      scfg.Match,
+		Filesystem: scfg.Filesystem,
+		Fatal:      scfg.Fatal,
+		Force:      scfg.Force,
+	}
+	for _, d := range ls.DisabledMounts {
+		opts.DisabledMounts = append(opts.DisabledMounts, string(d))
+	}
+	var tools map[string]string
+	if b.node.manifest != nil {
+		tools = b.node.manifest.Tools
+	}
+	if err := b.loadModules(ctx, log, b.node.plan.StorageModules...); err != nil {
+		log.Warn("loading storage modules", "err", err)
+	}
+	env := localstorage.DefaultEnv(tools)
+	env.Run = reaperRunner(b.reaper)
+	res, err := localstorage.Run(ctx, log, opts, env)
+	b.node.storage = res
+	if res != nil {
+		b.rep.Storage = res
+	}
+	return err
+}
+
+// storageStopper unmounts the instance-store binds and array after
+// containerd has stopped, before the final sync and power-off.
+type storageStopper struct {
+	res *localstorage.Result
+	log *slog.Logger
+}
+
+func (storageStopper) Name() string { return "instance-store" }
+
+func (s storageStopper) Stop(ctx context.Context) error {
+	return localstorage.Teardown(ctx, s.log, s.res, localstorage.DefaultEnv(nil))
+}
+
+// reaperRunner runs a tool through PID 1's reaper, so its exit status is
+// never lost to the wait4(-1) loop, and makes a non-zero exit an error.
+func reaperRunner(r *reaper.Reaper) func(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
+	return func(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
+		out, st, err := r.CombinedOutput(ctx, cmd)
+		if err != nil {
+			return out, err
+		}
+		if !st.Success() {
+			return out, fmt.Errorf("%s: %s", cmd.Path, st)
+		}
+		return out, nil
+	}
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-node/berth/bootlog"
+	"github.com/berth-node/berth/cmdline"
+	"github.com/berth-node/berth/imds"
+	"github.com/berth-node/berth/kmod"
+	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/mounts/localstorage"
+	"github.com/berth-node/berth/network"
+	"github.com/berth-node/berth/nodeconfig"
+	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/power"
+	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/runtime/reaper"
+	"github.com/berth-node/berth/shutdown"
+	"github.com/berth-node/berth/version"
+)
+
+// Paths PID 1 uses.
+const (
+	procCmdline  = "/proc/cmdline"
+	bootIDPath   = "/proc/sys/kernel/random/boot_id"
+	devkmsgKnob  = "/proc/sys/kernel/printk_devkmsg"
+	cgroupRoot   = "/sys/fs/cgroup"
+	newRoot      = "/newroot"
+	defaultPATH  = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	modulesRoot  = "/lib/modules"
+	selfStatus   = "/proc/self/status"
+	powerBacklog = 4
+)
+
+// boot is PID 1's state, passed to every phase. Phases run one after the
+// other on the main goroutine, so fields need no lock; goroutines started
+// along the way get what they need as arguments.
+type boot struct {
+	log   *slog.Logger
+	out   *bootlog.Output
+	level *slog.LevelVar
+	clock report.Clock
+	rep   *report.Report
+	cfg   cmdline.Config
+	// cl is the parsed kernel command line, for phases with keys of their
+	// own (network, config).
+	cl *cmdline.Cmdline
+	// node is what the node phases (network, config, plan, storage,
+	// apply) decided and did.
+	node   nodeState
+	sigs   *power.Signals
+	power  chan power.Request
+	reaper *reaper.Reaper
+	// console is /dev/console, where hooks write and the report goes.
+	console *os.File
+	// services are stopped in reverse order at shutdown; the storage and
+	// services phases add to it with addService, under downMu, since the
+	// power server may read it at any time.
+	services []shutdown.Stopper
+	// sys is what shutdown acts on: shutdown.Linux{} on a node.
+	sys      shutdown.System
+	timeouts shutdown.Timeouts
+	// reportPath is where boot.json goes: report.DefaultPath on a node.
+	reportPath string
+	// downMu makes shutdowns one at a time.
+	downMu sync.Mutex
+	// repMu guards rep against the supervisor's updates once services run,
+	// and reported says the report is out (later updates rewrite boot.json).
+	repMu    sync.Mutex
+	reported bool
+}
+
+// nodeState is what the node phases found and decided, in phase order.
+type nodeState struct {
+	manifest *manifest.Manifest
+	kmod     *kmod.Index
+	net      *network.Result
+	netH     *network.Handle
+	instance *imds.Metadata
+	config   *nodeconfig.Result
+	plan     *plan.Plan
+	storage  *localstorage.Result
+}
+
+// phase is one step of the boot pipeline. A fatal phase's error ends boot
+// and hands over to berth.onfail; other errors go into the report and boot
+// goes on.
+type phase struct {
+	name  string
+	fatal bool
+	run   func(ctx context.Context, b *boot, log *slog.Logger) error
+}
+
+// pipeline is the boot, in order: the table of contents of this package.
+// Each entry's function lives in phase_<name>.go.
+func pipeline() []phase {
+	return []phase{
+		{name: "early", fatal: true, run: phaseEarly},
+		{name: "modules", fatal: false, run: phaseModules},
+		{name: "root", fatal: true, run: phaseRoot},
+		{name: "network", fatal: false, run: phaseNetwork},
+		{name: "config", fatal: true, run: phaseConfig},
+		{name: "plan", fatal: true, run: phasePlan},
+		{name: "storage", fatal: true, run: phaseStorage},
+		{name: "apply", fatal: true, run: phaseApply},
+		{name: "services", fatal: false, run: phaseServices},
+	}
+}
+
+// pid1 is the PID 1 path. It never returns.
+func pid1() {
+	// First, before anything can go wrong: without a subscription Go's
+	// reaction to SIGTERM is to exit, and PID 1 exiting panics the kernel.
+	sigs := power.NotifySignals()
+	start := bootlog.SinceBoot()
+	// The kernel's random pool seeds slowly on VMs without RDRAND or
+	// virtio-rng; DHCP transaction IDs and TLS need it. Start it now so it
+	// overlaps the modules and root phases.
+	network.StartEntropy()
+
+	out := bootlog.NewOutput()
+	level := new(slog.LevelVar)
+	log := slog.New(bootlog.New(out, bootlog.Options{Level: level}))
+	b := &boot{
+		log:   log,
+		out:   out,
+		level: level,
+		clock: bootlog.SinceBoot,
+		rep: &report.Report{
+			Version:        version.Version,
+			KernelToInitMs: start.Milliseconds(),
+			Phases:         []report.Phase{},
+			Modules:        []string{},
+		},
+		cfg:        cmdline.Config{OnFail: cmdline.OnFail{Action: cmdline.Reboot, Delay: cmdline.DefaultRebootDelay}, Root: cmdline.DefaultRoot},
+		cl:         &cmdline.Cmdline{},
+		sigs:       sigs,
+		power:      make(chan power.Request, powerBacklog),
+		sys:        shutdown.Linux{},
+		timeouts:   shutdown.DefaultTimeouts(),
+		reportPath: report.DefaultPath,
+	}
+	ctx := context.Background()
+	defer func() {
+		// Last line of defence: whatever happens above, PID 1 stays. The
+		// sleep (not select{}) keeps a timer pending, so the runtime can
+		// never declare a deadlock and exit.
+		if r := recover(); r != nil {
+			logPanic(log, "main", r)
+		}
+		for {
+			time.Sleep(time.Hour)
+		}
+	}()
+	// Power requests are served from the start, not after boot: an EC2
+	// stop during a slow or stuck phase must still shut down in order.
+	b.startPowerServer(ctx)
+	log.Info("berth starting", "phase", "early", "version", version.Version)
+	err := b.run(ctx, pipeline())
+	b.finish(ctx, err)
+}
+
+// run runs the phases in order and returns the first fatal error, as
+// "phase: error".
+func (b *boot) run(ctx context.Context, phases []phase) error {
+	for _, p := range phases {
+		plog := b.log.With("phase", p.name)
+		t := b.rep.Start(plog, b.clock, p.name)
+		err := callRecovered(plog, p.name, func() error { return p.run(ctx, b, plog) })
+		t.End(err)
+		if err != nil && p.fatal {
+			return &fatalError{phase: p.name, err: err}
+		}
+	}
+	return nil
+}
+
+// fatalError is a fatal phase's error; it reads "phase: error".
+type fatalError struct {
+	phase string
+	err   error
+}
+
+func (e *fatalError) Error() string { return e.phase + ": " + e.err.Error() }
+
+func (e *fatalError) Unwrap() error { return e.err }
+
+// finish prints and stores the report and starts the debugging hooks, or
+// follows berth.onfail after a fatal error.
+func (b *boot) finish(ctx context.Context, fatal error) {
+	log := b.log.With("phase", "report")
+	if fatal != nil {
+		// On the failed phase's own line prefix, so a grep for the phase
+		// finds the FATAL line too.
+		flog := log
+		var fe *fatalError
+		if errors.As(fatal, &fe) {
+			flog = b.log.With("phase", fe.phase)
+		}
+		flog.Error("FATAL: " + fatal.Error())
+		b.rep.OK = false
+		b.rep.Error = fatal.Error()
+	} else {
+		b.rep.OK = true
+	}
+	if id, err := os.ReadFile(bootIDPath); err == nil {
+		b.rep.BootID = strings.TrimSpace(string(id))
+	}
+	if rss, err := report.ReadRSSKiB(selfStatus); err != nil {
+		log.Warn("reading RSS for the boot report", "err", err)
+	} else {
+		b.rep.RSSKiB = rss
+	}
+	b.repMu.Lock()
+	b.rep.EndMs = b.clock().Milliseconds()
+	line, err := b.rep.Line()
+	if err != nil {
+		log.Error("encoding boot report", "err", err)
+	} else {
+		b.out.WriteLine(line)
+		if err := b.rep.Write(b.reportPath); err != nil {
+			log.Warn("writing boot report", "err", err)
+		}
+	}
+	b.reported = true
+	b.repMu.Unlock()
+	log.Info("boot finished", "ok", b.rep.OK, "berth_ms", b.rep.EndMs-b.rep.KernelToInitMs, "rss_kib", b.rep.RSSKiB)
+
+	if b.cfg.DebugShell != "" && b.reaper != nil {
+		dlog := b.log.With("phase", "debugshell")
+		safeGo(dlog, "debugshell", func() { debugShell(ctx, dlog, b.reaper, b.cfg.DebugShell) })
+	}
+	if fatal != nil {
+		b.onFail(ctx, b.cfg.OnFail)
+		return
+	}
+	if len(b.cfg.Exec) > 0 && b.reaper != nil {
+		hlog := b.log.With("phase", "hooks")
+		safeGo(hlog, "hooks", func() { runHooks(ctx, hlog, b.reaper, b.console, b.cfg.Exec) })
+	}
+}
