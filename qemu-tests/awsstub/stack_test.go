@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/berth-node/berth/image/oci"
 	"github.com/berth-node/berth/qemu-tests/awsstub/authenticator"
 	"github.com/berth-node/berth/qemu-tests/awsstub/ecr"
-	"github.com/berth-node/berth/image/oci"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/nodeconfig"
 	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/berth-node/berth/userdata"
 )

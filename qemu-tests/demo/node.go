@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 
+	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
-	"github.com/berth-node/berth/plan"
 )
 
 // What the demo node is, as QEMU's user network and the IMDS stand-in make

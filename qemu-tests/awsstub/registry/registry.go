@@ -21,8 +21,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/berth-node/berth/qemu-tests/awsstub/internal/serve"
 	"github.com/berth-node/berth/image/oci"
+	"github.com/berth-node/berth/qemu-tests/awsstub/internal/serve"
 )
 
 // maxBlob bounds one blob read from a tarball; test images are small.

@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
 )
 
 type list []string

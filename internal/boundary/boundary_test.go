@@ -1,0 +1,111 @@
+package boundary
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/berth-node/berth"
+
+// repoRoot is the module root, two levels up from this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at the module root %s: %v", root, err)
+	}
+	return root
+}
+
+// hostSide are the trees that never ship in the node image.
+var hostSide = []string{module + "/image", module + "/qemu-tests"}
+
+// TestPID1LinksNoHostSideCode fails when berth's binary (./init) depends
+// on the image builder or a QEMU rig: their code would ship in PID 1, and
+// a change there could break a node.
+func TestPID1LinksNoHostSideCode(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./init")
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ./init: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 {
+		t.Fatalf("go list -deps ./init listed %d packages; expected berth's whole dependency tree", len(deps))
+	}
+	var own int
+	for _, d := range deps {
+		if !strings.HasPrefix(d, module+"/") {
+			continue
+		}
+		own++
+		for _, h := range hostSide {
+			if d == h || strings.HasPrefix(d, h+"/") {
+				t.Errorf("PID 1 (./init) depends on host-side package %s", d)
+			}
+		}
+	}
+	if own < 10 {
+		t.Errorf("only %d of berth's own packages in ./init's dependencies; the listing looks wrong", own)
+	}
+}
+
+// TestNothingReadsOutsideTheRepository fails on any file that names the
+// workspace folder beside the repository: a clone has nothing beside it.
+func TestNothingReadsOutsideTheRepository(t *testing.T) {
+	root := repoRoot(t)
+	// Spelled in pieces so this file does not match itself.
+	needles := [][]byte{[]byte(".." + "/shared"), []byte("shared" + "/data/"), []byte("shared" + "/DESIGN")}
+	var checked int
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch rel {
+			case ".git", "build":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() > 4<<20 {
+			return nil // data, not code or docs
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, n := range needles {
+			if i := bytes.Index(data, n); i >= 0 {
+				line := 1 + bytes.Count(data[:i], []byte("\n"))
+				t.Errorf("%s:%d refers to %q, outside the repository", rel, line, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Errorf("checked only %d files; the walk missed the tree", checked)
+	}
+}
