@@ -22,6 +22,7 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := p.WriteTo("/"); err != nil {
 		return err
 	}
+	keepDNS(b, log)
 	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), 0o644); err != nil {
 		return err
 	}
@@ -56,4 +57,26 @@ func writeSysctl(key, value string) error {
 		return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
 	}
 	return nil
+}
+
+// keepDNS tells the DHCP renewer which of resolv.conf's settings the
+// NodeConfig owns, so a renewal does not overwrite them with the lease's.
+// Only the fields the NodeConfig set are pinned; one it left empty goes on
+// following DHCP, as it did at boot.
+func keepDNS(b *boot, log *slog.Logger) {
+	p := b.node.plan
+	if p.DNS == nil || b.node.netH == nil || b.node.config == nil || b.node.config.Config == nil {
+		return
+	}
+	set := b.node.config.Config.Spec.Instance.Network
+	var ns, search []string
+	if len(set.Nameservers) > 0 {
+		ns = p.DNS.Nameservers
+	}
+	if len(set.Domains) > 0 {
+		search = p.DNS.Search
+	}
+	if err := b.node.netH.SetDNSOverride(ns, search); err != nil {
+		log.Error("DHCP renewals may overwrite spec.instance.network's resolv.conf settings", "err", err)
+	}
 }

@@ -66,11 +66,10 @@ type Config struct {
 	LinkTimeout time.Duration `json:"linkTimeout,omitempty"` // link appearance and carrier; 0: DefaultLinkTimeout
 	IPv6Timeout time.Duration `json:"ipv6Timeout,omitempty"` // 0: DefaultIPv6Timeout
 
-	// Nameservers and Domains are NodeConfig spec.instance.network
-	// nameservers/domains; when set they replace what DHCP offered.
-	Nameservers []string `json:"-"`
-	Domains     []string `json:"-"`
-	// ResolvConfPath is written when non-empty.
+	// ResolvConfPath is written when non-empty, at Up and, with DHCP, after
+	// every renewal that changes what it should say. The NodeConfig's
+	// spec.instance.network is not known yet at Up: PID 1 hands it to the
+	// renewer later, with Handle.SetDNSOverride.
 	ResolvConfPath string `json:"-"`
 	// SetHostname is called with the chosen hostname when non-nil.
 	SetHostname func(name string) error `json:"-"`

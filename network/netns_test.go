@@ -457,6 +457,153 @@ func TestRenewalExtendsLease(t *testing.T) {
 	}
 }
 
+// TestRenewalResolvConf: a renewal whose lease brings new DNS options
+// (option 6 server, option 15 domain) rewrites resolv.conf with them,
+// except where PID 1 set a DNS override from the NodeConfig: the
+// override's nameservers and search list survive the renewal, field by
+// field, and a renewal that changes nothing the file says leaves the file
+// alone.
+func TestRenewalResolvConf(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		nameservers []string // override, set right after Up
+		search      []string
+		want        string // resolv.conf after the renewal, less the header
+	}{
+		{name: "no override follows the lease",
+			want: "nameserver 10.99.0.54\nsearch new.example\n"},
+		{name: "override kept", nameservers: []string{"10.99.0.153", "10.99.0.154"}, search: []string{"corp.example"},
+			want: "nameserver 10.99.0.153\nnameserver 10.99.0.154\nsearch corp.example\n"},
+		{name: "nameservers only: search follows the lease", nameservers: []string{"10.99.0.153"},
+			want: "nameserver 10.99.0.153\nsearch new.example\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			p.addVeth(t)
+			s := &fakeServer{lease: 4 * time.Second, t1: 2 * time.Second, t2: 3 * time.Second, opts: []dhcpv4.Option{
+				dhcpv4.OptDNS(net.IPv4(10, 99, 0, 53)), dhcpv4.OptDomainName("old.example")}}
+			p.serve(t, s)
+			log, lb := newLog(t)
+			var hn []string
+			cfg := baseConfig(p, t.TempDir(), &hn)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, h, err := Up(ctx, log, cfg)
+			if err != nil {
+				t.Fatalf("Up: %v", err)
+			}
+			read := func() string {
+				t.Helper()
+				b, err := os.ReadFile(cfg.ResolvConfPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(b)
+			}
+			if rc := read(); !strings.HasSuffix(rc, "nameserver 10.99.0.53\nsearch old.example\n") {
+				t.Fatalf("resolv.conf after Up:\n%s", rc)
+			}
+			override := len(tc.nameservers) > 0 || len(tc.search) > 0
+			header := "# Written by berth at boot from DHCP"
+			if override {
+				header = "# Written by berth from spec.instance.network.\n"
+				if err := h.SetDNSOverride(tc.nameservers, tc.search); err != nil {
+					t.Fatalf("SetDNSOverride: %v", err)
+				}
+				// The file says the override at once, as the plan's
+				// /etc/resolv.conf does.
+				rc := read()
+				for _, ns := range tc.nameservers {
+					if !strings.Contains(rc, "nameserver "+ns+"\n") {
+						t.Errorf("right after SetDNSOverride, resolv.conf lacks nameserver %s:\n%s", ns, rc)
+					}
+				}
+				if len(tc.search) > 0 && !strings.Contains(rc, "search "+strings.Join(tc.search, " ")+"\n") {
+					t.Errorf("right after SetDNSOverride, resolv.conf lacks the search list %v:\n%s", tc.search, rc)
+				}
+				if err := h.SetDNSOverride([]string{"not-an-address"}, nil); err == nil {
+					t.Error("SetDNSOverride took a nameserver that is not an IP address")
+				}
+				if again := read(); again != rc {
+					t.Errorf("a refused override changed resolv.conf:\n%s\nwas:\n%s", again, rc)
+				}
+			}
+			ino := func() uint64 {
+				st, err := os.Stat(cfg.ResolvConfPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st.Sys().(*syscall.Stat_t).Ino
+			}
+			before := ino()
+			s.mu.Lock()
+			s.opts = []dhcpv4.Option{dhcpv4.OptDNS(net.IPv4(10, 99, 0, 54)), dhcpv4.OptDomainName("new.example")}
+			s.mu.Unlock()
+			eventually(t, 4*time.Second, "a renewal", func() bool { return h.Renewals() >= 1 })
+			// The renewal did bring the new options: what the file says is
+			// the override's doing, not a stale lease.
+			if l, _ := h.Lease(); len(l.DNS) != 1 || l.DNS[0] != netip.MustParseAddr("10.99.0.54") || l.Domain != "new.example" {
+				t.Fatalf("renewed lease DNS %v domain %q, want the server's new 10.99.0.54 and new.example", l.DNS, l.Domain)
+			}
+			rc := read()
+			if !strings.HasPrefix(rc, header) || !strings.HasSuffix(rc, "\n"+tc.want) || strings.Count(rc, "\n") != strings.Count(tc.want, "\n")+1 {
+				t.Errorf("resolv.conf after the renewal:\n%s\nwant %q then:\n%s", rc, header, tc.want)
+			}
+			if ino() == before && !override {
+				t.Error("resolv.conf not rewritten for the renewal's new DNS")
+			}
+			if override && len(tc.search) > 0 && ino() != before {
+				t.Error("resolv.conf rewritten by a renewal that changed nothing it says")
+			}
+			if r := lb.find("ERROR", "resolv.conf"); r != nil {
+				t.Errorf("resolv.conf error logged: %v", r)
+			}
+		})
+	}
+	var none *Handle // static and off modes
+	if err := none.SetDNSOverride([]string{"10.0.0.2"}, nil); err != nil {
+		t.Errorf("SetDNSOverride on a nil Handle: %v", err)
+	}
+}
+
+// TestRenewalKeepsDHCPv6DNS: a DHCPv4 renewal that rewrites resolv.conf
+// keeps the DHCPv6 server's nameserver that Up wrote beside the lease's.
+func TestRenewalKeepsDHCPv6DNS(t *testing.T) {
+	p := newPair(t)
+	if err := (&env{ns: p.server}).writeSysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0"); err != nil {
+		t.Fatal(err)
+	}
+	p.addVeth(t)
+	s4 := &fakeServer{lease: 4 * time.Second, t1: 2 * time.Second, t2: 3 * time.Second, opts: []dhcpv4.Option{
+		dhcpv4.OptDNS(net.IPv4(10, 99, 0, 53))}}
+	p.serve(t, s4)
+	p.serve6(t)
+	log, _ := newLog(t)
+	var hn []string
+	cfg := baseConfig(p, t.TempDir(), &hn)
+	cfg.IPv6, cfg.DHCPv6, cfg.IPv6Timeout = true, true, 8*time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, _, err := Up(ctx, log, cfg)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	if res.DHCPv6Server == "" {
+		t.Fatalf("no DHCPv6 lease: %+v", res)
+	}
+	s4.mu.Lock()
+	s4.opts = []dhcpv4.Option{dhcpv4.OptDNS(net.IPv4(10, 99, 0, 54))}
+	s4.mu.Unlock()
+	var rc []byte
+	eventually(t, 6*time.Second, "a renewal writing the new DHCPv4 DNS server", func() bool {
+		rc, _ = os.ReadFile(cfg.ResolvConfPath)
+		return strings.Contains(string(rc), "nameserver 10.99.0.54\n")
+	})
+	if !strings.HasSuffix(string(rc), "\nnameserver 10.99.0.54\nnameserver 2001:db8:2::53\n") {
+		t.Errorf("resolv.conf after the renewal lost or misplaced the DHCPv6 nameserver:\n%s", rc)
+	}
+}
+
 func TestServerStopsAnswering(t *testing.T) {
 	p := newPair(t)
 	p.addVeth(t)
@@ -855,12 +1002,10 @@ func (s *dhcp6Server) handle(conn net.PacketConn, peer net.Addr, d dhcpv6.DHCPv6
 
 func (s *dhcp6Server) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.exchanges) }
 
-func TestUpDHCPv6(t *testing.T) {
-	p := newPair(t)
-	if err := (&env{ns: p.server}).writeSysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0"); err != nil {
-		t.Fatal(err)
-	}
-	p.addVeth(t)
+// serve6 starts a dhcp6Server on srv0 in the server namespace (addVeth
+// first, with accept_dad off there).
+func (p *pair) serve6(t *testing.T) *dhcp6Server {
+	t.Helper()
 	srv0, _ := p.srvNL.LinkByName("srv0")
 	s := &dhcp6Server{zone: strconv.Itoa(srv0.Attrs().Index), e: &env{ns: p.server}}
 	var conn *net.UDPConn
@@ -882,7 +1027,17 @@ func TestUpDHCPv6(t *testing.T) {
 		t.Fatal(err)
 	}
 	go srv.Serve()
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
+	return s
+}
+
+func TestUpDHCPv6(t *testing.T) {
+	p := newPair(t)
+	if err := (&env{ns: p.server}).writeSysctl("/proc/sys/net/ipv6/conf/default/accept_dad", "0"); err != nil {
+		t.Fatal(err)
+	}
+	p.addVeth(t)
+	s := p.serve6(t)
 
 	log, lb := newLog(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -22,7 +22,7 @@ type Handle struct {
 	mac      net.HardwareAddr
 	mtu      int // static override of option 26
 	minRetry time.Duration
-	onLease  func(Lease)
+	dns      *dnsState // resolv.conf upkeep (resolv.go)
 	done     chan struct{}
 
 	mu       sync.Mutex
@@ -150,8 +150,8 @@ func (h *Handle) take(log *slog.Logger, raw *nclient4.Lease, old netip.Prefix) (
 		log.Error("applying the DHCP lease failed", "interface", ifname, "address", l.Address, "err", err)
 		return Lease{}, false
 	}
-	if h.onLease != nil {
-		h.onLease(l)
+	if h.dns != nil {
+		h.dns.leased(log, l)
 	}
 	h.set(l, true, true)
 	return l, true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/berth-node/berth/network/resolvconf"
@@ -44,8 +45,9 @@ type Result struct {
 	DNS       []string `json:"dns,omitempty"`
 	Search    []string `json:"search,omitempty"`
 	Hostname  string   `json:"hostname,omitempty"`
-	// HostnameSource says where Hostname came from: dhcp, config (the
-	// command line) or imds (set later by the config phase).
+	// HostnameSource says where Hostname came from: dhcp or config (the
+	// command line). The config phase may set another from IMDS later; the
+	// boot report's config section says so.
 	HostnameSource string `json:"hostnameSource,omitempty"`
 	DHCPServer     string `json:"dhcpServer,omitempty"`
 	// DHCPv6Server is the DUID of the server that gave the IPv6 address.
@@ -134,6 +136,8 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 		dns      = cfg.DNS
 		domain   string
 		search   []string
+		dns6     []netip.Addr
+		search6  []string
 	)
 	switch res.Mode {
 	case ModeStatic:
@@ -178,9 +182,8 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 		}
 		res.Steps.Apply = ms(time.Since(t))
 		h.set(lease, true, false)
-		if cfg.ResolvConfPath != "" {
-			h.onLease = func(l Lease) { rewriteResolvConf(log, cfg, l) }
-		}
+		h.dns = &dnsState{path: cfg.ResolvConfPath, extraDNS: slices.Clone(cfg.DNS)}
+		h.dns.setLease(lease)
 		keepEnv = true
 		go h.run(ctx, log, raw, lease)
 		res.Addresses = []string{lease.Address.String()}
@@ -216,6 +219,7 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 				res.DHCPv6Server = l6.Server
 				dns = append(dns, l6.DNS...)
 				search = append(search, l6.Search...)
+				dns6, search6 = l6.DNS, l6.Search
 			} else {
 				log.Warn("no DHCPv6 lease in time; going on with IPv4", "interface", attrs.Name,
 					"waited", time.Since(t).Round(time.Millisecond), "err", err)
@@ -243,7 +247,17 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 			}
 		}
 	}
-	rc, err := resolvconf.Merge(dns, domain, search, cfg.Nameservers, cfg.Domains)
+	rc, err := resolvconf.Merge(dns, domain, search, nil, nil)
+	if h != nil {
+		// From here on the renewer's state is the one to render (a short
+		// lease may already have been renewed), and holding its lock
+		// keeps this write from landing over a renewal's newer one.
+		h.dns.mu.Lock()
+		defer h.dns.mu.Unlock()
+		h.dns.extraDNS = append(h.dns.extraDNS, dns6...)
+		h.dns.extraSearch = append(h.dns.extraSearch, search6...)
+		rc, err = h.dns.file()
+	}
 	if err != nil {
 		errs = append(errs, err)
 	} else {
@@ -272,18 +286,6 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
-}
-
-// rewriteResolvConf follows a renewed or regained lease whose DNS changed.
-func rewriteResolvConf(log *slog.Logger, cfg Config, l Lease) {
-	dns := append(append([]netip.Addr(nil), l.DNS...), cfg.DNS...)
-	rc, err := resolvconf.Merge(dns, l.Domain, l.Search, cfg.Nameservers, cfg.Domains)
-	if err == nil {
-		err = resolvconf.WriteIfChanged(cfg.ResolvConfPath, rc)
-	}
-	if err != nil {
-		log.Error("updating resolv.conf after a DHCP renewal", "file", cfg.ResolvConfPath, "err", err)
-	}
 }
 
 // up6 takes a DHCPv6 address within ctx and starts keeping it under the

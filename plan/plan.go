@@ -30,10 +30,10 @@
 package plan
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -42,6 +42,7 @@ import (
 
 	"github.com/berth-node/berth/imds"
 	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/network/resolvconf"
 	"github.com/berth-node/berth/nodeconfig"
 	"github.com/berth-node/berth/runtime/containerd"
 	"github.com/berth-node/berth/runtime/kubelet"
@@ -137,6 +138,15 @@ type Service struct {
 	StopTimeout time.Duration
 }
 
+// DNS is the name resolution the plan decided: the NodeConfig's
+// spec.instance.network nameservers and domains, each falling back to the
+// host's (what DHCP gave at boot) when the NodeConfig leaves it empty.
+// Addresses are in canonical form, duplicates and trailing dots dropped.
+type DNS struct {
+	Nameservers []string
+	Search      []string
+}
+
 // Plan is everything decided for a node.
 type Plan struct {
 	// Files are sorted by path.
@@ -155,6 +165,11 @@ type Plan struct {
 	// Sysctls must be written to /proc/sys before kubelet starts, sorted by
 	// key.
 	Sysctls []kubelet.Sysctl
+	// DNS is what /etc/resolv.conf says when the NodeConfig sets
+	// spec.instance.network nameservers or domains; nil otherwise (the
+	// network phase's DHCP resolv.conf stands). PID 1 hands it to the DHCP
+	// renewer (network.Handle.SetDNSOverride) so renewals keep it.
+	DNS *DNS
 	// Warnings are fallbacks taken, for the boot report.
 	Warnings []string
 
@@ -341,7 +356,15 @@ func Build(in Inputs) (*Plan, error) {
 	// Name resolution: only when the user asked; otherwise the network
 	// phase's DHCP resolv.conf stands.
 	if net := spec.Instance.Network; len(net.Nameservers) > 0 || len(net.Domains) > 0 {
-		add(ResolvConfPath, 0o644, resolvConf(net, in.Host, &p.Warnings))
+		rc, err := resolvConf(net, in.Host, &p.Warnings)
+		if err != nil {
+			return nil, err
+		}
+		p.DNS = &DNS{Search: rc.Search}
+		for _, a := range rc.Nameservers {
+			p.DNS.Nameservers = append(p.DNS.Nameservers, a.String())
+		}
+		add(ResolvConfPath, 0o644, resolvconf.Render(rc))
 	}
 
 	if spec.Instance.LocalStorage.Strategy != "" {
@@ -438,28 +461,28 @@ func serviceEnv(user map[string]string) []string {
 	return out
 }
 
-// resolvConf writes nameservers and search domains; a field the user left
-// empty keeps what DHCP gave.
-func resolvConf(net nodeconfig.NetworkOptions, host Host, warnings *[]string) []byte {
-	ns, domains := net.Nameservers, net.Domains
-	if len(ns) == 0 {
-		ns = host.Nameservers
+// resolvConf decides resolv.conf: the NodeConfig's nameservers and
+// domains, field by field; a field the user left empty keeps what DHCP
+// gave (host). network/resolvconf renders it, as it does at every DHCP
+// renewal.
+func resolvConf(net nodeconfig.NetworkOptions, host Host, warnings *[]string) (resolvconf.File, error) {
+	var hostNS []netip.Addr
+	for _, s := range host.Nameservers {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			*warnings = append(*warnings, fmt.Sprintf("host nameserver %q is not an IP address; left out of /etc/resolv.conf", s))
+			continue
+		}
+		hostNS = append(hostNS, a)
 	}
-	if len(domains) == 0 {
-		domains = host.SearchDomains
+	rc, err := resolvconf.Merge(hostNS, "", host.SearchDomains, net.Nameservers, net.Domains)
+	if err != nil {
+		return resolvconf.File{}, err
 	}
-	if len(ns) > 3 {
-		*warnings = append(*warnings, fmt.Sprintf("instance.network.nameservers has %d entries; resolvers use only the first 3", len(ns)))
+	if len(rc.Nameservers) > resolvconf.MaxNameservers {
+		*warnings = append(*warnings, fmt.Sprintf("instance.network.nameservers has %d entries; resolvers use only the first %d", len(rc.Nameservers), resolvconf.MaxNameservers))
 	}
-	var b bytes.Buffer
-	b.WriteString("# Written by berth from spec.instance.network.\n")
-	for _, n := range ns {
-		fmt.Fprintf(&b, "nameserver %s\n", n)
-	}
-	if len(domains) > 0 {
-		fmt.Fprintf(&b, "search %s\n", strings.Join(domains, " "))
-	}
-	return b.Bytes()
+	return rc, nil
 }
 
 // SHA256 is the file's digest in hex, as the plan description shows it.

@@ -1,6 +1,12 @@
 // Package resolvconf renders and writes /etc/resolv.conf. berth has no
 // systemd-resolved (nodeadm writes a resolved drop-in instead), so the file
 // the libc resolver and kubelet's --resolv-conf read is written directly.
+//
+// It is berth's only resolv.conf renderer: the network phase (DHCP at boot
+// and at every renewal) and the plan (the NodeConfig's
+// spec.instance.network) both go through Merge and Render, so the same
+// settings always give the same bytes. Merge and Render are pure; only
+// Write and WriteIfChanged touch the filesystem.
 package resolvconf
 
 import (
@@ -17,10 +23,20 @@ import (
 // the resolver, so berth drops them and says so in a comment.
 const MaxNameservers = 3
 
+// The first line of the file says who chose its contents.
+const (
+	headerDHCP       = "# Written by berth at boot from DHCP and NodeConfig spec.instance.network; edits are lost on reboot.\n"
+	headerNodeConfig = "# Written by berth from spec.instance.network.\n"
+)
+
 // File is the content of resolv.conf.
 type File struct {
 	Nameservers []netip.Addr
 	Search      []string
+	// FromNodeConfig says the NodeConfig's spec.instance.network set the
+	// nameservers or the search list (Merge sets it); the header comment
+	// says so.
+	FromNodeConfig bool
 }
 
 // Merge picks what resolv.conf says: the NodeConfig overrides
@@ -28,7 +44,7 @@ type File struct {
 // field by field when they are set; the search list is the DHCP domain
 // (option 15) followed by the search list (option 119), without duplicates.
 func Merge(dhcpServers []netip.Addr, dhcpDomain string, dhcpSearch []string, nameservers, domains []string) (File, error) {
-	var f File
+	f := File{FromNodeConfig: len(nameservers) > 0 || len(domains) > 0}
 	if len(nameservers) > 0 {
 		for i, s := range nameservers {
 			a, err := netip.ParseAddr(strings.TrimSpace(s))
@@ -67,7 +83,11 @@ func Merge(dhcpServers []netip.Addr, dhcpDomain string, dhcpSearch []string, nam
 // File gives the same bytes.
 func Render(f File) []byte {
 	var b bytes.Buffer
-	b.WriteString("# Written by berth at boot from DHCP and NodeConfig spec.instance.network; edits are lost on reboot.\n")
+	if f.FromNodeConfig {
+		b.WriteString(headerNodeConfig)
+	} else {
+		b.WriteString(headerDHCP)
+	}
 	n := 0
 	for _, a := range f.Nameservers {
 		if strings.ContainsFunc(a.Zone(), badZoneRune) {

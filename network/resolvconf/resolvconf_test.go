@@ -31,6 +31,8 @@ func TestRenderGolden(t *testing.T) {
 		{name: "ec2", servers: addrs("10.0.0.2"), domain: "ec2.internal"},
 		{name: "dhcp-search", servers: addrs("10.0.0.2", "10.0.0.2", "fd00::2"), domain: "a.example", search: []string{"a.example", "b.example."}},
 		{name: "override", servers: addrs("10.0.0.2"), domain: "ec2.internal", ns: []string{"1.1.1.1", "8.8.8.8", "9.9.9.9", "10.0.0.2"}, domains: []string{"corp.example."}},
+		// The NodeConfig sets only the search list: DHCP's servers stay.
+		{name: "override-domains", servers: addrs("10.0.0.2"), domain: "ec2.internal", domains: []string{"corp.example", "ec2.internal"}},
 		{name: "empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
