@@ -142,40 +142,40 @@ func TestCLI(t *testing.T) {
 	}
 }
 
-func TestSafeGoRecovers(t *testing.T) {
+// TestGoSafeRecordsPanic forces a panic in a goroutine PID 1 starts: it
+// is logged with its stack and lands in the boot report.
+func TestGoSafeRecordsPanic(t *testing.T) {
 	b, buf := testBoot()
+	b.reportPath = filepath.Join(t.TempDir(), "boot.json")
+	b.reported = true
 	done := make(chan struct{})
-	safeGo(b.log, "boom", func() { defer close(done); panic("kaboom") })
+	b.goSafe(b.log, "boom", func() { defer close(done); panic("kaboom") })
 	<-done
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(buf.String(), "panic=kaboom") {
+	for {
+		b.repMu.Lock()
+		n := len(b.rep.Panics)
+		b.repMu.Unlock()
+		if n > 0 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("panic not logged: %q", buf.String())
+			t.Fatal("panic not recorded in the report")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func TestSafeLoopRestarts(t *testing.T) {
-	b, _ := testBoot()
-	calls := make(chan int, 3)
-	n := 0
-	safeLoop(b.log, "loop", func() {
-		n++
-		calls <- n
-		if n == 1 {
-			panic("first run")
-		}
-	})
-	for want := 1; want <= 2; want++ {
-		select {
-		case got := <-calls:
-			if got != want {
-				t.Fatalf("call %d, want %d", got, want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("call %d never came: a panicking loop must restart", want)
-		}
+	b.repMu.Lock()
+	p := b.rep.Panics[0]
+	b.repMu.Unlock()
+	if p.Goroutine != "boom" || !strings.Contains(p.Error, "kaboom") || !strings.Contains(p.Stack, "boot_test.go") {
+		t.Errorf("report panic %+v", p)
+	}
+	if !strings.Contains(buf.String(), "panic=kaboom") {
+		t.Errorf("panic not logged: %q", buf.String())
+	}
+	data, err := os.ReadFile(b.reportPath)
+	if err != nil || !strings.Contains(string(data), `"goroutine":"boom"`) {
+		t.Errorf("boot.json not rewritten with the panic: %v %s", err, data)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/power"
 	"github.com/berth-node/berth/runtime/reaper"
+	"github.com/berth-node/berth/safe"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,17 +49,17 @@ func phaseEarly(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 
 	b.reaper = reaper.New(b.log.With("phase", "reaper"))
-	safeLoop(log, "reaper", func() { b.reaper.Run(ctx) })
+	safe.Loop(log, "reaper", func() { b.reaper.Run(ctx) })
 
 	plog := b.log.With("phase", "power")
-	safeLoop(plog, "signals", func() { b.sigs.Run(ctx, plog, b.power) })
+	safe.Loop(plog, "signals", func() { b.sigs.Run(ctx, plog, b.power) })
 	if err := power.TrapCtrlAltDel(); err != nil {
 		log.Warn("Ctrl-Alt-Del will reboot without an orderly shutdown", "err", err)
 	}
 	if btn, err := power.OpenACPIButton(); err != nil {
 		log.Warn("ACPI power button not watched; use SIGTERM to shut down", "err", err)
 	} else {
-		safeLoop(plog, "acpi-button", func() { btn.Run(ctx, plog, b.power) })
+		safe.Loop(plog, "acpi-button", func() { btn.Run(ctx, plog, b.power) })
 	}
 	return errors.Join(errs...)
 }

@@ -41,7 +41,7 @@ func phaseModules(ctx context.Context, b *boot, log *slog.Logger) error {
 		errs = append(errs, fmt.Errorf("loading modules: %w", err))
 	}
 	hlog := b.log.With("phase", "hotplug")
-	safeGo(hlog, "hotplug", func() {
+	b.goSafe(hlog, "hotplug", func() {
 		err := kmod.Hotplug(ctx, hlog, ix, "/sys", func(mods []string) {
 			hlog.Info("modules loaded for a new device", "modules", mods)
 		})

@@ -115,7 +115,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		b.addService(s)
 	}
 	sup.Start(ctx)
-	safeGo(jw.log, "join-watcher", func() { jw.run(ctx, sup) })
+	b.goSafe(jw.log, "join-watcher", func() { jw.run(ctx, sup) })
 
 	wctx, cancel := context.WithTimeout(ctx, kubeletReadyTimeout)
 	defer cancel()

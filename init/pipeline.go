@@ -21,6 +21,7 @@ import (
 	"github.com/berth-node/berth/power"
 	"github.com/berth-node/berth/report"
 	"github.com/berth-node/berth/runtime/reaper"
+	"github.com/berth-node/berth/safe"
 	"github.com/berth-node/berth/shutdown"
 	"github.com/berth-node/berth/version"
 )
@@ -152,7 +153,7 @@ func pid1() {
 		// sleep (not select{}) keeps a timer pending, so the runtime can
 		// never declare a deadlock and exit.
 		if r := recover(); r != nil {
-			logPanic(log, "main", r)
+			safe.Log(log, "main", r)
 		}
 		for {
 			time.Sleep(time.Hour)
@@ -172,7 +173,7 @@ func (b *boot) run(ctx context.Context, phases []phase) error {
 	for _, p := range phases {
 		plog := b.log.With("phase", p.name)
 		t := b.rep.Start(plog, b.clock, p.name)
-		err := callRecovered(plog, p.name, func() error { return p.run(ctx, b, plog) })
+		err := safe.Call(plog, p.name, func() error { return p.run(ctx, b, plog) })
 		t.End(err)
 		if err != nil && p.fatal {
 			return &fatalError{phase: p.name, err: err}
@@ -234,7 +235,7 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 
 	if b.cfg.DebugShell != "" && b.reaper != nil {
 		dlog := b.log.With("phase", "debugshell")
-		safeGo(dlog, "debugshell", func() { debugShell(ctx, dlog, b.reaper, b.cfg.DebugShell) })
+		b.goSafe(dlog, "debugshell", func() { debugShell(ctx, dlog, b.reaper, b.cfg.DebugShell) })
 	}
 	if fatal != nil {
 		b.onFail(ctx, b.cfg.OnFail)
@@ -242,6 +243,6 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	}
 	if len(b.cfg.Exec) > 0 && b.reaper != nil {
 		hlog := b.log.With("phase", "hooks")
-		safeGo(hlog, "hooks", func() { runHooks(ctx, hlog, b.reaper, b.console, b.cfg.Exec) })
+		b.goSafe(hlog, "hooks", func() { runHooks(ctx, hlog, b.reaper, b.console, b.cfg.Exec) })
 	}
 }

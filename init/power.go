@@ -6,13 +6,14 @@ import (
 
 	"github.com/berth-node/berth/cmdline"
 	"github.com/berth-node/berth/power"
+	"github.com/berth-node/berth/safe"
 	"github.com/berth-node/berth/shutdown"
 )
 
 // startPowerServer acts on power requests (signals, power button) for as
 // long as PID 1 lives.
 func (b *boot) startPowerServer(ctx context.Context) {
-	safeLoop(b.log, "power-server", func() {
+	safe.Loop(b.log, "power-server", func() {
 		for {
 			select {
 			case <-ctx.Done():
@@ -37,7 +38,7 @@ func (b *boot) addService(s shutdown.Stopper) {
 func (b *boot) shutdown(ctx context.Context, mode power.Mode) {
 	b.downMu.Lock()
 	defer b.downMu.Unlock()
-	if err := callRecovered(b.log, "shutdown", func() error {
+	if err := safe.Call(b.log, "shutdown", func() error {
 		return shutdown.Sequence(ctx, b.log, b.sys, b.services, mode, b.timeouts)
 	}); err != nil {
 		b.log.Error("shutdown did not end the machine; waiting for another request", "phase", "shutdown", "err", err)

@@ -1,66 +1,36 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
-	"runtime/debug"
-	"time"
+
+	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/safe"
 )
 
-// safeGo runs fn in a goroutine; a panic is logged with its stack instead
-// of taking PID 1, and with it the kernel, down.
-func safeGo(log *slog.Logger, name string, fn func()) {
-	go func() {
-		defer recoverLog(log, name)
-		fn()
-	}()
+// maxStackInReport bounds one panic's stack in boot.json; the console line
+// has it whole.
+const maxStackInReport = 4 << 10
+
+// goSafe starts fn on its own goroutine through package safe. A panic is
+// logged with its stack and recorded in the boot report, and the rest of
+// PID 1 goes on.
+func (b *boot) goSafe(log *slog.Logger, name string, fn func()) {
+	safe.Go(log, name, fn, b.notePanic)
 }
 
-// safeLoop is safeGo for goroutines PID 1 cannot do without (the reaper,
-// signal and power button handling): after a panic fn starts again, a
-// second later so a panic on every call cannot spin.
-func safeLoop(log *slog.Logger, name string, fn func()) {
-	go func() {
-		for {
-			if !runRecovered(log, name, fn) {
-				return
-			}
-			time.Sleep(time.Second)
-			log.Warn("restarting after panic", "goroutine", name)
-		}
-	}()
-}
-
-// runRecovered runs fn and reports whether it panicked.
-func runRecovered(log *slog.Logger, name string, fn func()) (panicked bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			panicked = true
-			logPanic(log, name, r)
-		}
-	}()
-	fn()
-	return false
-}
-
-func recoverLog(log *slog.Logger, name string) {
-	if r := recover(); r != nil {
-		logPanic(log, name, r)
+// notePanic records a recovered panic in the boot report, and rewrites
+// boot.json when the report is already out.
+func (b *boot) notePanic(p *safe.Panic) {
+	stack := p.Stack
+	if len(stack) > maxStackInReport {
+		stack = stack[:maxStackInReport]
 	}
-}
-
-func logPanic(log *slog.Logger, name string, r any) {
-	log.Error("panic recovered", "goroutine", name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-}
-
-// callRecovered runs fn and turns a panic into an error, so a bug in a boot
-// phase becomes a fatal boot error with a message, not a kernel panic.
-func callRecovered(log *slog.Logger, name string, fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			logPanic(log, name, r)
-			err = fmt.Errorf("panic: %v", r)
+	b.repMu.Lock()
+	defer b.repMu.Unlock()
+	b.rep.Panics = append(b.rep.Panics, report.Panic{Goroutine: p.Goroutine, Error: p.Error(), AtMs: b.clock().Milliseconds(), Stack: string(stack)})
+	if b.reported {
+		if err := b.rep.Write(b.reportPath); err != nil {
+			b.log.Warn("updating the boot report", "file", b.reportPath, "err", err)
 		}
-	}()
-	return fn()
+	}
 }

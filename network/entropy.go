@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/berth-node/berth/safe"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,11 +33,11 @@ func startCRNG() <-chan error {
 		done <- nil
 		return done
 	}
-	go func() {
+	safe.Go(nil, "crng", func() {
 		var b [1]byte
 		_, err := unix.Getrandom(b[:], 0)
 		done <- err
-	}()
+	}, func(p *safe.Panic) { done <- p })
 	return done
 }
 

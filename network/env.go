@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/berth-node/berth/safe"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -48,7 +49,10 @@ func (e *env) do(fn func() error) error {
 	// still locked: Go then retires the thread instead of reusing it in the
 	// wrong namespace.
 	errc := make(chan error, 1)
-	go func() {
+	// A panic in fn (or here) leaves the thread locked in the other
+	// namespace, and the goroutine's end then retires it: the panic
+	// becomes this call's error.
+	safe.Go(nil, "netns", func() {
 		runtime.LockOSThread()
 		orig, err := netns.Get()
 		if err != nil {
@@ -65,7 +69,7 @@ func (e *env) do(fn func() error) error {
 			runtime.UnlockOSThread()
 		}
 		errc <- err
-	}()
+	}, func(p *safe.Panic) { errc <- fmt.Errorf("in network namespace %s: %w", e.ns, p) })
 	return <-errc
 }
 

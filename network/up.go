@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/network/resolvconf"
+	"github.com/berth-node/berth/safe"
 	"github.com/vishvananda/netlink"
 )
 
@@ -185,7 +186,9 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 		h.dns = &dnsState{path: cfg.ResolvConfPath, extraDNS: slices.Clone(cfg.DNS)}
 		h.dns.setLease(lease)
 		keepEnv = true
-		go h.run(ctx, log, raw, lease)
+		safe.Go(log, "dhcp-renew", func() { h.run(ctx, log, raw, lease) }, func(p *safe.Panic) {
+			log.Error("the DHCP lease is no longer renewed; the address goes when it expires", "err", p)
+		})
 		res.Addresses = []string{lease.Address.String()}
 		res.Routes = lease.Routes
 		if lease.Router.IsValid() {

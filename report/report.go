@@ -59,6 +59,17 @@ type Report struct {
 	Network  any    `json:"network,omitempty"`
 	Storage  any    `json:"storage,omitempty"`
 	Services any    `json:"services,omitempty"`
+	// Panics are the panics berth recovered from, in order: each one a
+	// bug, each one survived.
+	Panics []Panic `json:"panics,omitempty"`
+}
+
+// Panic is one recovered panic.
+type Panic struct {
+	Goroutine string `json:"goroutine"`
+	Error     string `json:"error"`
+	AtMs      int64  `json:"atMs"`
+	Stack     string `json:"stack,omitempty"`
 }
 
 // JSON is the report as compact single-line JSON, without HTML escaping so
