@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/berth-node/berth/mounts"
+	"github.com/berth-node/berth/mounts/diskboot"
 	"github.com/berth-node/berth/mounts/verity"
 )
 
@@ -35,6 +36,30 @@ func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 			hint += "; a disk image's command line must carry " + verity.ParamKey + "="
 		}
 		return fmt.Errorf("switching to root image %s (%s): %w", b.cfg.Root, hint, err)
+	}
+	b.rep.Root = res
+	return nil
+}
+
+// switchToVerityRoot is phaseRoot on a disk boot (berth.verity=value):
+// mounts/diskboot does the work, with PID 1's module loading, reaper and
+// manifest tools.
+func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value string) error {
+	opts := diskboot.Options{
+		Verity:  value,
+		Run:     reaperRunner(b.reaper),
+		NewRoot: newRoot,
+		Carry:   []string{modulesRoot, "/etc/berth"},
+		LoadModules: func(ctx context.Context, mods ...string) error {
+			return b.loadModules(ctx, log, mods...)
+		},
+	}
+	if b.node.manifest != nil {
+		opts.Tools = b.node.manifest.Tools
+	}
+	res, err := diskboot.SwitchRoot(ctx, log, opts)
+	if err != nil {
+		return err
 	}
 	b.rep.Root = res
 	return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/image/disk"
+	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/u-root/u-root/pkg/cpio"
 )
@@ -74,17 +75,17 @@ func testDisk(t *testing.T, dir string) (string, disk.Result) {
 		t.Fatal(err)
 	}
 	figure(t, "disk.raw assembled in %.1f s: %d bytes (%.1f MiB), root partition %d bytes", time.Since(start).Seconds(),
-		res.Layout.Size(), float64(res.Layout.Size())/(1<<20), partSize(t, res.Layout, disk.NameRoot))
+		res.Layout.Size(), float64(res.Layout.Size())/(1<<20), partSize(t, res.Layout, partition.NameRoot))
 	return img, res
 }
 
-func partSize(t *testing.T, l disk.Layout, name string) int64 {
+func partSize(t *testing.T, l partition.DiskLayout, name string) int64 {
 	t.Helper()
 	p, _, ok := l.Find(name)
 	if !ok {
 		t.Fatalf("layout has no %s partition", name)
 	}
-	return int64(p.LastLBA-p.FirstLBA+1) * disk.SectorSize
+	return int64(p.LastLBA-p.FirstLBA+1) * partition.SectorSize
 }
 
 // copyDisk copies src to a new file extended to size bytes (EC2 volumes
@@ -151,12 +152,12 @@ func TestDiskBoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grownL, err := disk.Grow(res.Layout, bigSt.Size())
+	grownL, err := partition.Grow(res.Layout, bigSt.Size())
 	if err != nil {
 		t.Fatal(err)
 	}
-	dataP, _, _ := grownL.Find(disk.NameData)
-	wantData := partSize(t, grownL, disk.NameData)
+	dataP, _, _ := grownL.Find(partition.NameData)
+	wantData := partSize(t, grownL, partition.NameData)
 	if wantData < 256<<20 {
 		t.Fatalf("planned data partition %d bytes (%+v): not grown into the extra 256 MiB", wantData, dataP)
 	}
@@ -250,7 +251,7 @@ func TestDiskBoot(t *testing.T) {
 
 	t.Run("corrupted root", func(t *testing.T) {
 		bad := copyDisk(t, img, res.Layout.Size())
-		rp, _, _ := res.Layout.Find(disk.NameRoot)
+		rp, _, _ := res.Layout.Find(partition.NameRoot)
 		f, err := os.OpenFile(bad, os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)

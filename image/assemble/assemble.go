@@ -30,6 +30,7 @@ import (
 	"github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/mounts/partition"
 )
 
 // Paths fixed by the image layout that berth (init/, mounts/, kmod/) relies on.
@@ -206,7 +207,7 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, kver string, m 
 	}
 	dm := *m
 	r := *m.Root
-	r.Path, r.Partition = "", disk.NameRoot
+	r.Path, r.Partition = "", partition.NameRoot
 	dm.Root = &r
 	files, err := mergeFiles(ird.Manifest(), root.Manifest())
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-node/berth/image/disk/esp"
 	"github.com/berth-node/berth/image/disk/uki"
 	"github.com/berth-node/berth/image/verity"
+	"github.com/berth-node/berth/mounts/partition"
 	mverity "github.com/berth-node/berth/mounts/verity"
 )
 
@@ -41,7 +42,7 @@ type Inputs struct {
 
 // Result says what Assemble wrote, for the manifest and the build log.
 type Result struct {
-	Layout   Layout
+	Layout   partition.DiskLayout
 	RootHash string // hex
 	Verity   mverity.Param
 	Cmdline  string // as put in the UKI
@@ -104,8 +105,8 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 	if err != nil {
 		return fail(err)
 	}
-	espP, _, _ := l.Find(NameESP)
-	rootP, _, _ := l.Find(NameRoot)
+	espP, _, _ := l.Find(partition.NameESP)
+	rootP, _, _ := l.Find(partition.NameRoot)
 
 	part := out + ".tmp"
 	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -117,7 +118,7 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 	if err := f.Truncate(l.Size()); err != nil {
 		return fail(err)
 	}
-	if err := Write(f, l); err != nil {
+	if err := partition.WriteDisk(f, l); err != nil {
 		return fail(err)
 	}
 	ef, err := os.Open(espPath)

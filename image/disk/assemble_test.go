@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/image/disk/esp"
+	"github.com/berth-node/berth/mounts/partition"
 	mverity "github.com/berth-node/berth/mounts/verity"
 )
 
@@ -55,15 +56,15 @@ func TestAssemble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := Read(bytes.NewReader(img), int64(len(img)))
+	l, err := partition.ReadDisk(bytes.NewReader(img), int64(len(img)))
 	if sum := sha256.Sum256(img); hex.EncodeToString(sum[:]) != r.SHA256 {
 		t.Fatalf("Result.SHA256 %s is not the file's", r.SHA256)
 	}
 	if err != nil || len(img) != int(r.Layout.Size()) {
 		t.Fatalf("reading back the table: %v (%d bytes)", err, len(img))
 	}
-	rootP, _, _ := l.Find(NameRoot)
-	espP, _, _ := l.Find(NameESP)
+	rootP, _, _ := l.Find(partition.NameRoot)
+	espP, _, _ := l.Find(partition.NameESP)
 	rootPart := img[rootP.Offset() : rootP.Offset()+rootP.Size()]
 	if !bytes.Equal(rootPart[:len(rootfs)], rootfs) {
 		t.Fatal("root partition does not start with the root filesystem")

@@ -3,7 +3,6 @@ package disk
 import (
 	"bytes"
 	"crypto/sha256"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,7 +13,7 @@ import (
 
 var testRoot = func() []byte { h := sha256.Sum256([]byte("root")); return h[:] }()
 
-func testLayout(t *testing.T) Layout {
+func testLayout(t *testing.T) partition.DiskLayout {
 	t.Helper()
 	l, err := Plan(Sizes{ESP: 30 << 20, Root: 200<<20 + 5, Data: 64 << 20}, testRoot)
 	if err != nil {
@@ -24,7 +23,7 @@ func testLayout(t *testing.T) Layout {
 }
 
 // imageFile makes a sparse file of size bytes and writes l's table on it.
-func imageFile(t *testing.T, l Layout, size int64) *os.File {
+func imageFile(t *testing.T, l partition.DiskLayout, size int64) *os.File {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "disk.raw"))
 	if err != nil {
@@ -34,7 +33,7 @@ func imageFile(t *testing.T, l Layout, size int64) *os.File {
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(f, l); err != nil {
+	if err := partition.WriteDisk(f, l); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -49,9 +48,9 @@ func TestPlan(t *testing.T) {
 		name, typ     string
 		first, sector uint64
 	}{
-		{NameESP, TypeESP, 2048, 30 * 2048},
-		{NameRoot, TypeRootX86_64, 2048 + 30*2048, 201 * 2048},
-		{NameData, TypeLinuxFS, 2048 + 231*2048, 64 * 2048},
+		{partition.NameESP, TypeESP, 2048, 30 * 2048},
+		{partition.NameRoot, TypeRootX86_64, 2048 + 30*2048, 201 * 2048},
+		{partition.NameData, partition.TypeLinuxFS, 2048 + 231*2048, 64 * 2048},
 	}
 	if len(l.Parts) != len(want) {
 		t.Fatalf("%d partitions: %v", len(l.Parts), l)
@@ -89,12 +88,13 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestRoundTrip writes the table into an image file and reads it back, and
-// checks two writes give the same bytes (reproducible disk.raw).
+// TestRoundTrip writes the planned table into an image file and reads it
+// back the way the node does (mounts/partition), and checks two writes give
+// the same bytes (reproducible disk.raw).
 func TestRoundTrip(t *testing.T) {
 	l := testLayout(t)
 	f := imageFile(t, l, l.Size())
-	got, err := Read(f, l.Size())
+	got, err := partition.ReadDisk(f, l.Size())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +103,11 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// The table lives in the first 34 and last 33 sectors; compare those.
 	ends := func(f *os.File) []byte {
-		b := make([]byte, 67*SectorSize)
-		if _, err := f.ReadAt(b[:34*SectorSize], 0); err != nil {
+		b := make([]byte, 67*partition.SectorSize)
+		if _, err := f.ReadAt(b[:34*partition.SectorSize], 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.ReadAt(b[34*SectorSize:], l.Size()-33*SectorSize); err != nil {
+		if _, err := f.ReadAt(b[34*partition.SectorSize:], l.Size()-33*partition.SectorSize); err != nil {
 			t.Fatal(err)
 		}
 		return b
@@ -121,138 +121,4 @@ func TestRoundTrip(t *testing.T) {
 		string(a[len(a)-512:len(a)-504]) != "EFI PART" {
 		t.Fatal("protective MBR or GPT headers missing")
 	}
-}
-
-// TestGrow is the first-boot path over image files: a larger disk, the
-// grow, a re-read, then a second boot that finds nothing to do.
-func TestGrow(t *testing.T) {
-	l := testLayout(t)
-	big := int64(1<<30) + 12345 // not a whole MiB, like a real disk may be
-	f := imageFile(t, l, l.Size())
-	if err := f.Truncate(big); err != nil { // the volume grew under the image
-		t.Fatal(err)
-	}
-	cur, err := Read(f, big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Grow(cur, big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := uint64(big) / SectorSize
-	p, _, _ := g.Find(NameData)
-	if (p.LastLBA+1)%AlignSectors != 0 || p.LastLBA > total-34 || total-34-p.LastLBA > AlignSectors {
-		t.Fatalf("data partition ends at LBA %d on a disk of %d sectors", p.LastLBA, total)
-	}
-	if g.Parts[0] != l.Parts[0] || g.Parts[1] != l.Parts[1] || p.FirstLBA != l.Parts[2].FirstLBA {
-		t.Fatal("grow moved something other than the data partition's end")
-	}
-	if err := Write(f, g); err != nil {
-		t.Fatal(err)
-	}
-	again, err := Read(f, big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(again, g) {
-		t.Fatalf("after grow read\n%v\nwant\n%v", again, g)
-	}
-	if _, err := Grow(again, big); !errors.Is(err, ErrGrown) {
-		t.Fatalf("second grow: %v, want ErrGrown", err)
-	}
-	if _, err := Grow(l, l.Size()); !errors.Is(err, ErrGrown) {
-		t.Fatalf("grow of the image at its own size: %v, want ErrGrown", err)
-	}
-	if _, err := Grow(g, l.Size()); err == nil {
-		t.Fatal("shrinking disk accepted")
-	}
-}
-
-// TestGrowMovesBackupOnly: a disk less than a MiB larger than the table
-// cannot give the data partition more, but the backup GPT must still move
-// to the disk's end (firmware and the kernel check it is there).
-func TestGrowMovesBackupOnly(t *testing.T) {
-	l := testLayout(t)
-	size := l.Size() + 10*SectorSize
-	g, err := Grow(l, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g.Sectors != uint64(size)/SectorSize || g.Parts[2] != l.Parts[2] {
-		t.Fatalf("grow to %d bytes gave %v", size, g)
-	}
-	f := imageFile(t, l, size)
-	if err := Write(f, g); err != nil {
-		t.Fatal(err)
-	}
-	again, err := Read(f, size)
-	if err != nil || again.Sectors != g.Sectors {
-		t.Fatalf("after rewrite: %v, %v", again, err)
-	}
-	if _, err := Grow(again, size); !errors.Is(err, ErrGrown) {
-		t.Fatalf("then: %v, want ErrGrown", err)
-	}
-}
-
-func TestGrowRefusesDataNotLast(t *testing.T) {
-	l := testLayout(t)
-	l.Parts[1].Name, l.Parts[2].Name = NameData, NameRoot
-	if _, err := Grow(l, 4<<30); err == nil {
-		t.Fatal("grew a data partition that is not last")
-	}
-	l = testLayout(t)
-	l.Parts = l.Parts[:2]
-	if _, err := Grow(l, 4<<30); err == nil {
-		t.Fatal("grew a table without a data partition")
-	}
-}
-
-func TestReadRejects(t *testing.T) {
-	l := testLayout(t)
-	f := imageFile(t, l, l.Size())
-	if _, err := Read(f, l.Size()-512); err == nil {
-		t.Error("backup header beyond the disk accepted")
-	}
-	empty := bytes.NewReader(make([]byte, 1<<20))
-	if _, err := Read(empty, 1<<20); err == nil {
-		t.Error("blank disk accepted")
-	}
-	bad := l.clone()
-	bad.Parts[1].FirstLBA = bad.Parts[0].LastLBA
-	if err := bad.Validate(); err == nil {
-		t.Error("overlap accepted")
-	}
-}
-
-// FuzzRead: Read parses a disk berth did not necessarily write; it must not
-// panic or allocate wildly whatever the first and last sectors hold.
-func FuzzRead(f *testing.F) {
-	l, _ := Plan(Sizes{ESP: 1, Root: 1, Data: 1}, testRoot)
-	var buf writerAt = make([]byte, l.Size())
-	if err := Write(&buf, l); err != nil {
-		f.Fatal(err)
-	}
-	f.Add([]byte(buf[:34*512]), []byte(buf[len(buf)-33*512:]))
-	f.Add([]byte{}, []byte{})
-	f.Fuzz(func(t *testing.T, head, tail []byte) {
-		d := make([]byte, l.Size())
-		copy(d, head)
-		copy(d[len(d)-min(len(tail), len(d)):], tail)
-		got, err := Read(bytes.NewReader(d), int64(len(d)))
-		if err == nil {
-			if verr := got.Validate(); verr != nil {
-				t.Fatalf("Read returned an invalid layout: %v", verr)
-			}
-		}
-	})
-}
-
-type writerAt []byte
-
-func (w *writerAt) WriteAt(p []byte, off int64) (int, error) {
-	if off < 0 || off+int64(len(p)) > int64(len(*w)) {
-		return 0, errors.New("write past end")
-	}
-	return copy((*w)[off:], p), nil
 }

@@ -42,7 +42,7 @@ const (
 // Mount strategy's disks at <path>/0, <path>/1, ...
 const DefaultMountPath = "/mnt/k8s-disks"
 
-// Options is what the phase is told. The lead converts
+// Options is what the phase is told. PID 1 converts
 // spec.instance.localStorage to it; Force, Fatal and Filesystem are berth
 // options with no nodeadm counterpart.
 type Options struct {

@@ -1,7 +1,6 @@
 package localstorage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,11 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-node/berth/mounts/instancestore"
+	"github.com/berth-node/berth/mounts/mkfs"
 	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/mounts/raid"
 	"github.com/berth-node/berth/mounts/sigprobe"
@@ -418,11 +417,9 @@ func addPartition(disk string) error {
 	if err != nil {
 		return fmt.Errorf("disk %s: the kernel found no partition 1 and berth cannot read its own table: %w", disk, err)
 	}
-	p := unix.BlkpgPartition{Start: int64(geo.FirstLBA) * partition.SectorSize, Length: int64(geo.Sectors()) * partition.SectorSize, Pno: 1}
-	arg := unix.BlkpgIoctlArg{Op: unix.BLKPG_ADD_PARTITION, Datalen: int32(unsafe.Sizeof(p)), Data: (*byte)(unsafe.Pointer(&p))}
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKPG, uintptr(unsafe.Pointer(&arg))); errno != 0 && errno != unix.EBUSY {
-		// EBUSY: the partition exists already (raced with the kernel's scan).
-		return fmt.Errorf("adding partition 1 of %s (BLKPG): %w", disk, errno)
+	// EBUSY: the partition exists already (raced with the kernel's scan).
+	if err := partition.AddPartition(f, 1, int64(geo.FirstLBA)*partition.SectorSize, int64(geo.Sectors())*partition.SectorSize); err != nil && !errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("adding partition 1 of %s (BLKPG): %w", disk, err)
 	}
 	return nil
 }
@@ -460,47 +457,15 @@ func ensureNode(ctx context.Context, devRoot, name, majmin string) (string, erro
 }
 
 func (r *runner) mkfs(ctx context.Context, fstype string, args []string) error {
-	tool := "mkfs." + fstype
-	bin := r.env.Tools[tool]
-	if bin == "" {
-		return fmt.Errorf("the image manifest lists no %s tool", tool)
+	bin, listed := mkfs.Tool(r.env.Tools, fstype)
+	if !listed {
+		return fmt.Errorf("the image manifest lists no %s tool", "mkfs."+fstype)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cmd := exec.Command(bin, args...)
 	r.log.Info("instance-store: making filesystem", "cmd", append([]string{bin}, args...))
-	run := r.env.Run
-	if run == nil {
-		run = runExec
-	}
-	if out, err := run(ctx, cmd); err != nil {
-		msg := strings.TrimSpace(string(out))
-		if len(msg) > 500 {
-			msg = "..." + msg[len(msg)-500:]
-		}
-		return fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, msg)
+	if err := mkfs.Run(ctx, r.env.Run, bin, args...); err != nil {
+		return fmt.Errorf("%s %s: %w", bin, strings.Join(args, " "), err)
 	}
 	return nil
-}
-
-// runExec runs cmd with os/exec, killing it when ctx ends; for callers that
-// are not PID 1 (host tests).
-func runExec(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.Bytes(), err
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-done
-		return out.Bytes(), ctx.Err()
-	}
 }
 
 func (r *runner) mount(dev, mnt, fstype string) error {

@@ -1,7 +1,12 @@
-// Package partition writes and recognises berth's GPT on an instance-store
-// disk: one 1 MiB-aligned partition covering the disk, whose name and GUIDs
-// say that berth made it, for which layout, and which member of which array
-// the disk is.
+// Package partition writes and recognises berth's GPTs: the one on an
+// instance-store disk, and the node's side of the disk image's (see
+// diskimage.go: the partition names, reading the table, the first-boot
+// grow of the data partition, finding a partition by name in sysfs).
+// image/disk plans and assembles the image from the same definitions.
+//
+// On an instance-store disk the table holds one 1 MiB-aligned partition
+// covering the disk, whose name and GUIDs say that berth made it, for which
+// layout, and which member of which array the disk is.
 //
 // The mark, all derived so that a reboot recognises its own disks and the
 // same disks always give the same identity:
@@ -18,7 +23,8 @@
 //
 // Writing uses u-root's pkg/mount/gpt (protective MBR, primary and backup
 // GPT with their CRCs); it assumes 512-byte logical blocks, which EC2
-// instance store and QEMU's NVMe use.
+// (instance store and EBS) and QEMU's NVMe use. BLKPG (blkpg_linux.go)
+// tells the kernel about a partition berth added or grew.
 package partition
 
 import (
@@ -46,6 +52,9 @@ const (
 	nParts        = 128
 	partEntrySize = 128
 	arraySectors  = nParts * partEntrySize / SectorSize
+	// minSectors is the smallest disk a GPT fits on: MBR, both headers
+	// and both entry arrays.
+	minSectors = 2 * (2 + arraySectors)
 )
 
 // Type GUIDs, canonical text form.
@@ -170,7 +179,6 @@ func Table(m Mark, size int64) (*ugpt.PartitionTable, Geometry, error) {
 		return nil, Geometry{}, fmt.Errorf("invalid partition mark %+v", m)
 	}
 	total := uint64(size) / SectorSize
-	last := total - 1
 	typ := TypeLinuxFS
 	if m.RAIDMember {
 		typ = TypeLinuxRAID
@@ -185,6 +193,13 @@ func Table(m Mark, size int64) (*ugpt.PartitionTable, Geometry, error) {
 	}
 	parts := make([]ugpt.Part, nParts)
 	parts[0] = part
+	return newTable(m.Array, total, parts), geo, nil
+}
+
+// newTable is the protective MBR and both GPT copies, with the standard
+// entry array, of a disk of total sectors holding parts (nParts entries).
+func newTable(disk UUID, total uint64, parts []ugpt.Part) *ugpt.PartitionTable {
+	last := total - 1
 	hdr := ugpt.Header{
 		Signature:  ugpt.Signature,
 		Revision:   ugpt.Revision,
@@ -193,7 +208,7 @@ func Table(m Mark, size int64) (*ugpt.PartitionTable, Geometry, error) {
 		BackupLBA:  last,
 		FirstLBA:   2 + arraySectors,
 		LastLBA:    last - arraySectors - 1,
-		DiskGUID:   ToGUID(m.Array),
+		DiskGUID:   ToGUID(disk),
 		PartStart:  2,
 		NPart:      nParts,
 		PartSize:   partEntrySize,
@@ -215,7 +230,7 @@ func Table(m Mark, size int64) (*ugpt.PartitionTable, Geometry, error) {
 		MasterBootRecord: &mbr,
 		Primary:          &ugpt.GPT{Header: hdr, Parts: parts},
 		Backup:           &ugpt.GPT{Header: backup, Parts: backupParts},
-	}, geo, nil
+	}
 }
 
 // Write puts berth's GPT for m on w, a disk of size bytes. It zeroes the
@@ -243,7 +258,7 @@ var ErrNotBerth = errors.New("not a berth instance-store partition table")
 // Read recognises berth's GPT on r. It returns ErrNotBerth (wrapped, with
 // what was found) when there is no valid GPT or it is not berth's.
 func Read(r io.ReaderAt) (Mark, Geometry, error) {
-	if err := checkHeaders(r); err != nil {
+	if err := checkHeaders(r, 0); err != nil {
 		return Mark{}, Geometry{}, fmt.Errorf("%w: %v", ErrNotBerth, err)
 	}
 	pt, err := ugpt.New(r)
@@ -276,9 +291,12 @@ func Read(r io.ReaderAt) (Mark, Geometry, error) {
 }
 
 // checkHeaders guards ugpt.New, which allocates NPart*PartSize bytes as
-// the header says: a corrupt or hostile header must not make PID 1 allocate
-// gigabytes. Only the standard entry size berth writes is accepted.
-func checkHeaders(r io.ReaderAt) error {
+// each header says and reads the backup where the primary says: a corrupt
+// or hostile disk must not make PID 1 allocate gigabytes or read past the
+// disk. Only the standard entry array berth writes is accepted, at LBA 2
+// in the primary. size is the disk's size in bytes when the caller knows
+// it (0 when not): the backup header must then lie on the disk.
+func checkHeaders(r io.ReaderAt, size int64) error {
 	off := int64(ugpt.HeaderOff)
 	for _, which := range []string{"primary", "backup"} {
 		var h ugpt.Header
@@ -293,6 +311,17 @@ func checkHeaders(r io.ReaderAt) error {
 		}
 		if h.BackupLBA > math.MaxInt64/SectorSize {
 			return fmt.Errorf("GPT %s header points at LBA %d", which, h.BackupLBA)
+		}
+		if which == "primary" {
+			if h.PartStart != 2 {
+				return fmt.Errorf("GPT primary header puts the entry array at LBA %d, want 2", h.PartStart)
+			}
+			if h.BackupLBA < minSectors {
+				return fmt.Errorf("GPT primary header puts the backup at LBA %d: a disk of fewer than %d sectors holds no GPT", h.BackupLBA, minSectors)
+			}
+			if size > 0 && h.BackupLBA >= uint64(size)/SectorSize {
+				return fmt.Errorf("GPT primary header puts the backup at LBA %d, disk has %d sectors", h.BackupLBA, size/SectorSize)
+			}
 		}
 		off = int64(h.BackupLBA) * SectorSize
 	}

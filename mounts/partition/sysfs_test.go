@@ -1,8 +1,7 @@
-package main
+package partition
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,14 +30,14 @@ func TestUeventPartition(t *testing.T) {
 		{"PARTNAME=berth-root\n", "", false}, // no DEVNAME: nothing to open
 		{"DEVNAME=sda1\nPARTNAME=berth-root-old\n", "", false},
 	} {
-		got, ok := ueventPartition(tc.uevent, rootPartName)
+		got, ok := ueventPartition(tc.uevent, NameRoot)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("ueventPartition(%q) = %q, %v; want %q, %v", tc.uevent, got, ok, tc.want, tc.ok)
 		}
 	}
 }
 
-func TestFindPartitions(t *testing.T) {
+func TestFindNamed(t *testing.T) {
 	dir := t.TempDir()
 	writeUevent(t, dir, "nvme0n1", "DEVNAME=nvme0n1\nDEVTYPE=disk\n")
 	writeUevent(t, dir, "nvme0n1p1", "DEVNAME=nvme0n1p1\nPARTNAME=esp\n")
@@ -47,38 +46,27 @@ func TestFindPartitions(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "loop0"), 0o755); err != nil { // no uevent: skipped
 		t.Fatal(err)
 	}
-	got, err := findPartitions(dir, rootPartName)
+	got, err := FindNamed(dir, NameRoot)
 	if err != nil || len(got) != 1 || got[0] != "/dev/nvme0n1p2" {
-		t.Fatalf("findPartitions = %v, %v; want [/dev/nvme0n1p2]", got, err)
+		t.Fatalf("FindNamed = %v, %v; want [/dev/nvme0n1p2]", got, err)
 	}
 	writeUevent(t, dir, "nvme1n1p2", "DEVNAME=nvme1n1p2\nPARTNAME=berth-root\n")
-	// Two root partitions: waitPartition must refuse rather than pick one.
-	_, err = waitPartition(context.Background(), dir, rootPartName, time.Second)
+	// Two root partitions: WaitNamed must refuse rather than pick one.
+	_, err = WaitNamed(context.Background(), dir, NameRoot, time.Second)
 	if err == nil || !strings.Contains(err.Error(), "2 partitions named berth-root") {
-		t.Fatalf("waitPartition with two roots: err = %v; want a refusal naming both", err)
+		t.Fatalf("WaitNamed with two roots: err = %v; want a refusal naming both", err)
 	}
 }
 
-func TestWaitPartitionDeadline(t *testing.T) {
+func TestWaitNamedDeadline(t *testing.T) {
 	dir := t.TempDir()
 	writeUevent(t, dir, "vda", "DEVNAME=vda\nDEVTYPE=disk\n")
 	start := time.Now()
-	_, err := waitPartition(context.Background(), dir, rootPartName, 200*time.Millisecond)
+	_, err := WaitNamed(context.Background(), dir, NameRoot, 200*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "no partition named berth-root appeared within") {
 		t.Fatalf("err = %v; want the deadline error", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("waitPartition took %s past a 200ms deadline", d)
-	}
-}
-
-// A malformed berth.verity stops the disk boot before anything is touched:
-// berth never falls back to an unverified root.
-func TestVerityRootRefusesBadParam(t *testing.T) {
-	for _, v := range []string{"", "sha256:abc", "md5:" + strings.Repeat("0", 64) + ":00:10:10"} {
-		err := switchToVerityRoot(context.Background(), &boot{}, slog.New(slog.DiscardHandler), v)
-		if err == nil || !strings.Contains(err.Error(), "refusing to boot an unverifiable root") {
-			t.Errorf("berth.verity=%q: err = %v; want a refusal", v, err)
-		}
+		t.Fatalf("WaitNamed took %s past a 200ms deadline", d)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package diskboot
 
 import (
 	"context"
@@ -7,58 +7,62 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
-	"github.com/berth-node/berth/image/disk"
-	"github.com/berth-node/berth/kmod"
-	"github.com/berth-node/berth/mounts"
-	"github.com/berth-node/berth/mounts/sigprobe"
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-node/berth/mounts"
+	"github.com/berth-node/berth/mounts/mkfs"
+	"github.com/berth-node/berth/mounts/partition"
+	"github.com/berth-node/berth/mounts/sigprobe"
 )
 
 // The disk image's data partition: where state that must survive a reboot
 // lives on a disk boot (everything else is tmpfs, rebuilt every boot).
 const (
-	dataPartName = disk.NameData
-	dataMount    = "/mnt/berth-data"
-	dataLabel    = "berth-data"
+	// DataMount is where the data partition is mounted.
+	DataMount = "/mnt/berth-data"
+	// DataLabel is the ext4 label berth gives it.
+	DataLabel = "berth-data"
+	// dataWait bounds the wait for the data partition, on the disk the
+	// root came from.
+	dataWait = 5 * time.Second
 )
 
-// dataBinds are the directories kept on the data partition: kubelet's
+// DataBinds are the directories kept on the data partition: kubelet's
 // state (its client certificate, rotated after the bootstrap) and logs.
-func dataBinds() []string { return []string{"/var/lib/kubelet", "/var/log"} }
+func DataBinds() []string { return []string{"/var/lib/kubelet", "/var/log"} }
 
 // dataFSAction decides what to do with what the data partition holds:
 // make the filesystem on a blank one (first boot), mount an ext4 one, and
 // refuse anything else rather than format over data berth did not write.
-func dataFSAction(sig sigprobe.Signature) (mkfs bool, err error) {
+func dataFSAction(sig sigprobe.Signature) (format bool, err error) {
 	switch sig.Kind {
 	case sigprobe.Blank:
 		return true, nil
 	case sigprobe.Ext4:
 		return false, nil
 	}
-	return false, fmt.Errorf("partition %s holds %s, not the ext4 berth makes; not formatting it", dataPartName, sig.Kind)
+	return false, fmt.Errorf("partition %s holds %s, not the ext4 berth makes; not formatting it", partition.NameData, sig.Kind)
 }
 
 // setupDataPartition grows berth-data to the end of its disk (first boot,
 // or after the volume was enlarged), makes its filesystem when it is
-// blank, mounts it and binds dataBinds onto it. Runs after the switch, so
+// blank, mounts it and binds DataBinds onto it. Runs after the switch, so
 // /var is the new root's tmpfs and the manifest's mkfs is reachable.
-func setupDataPartition(ctx context.Context, b *boot, log *slog.Logger) (*mounts.DataPartition, error) {
+func setupDataPartition(ctx context.Context, log *slog.Logger, opts Options) (*mounts.DataPartition, error) {
 	start := time.Now()
-	part, err := waitPartition(ctx, "/sys/class/block", dataPartName, 5*time.Second)
+	classBlock := opts.classBlock()
+	part, err := partition.WaitNamed(ctx, classBlock, partition.NameData, dataWait)
 	if err != nil {
 		return nil, err
 	}
-	dp := &mounts.DataPartition{Partition: part, Mount: dataMount}
+	dp := &mounts.DataPartition{Partition: part, Mount: DataMount}
 	name := filepath.Base(part)
-	real, err := filepath.EvalSymlinks(filepath.Join("/sys/class/block", name))
+	real, err := filepath.EvalSymlinks(filepath.Join(classBlock, name))
 	if err != nil {
 		return dp, fmt.Errorf("finding the disk of %s: %w", part, err)
 	}
@@ -87,45 +91,35 @@ func setupDataPartition(ctx context.Context, b *boot, log *slog.Logger) (*mounts
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return dp, fmt.Errorf("reading %s: %w", part, err)
 	}
-	mkfs, err := dataFSAction(sigprobe.Probe(head[:n]))
+	format, err := dataFSAction(sigprobe.Probe(head[:n]))
 	if err != nil {
 		return dp, err
 	}
-	if b.node.kmod != nil {
-		loaded, err := kmod.Load(ctx, log, b.node.kmod, "ext4")
-		b.rep.Modules = append(b.rep.Modules, loaded...)
-		if err != nil {
+	if opts.LoadModules != nil {
+		if err := opts.LoadModules(ctx, "ext4"); err != nil {
 			log.Warn("loading ext4", "err", err)
 		}
 	}
-	if mkfs {
-		tool := "/usr/sbin/mkfs.ext4"
-		if b.node.manifest != nil && b.node.manifest.Tools["mkfs.ext4"] != "" {
-			tool = b.node.manifest.Tools["mkfs.ext4"]
-		}
-		mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	if format {
+		tool, _ := mkfs.Tool(opts.Tools, "ext4")
 		// -E nodiscard: an EBS volume from a snapshot reads zero already,
 		// and discarding gigabytes costs boot time.
-		// The reaper bounds the wait with mctx; it refuses CommandContext.
-		cmd := exec.Command(tool, "-q", "-F", "-L", dataLabel, "-E", "nodiscard", part)
-		out, err := reaperRunner(b.reaper)(mctx, cmd)
-		cancel()
-		if err != nil {
-			return dp, fmt.Errorf("making ext4 on %s: %w: %s", part, err, strings.TrimSpace(string(out)))
+		if err := mkfs.Run(ctx, opts.Run, tool, "-q", "-F", "-L", DataLabel, "-E", "nodiscard", part); err != nil {
+			return dp, fmt.Errorf("making ext4 on %s: %w", part, err)
 		}
 		dp.Formatted = true
 	} else if grown {
 		// Only resize2fs could grow an existing ext4; the image ships none.
 		log.Warn("data partition grown but its filesystem kept its size", "partition", part)
 	}
-	if err := os.MkdirAll(dataMount, 0o755); err != nil {
-		return dp, fmt.Errorf("creating %s: %w", dataMount, err)
+	if err := os.MkdirAll(DataMount, 0o755); err != nil {
+		return dp, fmt.Errorf("creating %s: %w", DataMount, err)
 	}
-	if err := unix.Mount(part, dataMount, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return dp, fmt.Errorf("mounting %s (ext4) on %s: %w", part, dataMount, err)
+	if err := unix.Mount(part, DataMount, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return dp, fmt.Errorf("mounting %s (ext4) on %s: %w", part, DataMount, err)
 	}
-	for _, d := range dataBinds() {
-		src := filepath.Join(dataMount, strings.TrimPrefix(d, "/"))
+	for _, d := range DataBinds() {
+		src := filepath.Join(DataMount, strings.TrimPrefix(d, "/"))
 		if err := os.MkdirAll(src, 0o755); err != nil {
 			return dp, fmt.Errorf("creating %s: %w", src, err)
 		}
@@ -155,31 +149,29 @@ func growData(diskDev string, pno int) (bool, int64, error) {
 	if err != nil {
 		return false, 0, fmt.Errorf("sizing disk %s: %w", diskDev, err)
 	}
-	l, err := disk.Read(f, size)
+	l, err := partition.ReadDisk(f, size)
 	if err != nil {
 		return false, 0, fmt.Errorf("reading the partition table of %s: %w", diskDev, err)
 	}
-	nl, err := disk.Grow(l, size)
-	if errors.Is(err, disk.ErrGrown) {
-		p, _, _ := l.Find(dataPartName)
-		return false, int64(p.LastLBA-p.FirstLBA+1) * disk.SectorSize, nil
+	nl, err := partition.Grow(l, size)
+	if errors.Is(err, partition.ErrGrown) {
+		p, _, _ := l.Find(partition.NameData)
+		return false, p.Size(), nil
 	}
 	if err != nil {
 		return false, 0, fmt.Errorf("disk %s: %w", diskDev, err)
 	}
-	if err := disk.Write(f, nl); err != nil {
+	if err := partition.WriteDisk(f, nl); err != nil {
 		return false, 0, fmt.Errorf("writing the grown partition table of %s: %w", diskDev, err)
 	}
 	if err := f.Sync(); err != nil {
 		return false, 0, fmt.Errorf("flushing the partition table of %s: %w", diskDev, err)
 	}
-	p, _, _ := nl.Find(dataPartName)
-	bp := unix.BlkpgPartition{Start: int64(p.FirstLBA) * disk.SectorSize, Length: int64(p.LastLBA-p.FirstLBA+1) * disk.SectorSize, Pno: int32(pno)}
-	arg := unix.BlkpgIoctlArg{Op: unix.BLKPG_RESIZE_PARTITION, Datalen: int32(unsafe.Sizeof(bp)), Data: (*byte)(unsafe.Pointer(&bp))}
+	p, _, _ := nl.Find(partition.NameData)
 	// BLKPG, not BLKRRPART: the root partition on the same disk is in
 	// use (dm-verity, mounted), and a re-read refuses a busy disk.
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKPG, uintptr(unsafe.Pointer(&arg))); errno != 0 {
-		return false, 0, fmt.Errorf("telling the kernel partition %d of %s grew (BLKPG): %w", pno, diskDev, errno)
+	if err := partition.ResizePartition(f, pno, p.Offset(), p.Size()); err != nil {
+		return false, 0, fmt.Errorf("telling the kernel partition %d of %s grew (BLKPG): %w", pno, diskDev, err)
 	}
-	return true, bp.Length, nil
+	return true, p.Size(), nil
 }

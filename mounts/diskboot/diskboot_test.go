@@ -1,0 +1,27 @@
+package diskboot
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// A malformed berth.verity stops the disk boot before anything is touched:
+// berth never falls back to an unverified root.
+func TestVerityRootRefusesBadParam(t *testing.T) {
+	for _, v := range []string{"", "sha256:abc", "md5:" + strings.Repeat("0", 64) + ":00:10:10"} {
+		loaded := false
+		res, err := SwitchRoot(context.Background(), slog.New(slog.DiscardHandler), Options{
+			Verity:      v,
+			ClassBlock:  t.TempDir(),
+			LoadModules: func(context.Context, ...string) error { loaded = true; return nil },
+		})
+		if err == nil || !strings.Contains(err.Error(), "refusing to boot an unverifiable root") {
+			t.Errorf("berth.verity=%q: err = %v; want a refusal", v, err)
+		}
+		if res != nil || loaded {
+			t.Errorf("berth.verity=%q: result %+v, modules loaded %v; want nothing done", v, res, loaded)
+		}
+	}
+}
