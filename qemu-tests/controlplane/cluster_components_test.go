@@ -24,6 +24,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -217,4 +219,79 @@ func portOf(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return port
+}
+
+// TestClusterParallelStartStopStress starts several real control planes at
+// once, in rounds, each with every component's first ports stolen (a test
+// listener holds them), so each real etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler must be seen to fail on its
+// taken port and be restarted on a fresh one. All must come up on distinct
+// ports, each answering with its own CA, and Stop must release every port.
+// BERTH_CONTROLPLANE_STRESS=N sets how many run at once (default 3).
+func TestClusterParallelStartStopStress(t *testing.T) {
+	parallel, rounds := 3, 2
+	if s := os.Getenv("BERTH_CONTROLPLANE_STRESS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parallel = n
+	}
+	dirs := componentsDirs(t)
+	th := newThief(t)
+	for round := range rounds {
+		log, logs := bufferLogger()
+		clusters := make([]*Cluster, parallel)
+		errs := make([]error, parallel)
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for i := range parallel {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+				defer cancel()
+				clusters[i], errs[i] = Start(ctx, log, Options{BinDirs: dirs, pickPorts: stealingPicker(th, stealEachFirstTry...)})
+			}()
+		}
+		wg.Wait()
+		t.Logf("figure: round %d: %d control planes ready in %s", round, parallel, time.Since(t0).Round(time.Millisecond))
+		owner := map[int]int{}
+		for i, c := range clusters {
+			if errs[i] != nil {
+				t.Errorf("round %d cluster %d: Start: %v", round, i, errs[i])
+				continue
+			}
+			checkCluster(t, c, th)
+			for name, p := range c.Ports().byName() {
+				if j, dup := owner[p]; dup {
+					t.Errorf("round %d: port %d (%s) used by clusters %d and %d", round, p, name, j, i)
+				}
+				owner[p] = i
+			}
+		}
+		for _, b := range binaries {
+			if n := logs.restarts(b); n < parallel {
+				t.Errorf("round %d: %s restarted %d times, want at least %d (one per cluster)", round, b, n, parallel)
+			}
+		}
+		for i, c := range clusters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if c != nil {
+					if err := c.Stop(); err != nil {
+						t.Errorf("round %d cluster %d: Stop: %v", round, i, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for _, c := range clusters {
+			if c != nil {
+				checkStopped(t, c)
+			}
+		}
+		t.Logf("round %d: %d restarts on fresh ports", round, logs.restarts(""))
+	}
 }

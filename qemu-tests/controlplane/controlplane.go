@@ -42,7 +42,9 @@ type Options struct {
 	// KeepState.
 	StateDir  string
 	KeepState bool
-	// Ports: zero fields get free ports.
+	// Ports: zero fields get free ports, chosen as each component starts;
+	// a component that finds a chosen port taken is restarted on another
+	// (see ports.go). Ports given here are used as they are.
 	Ports Ports
 	// AdvertiseAddress is the apiserver address nodes dial (default
 	// 10.0.2.2, the host as QEMU's user network shows it).
@@ -63,6 +65,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// StopTimeout bounds each component's SIGTERM-to-exit wait.
 	StopTimeout time.Duration
+
+	// pickPorts replaces pickFreePorts in tests.
+	pickPorts portPicker
 }
 
 // Info is what a test or the demo needs to point a node at the cluster; the
@@ -96,6 +101,13 @@ type Cluster struct {
 	procs  []*proc // in start order
 	client *http.Client
 	caPEM  []byte
+	pairs  map[string]*KeyPair // leaf certificates by name
+
+	// startFn runs one try of a component; pick chooses ports, never one
+	// in avoid (every port this cluster has used or been given).
+	startFn func(name string, args []string) (*proc, error)
+	pick    portPicker
+	avoid   map[int]bool
 
 	stopOnce sync.Once
 	stopErr  error
@@ -150,29 +162,28 @@ func (o *Options) setDefaults() error {
 	if o.StopTimeout == 0 {
 		o.StopTimeout = DefaultStopTimeout
 	}
-	for _, p := range []*int{&o.Ports.APIServer, &o.Ports.Etcd, &o.Ports.EtcdPeer, &o.Ports.ControllerManager, &o.Ports.Scheduler} {
-		if *p != 0 {
+	if o.pickPorts == nil {
+		o.pickPorts = pickFreePorts
+	}
+	seen := map[int]string{}
+	for name, p := range o.Ports.byName() {
+		if p == 0 {
 			continue
 		}
-		port, err := freePort()
-		if err != nil {
-			return err
+		if p < 0 || p > 65535 {
+			return fmt.Errorf("port %s=%d out of range", name, p)
 		}
-		*p = port
+		if other, dup := seen[p]; dup {
+			return fmt.Errorf("ports %s and %s are both %d", other, name, p)
+		}
+		seen[p] = name
 	}
 	return nil
 }
 
-// freePort asks the kernel for an unused loopback port. Another process could
-// take it before the component binds it; the component then fails with its
-// log tail naming the port, which is rare enough for tests.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+// byName lists the ports by field name.
+func (p Ports) byName() map[string]int {
+	return map[string]int{"APIServer": p.APIServer, "Etcd": p.Etcd, "EtcdPeer": p.EtcdPeer, "ControllerManager": p.ControllerManager, "Scheduler": p.Scheduler}
 }
 
 // Start generates the PKI, starts the components in order, waits until the
@@ -205,7 +216,15 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 	}
 	opts.StateDir = abs
 	l := layout{dir: opts.StateDir}
-	c := &Cluster{opts: opts, log: log}
+	c := &Cluster{opts: opts, log: log, pick: opts.pickPorts, avoid: map[int]bool{}}
+	for _, p := range opts.Ports.byName() {
+		if p != 0 {
+			c.avoid[p] = true
+		}
+	}
+	c.startFn = func(name string, args []string) (*proc, error) {
+		return startProc(log, name, bins[name], l.log(name), args)
+	}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -219,19 +238,6 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 	if err := c.writePKI(l); err != nil {
 		return nil, err
 	}
-	host := "https://127.0.0.1:" + strconv.Itoa(opts.Ports.APIServer)
-	c.info = Info{
-		APIServerEndpoint:    "https://" + net.JoinHostPort(opts.AdvertiseAddress, strconv.Itoa(opts.Ports.APIServer)),
-		HostEndpoint:         host,
-		CertificateAuthority: base64.StdEncoding.EncodeToString(c.caPEM),
-		BootstrapToken:       token.String(),
-		ServiceCIDR:          opts.ServiceCIDR,
-		ClusterCIDR:          opts.ClusterCIDR,
-		Kubeconfig:           l.kubeconfig("admin"),
-		BootstrapKubeconfig:  l.kubeconfig("bootstrap"),
-		StateDir:             opts.StateDir,
-		LogDir:               l.path("logs"),
-	}
 
 	if opts.TokenWebhookURL != "" {
 		wk, err := TokenWebhookKubeconfig(opts.TokenWebhookURL, opts.TokenWebhookCA)
@@ -243,63 +249,63 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 		}
 	}
 
-	bk, err := BootstrapKubeconfig(c.info)
-	if err != nil {
-		return nil, err
-	}
-	if err := fsutil.WriteFileAtomic(c.info.BootstrapKubeconfig, bk, 0o600); err != nil {
-		return nil, err
-	}
-
 	sctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
 	defer cancel()
 
-	etcd, err := c.start(bins, l, "etcd", etcdArgs(l, opts.Ports))
-	if err != nil {
+	// Each component's ports are chosen as it starts (launch), and the
+	// argv, URLs and files naming them are made after (the closures read
+	// c.opts.Ports when called), so a component restarted on fresh ports
+	// is found there by everything after it.
+	ports := &c.opts.Ports
+	etcd := c.newComponent("etcd", func() []string { return etcdArgs(l, c.opts.Ports) }, &ports.Etcd, &ports.EtcdPeer)
+	if err := c.launch(etcd); err != nil {
 		return nil, err
 	}
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(opts.Ports.Etcd) + "/health"
-	if err := c.waitFor(sctx, etcd, "health", func(ctx context.Context) error {
-		return c.getOK(ctx, http.DefaultClient, etcdURL, `"health":"true"`)
+	if err := c.await(sctx, etcd, "health", func(ctx context.Context) error {
+		return c.getOK(ctx, http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(ports.Etcd)+"/health", `"health":"true"`)
 	}); err != nil {
 		return nil, err
 	}
-	api, err := c.start(bins, l, "kube-apiserver", apiServerArgs(l, opts))
-	if err != nil {
+	api := c.newComponent("kube-apiserver", func() []string { return apiServerArgs(l, c.opts) }, &ports.APIServer)
+	if err := c.launch(api); err != nil {
 		return nil, err
 	}
-	if err := c.waitFor(sctx, api, "/readyz", func(ctx context.Context) error {
-		return c.getOK(ctx, c.client, host+"/readyz", "ok")
+	if err := c.await(sctx, api, "/readyz", func(ctx context.Context) error {
+		return c.getOK(ctx, c.client, c.hostEndpoint()+"/readyz", "ok")
 	}); err != nil {
+		return nil, err
+	}
+	host := c.hostEndpoint()
+	if err := c.writeKubeconfigs(l, token); err != nil {
 		return nil, err
 	}
 	for _, o := range bootstrapObjects(token, time.Now().Add(certValidity)) {
 		if err := c.create(sctx, host, o); err != nil {
-			return nil, api.failure(err)
+			return nil, api.proc.failure(err)
 		}
 	}
-	cm, err := c.start(bins, l, "kube-controller-manager", controllerManagerArgs(l, opts))
-	if err != nil {
+	cm := c.newComponent("kube-controller-manager", func() []string { return controllerManagerArgs(l, c.opts) }, &ports.ControllerManager)
+	if err := c.launch(cm); err != nil {
 		return nil, err
 	}
-	sched, err := c.start(bins, l, "kube-scheduler", schedulerArgs(l, opts))
-	if err != nil {
+	sched := c.newComponent("kube-scheduler", func() []string { return schedulerArgs(l, c.opts) }, &ports.Scheduler)
+	if err := c.launch(sched); err != nil {
 		return nil, err
 	}
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // #nosec: self-signed health endpoint on loopback
-	if err := c.waitFor(sctx, sched, "/healthz", func(ctx context.Context) error {
-		return c.getOK(ctx, insecure, "https://127.0.0.1:"+strconv.Itoa(opts.Ports.Scheduler)+"/healthz", "ok")
+	if err := c.await(sctx, sched, "/healthz", func(ctx context.Context) error {
+		return c.getOK(ctx, insecure, "https://127.0.0.1:"+strconv.Itoa(ports.Scheduler)+"/healthz", "ok")
 	}); err != nil {
 		return nil, err
 	}
 	// The default ServiceAccount appearing proves the controllers run with
 	// working credentials; without it every pod is refused.
-	if err := c.waitFor(sctx, cm, "default ServiceAccount", func(ctx context.Context) error {
+	if err := c.await(sctx, cm, "default ServiceAccount", func(ctx context.Context) error {
 		return c.getOK(ctx, c.client, host+"/api/v1/namespaces/default/serviceaccounts/default", `"name":"default"`)
 	}); err != nil {
 		return nil, err
 	}
-	log.Info("control plane ready", "endpoint", c.info.APIServerEndpoint, "host", host, "state", opts.StateDir)
+	log.Info("control plane ready", "endpoint", c.info.APIServerEndpoint, "host", host, "state", opts.StateDir, "ports", fmt.Sprintf("%+v", c.opts.Ports))
 
 	go func() {
 		<-ctx.Done()
@@ -308,36 +314,41 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 	return c, nil
 }
 
-func (c *Cluster) start(bins map[string]string, l layout, name string, args []string) (*proc, error) {
-	p, err := startProc(c.log, name, bins[name], l.log(name), args)
-	if err != nil {
-		return nil, err
-	}
-	c.procs = append(c.procs, p)
-	return p, nil
+// hostEndpoint is the apiserver URL on the host, at its current port.
+func (c *Cluster) hostEndpoint() string {
+	return "https://127.0.0.1:" + strconv.Itoa(c.opts.Ports.APIServer)
 }
 
-// waitFor polls check until it succeeds, the component exits, or ctx ends.
-func (c *Cluster) waitFor(ctx context.Context, p *proc, what string, check func(context.Context) error) error {
-	start := time.Now()
-	var last error
-	for {
-		if dead, err := p.exited(); dead {
-			return p.failure(fmt.Errorf("while waiting for %s: %w", what, err))
+// writeKubeconfigs fills in Info and writes every kubeconfig, once the
+// apiserver's port is settled.
+func (c *Cluster) writeKubeconfigs(l layout, token BootstrapToken) error {
+	host := c.hostEndpoint()
+	c.info = Info{
+		APIServerEndpoint:    "https://" + net.JoinHostPort(c.opts.AdvertiseAddress, strconv.Itoa(c.opts.Ports.APIServer)),
+		HostEndpoint:         host,
+		CertificateAuthority: base64.StdEncoding.EncodeToString(c.caPEM),
+		BootstrapToken:       token.String(),
+		ServiceCIDR:          c.opts.ServiceCIDR,
+		ClusterCIDR:          c.opts.ClusterCIDR,
+		Kubeconfig:           l.kubeconfig("admin"),
+		BootstrapKubeconfig:  l.kubeconfig("bootstrap"),
+		StateDir:             c.opts.StateDir,
+		LogDir:               l.path("logs"),
+	}
+	for _, name := range []string{"admin", "controller-manager", "scheduler"} {
+		kc, err := kubeconfig(host, name, c.caPEM, c.pairs[name])
+		if err != nil {
+			return err
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		last = check(cctx)
-		cancel()
-		if last == nil {
-			c.log.Info("ready", "component", p.name, "check", what, "after", time.Since(start).Round(time.Millisecond))
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return p.failure(fmt.Errorf("%s not ready after %s (last check: %v): %w", what, time.Since(start).Round(time.Second), last, ctx.Err()))
-		case <-time.After(250 * time.Millisecond):
+		if err := fsutil.WriteFileAtomic(l.kubeconfig(name), kc, 0o600); err != nil {
+			return err
 		}
 	}
+	bk, err := BootstrapKubeconfig(c.info)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(c.info.BootstrapKubeconfig, bk, 0o600)
 }
 
 func (c *Cluster) getOK(ctx context.Context, client *http.Client, url, want string) error {
@@ -383,7 +394,8 @@ func (c *Cluster) create(ctx context.Context, host string, o object) error {
 }
 
 // writePKI creates the CA, every leaf certificate, the service account key
-// and the kubeconfigs, and the admin HTTPS client.
+// and the admin HTTPS client. The kubeconfigs, which name the apiserver's
+// port, come later (writeKubeconfigs).
 func (c *Cluster) writePKI(l layout) error {
 	now := time.Now()
 	for _, d := range []string{"pki", "logs", "etcd", "apiserver", "controller-manager"} {
@@ -409,7 +421,6 @@ func (c *Cluster) writePKI(l layout) error {
 	if err != nil {
 		return err
 	}
-	host := "https://127.0.0.1:" + strconv.Itoa(c.opts.Ports.APIServer)
 	pairs := map[string]*KeyPair{}
 	for name, spec := range certSpecs(c.opts.AdvertiseAddress, serviceIP) {
 		kp, err := ca.Issue(spec, now)
@@ -424,15 +435,7 @@ func (c *Cluster) writePKI(l layout) error {
 			return err
 		}
 	}
-	for _, name := range []string{"admin", "controller-manager", "scheduler"} {
-		kc, err := kubeconfig(host, name, ca.CertPEM, pairs[name])
-		if err != nil {
-			return err
-		}
-		if err := write(l.kubeconfig(name), kc, 0o600); err != nil {
-			return err
-		}
-	}
+	c.pairs = pairs
 	priv, pub, err := NewServiceAccountKey()
 	if err != nil {
 		return err
@@ -461,6 +464,9 @@ func (c *Cluster) writePKI(l layout) error {
 
 // Info returns what a node needs to join, and where the admin kubeconfig is.
 func (c *Cluster) Info() Info { return c.info }
+
+// Ports are the ports the components listen on, as finally chosen.
+func (c *Cluster) Ports() Ports { return c.opts.Ports }
 
 // Kubeconfig is the path of the admin kubeconfig (system:masters, host
 // endpoint).

@@ -163,24 +163,31 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func TestSetDefaultsPicksDistinctPorts(t *testing.T) {
+// TestSetDefaults: ports left zero stay zero, to be chosen as each
+// component starts (TestPickFreePortsDistinctBindableAndAvoiding covers the
+// choosing); ports given are checked.
+func TestSetDefaults(t *testing.T) {
 	var o Options
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[int]bool{}
-	for _, p := range []int{o.Ports.APIServer, o.Ports.Etcd, o.Ports.EtcdPeer, o.Ports.ControllerManager, o.Ports.Scheduler} {
-		if p <= 0 || seen[p] {
-			t.Errorf("ports %+v: %d is zero or repeated", o.Ports, p)
-		}
-		seen[p] = true
+	if o.Ports != (Ports{}) {
+		t.Errorf("setDefaults chose ports %+v up front", o.Ports)
 	}
-	if o.AdvertiseAddress != "10.0.2.2" || o.ReadyTimeout == 0 || o.StopTimeout == 0 {
+	if o.AdvertiseAddress != "10.0.2.2" || o.ReadyTimeout == 0 || o.StopTimeout == 0 || o.pickPorts == nil {
 		t.Errorf("defaults not applied: %+v", o)
 	}
 	bad := Options{AdvertiseAddress: "host.example"}
 	if err := bad.setDefaults(); err == nil {
 		t.Errorf("advertise address host.example accepted")
+	}
+	dup := Options{Ports: Ports{APIServer: 6443, Scheduler: 6443}}
+	if err := dup.setDefaults(); err == nil || !strings.Contains(err.Error(), "both 6443") {
+		t.Errorf("two components on port 6443: %v", err)
+	}
+	huge := Options{Ports: Ports{Etcd: 70000}}
+	if err := huge.setDefaults(); err == nil {
+		t.Errorf("port 70000 accepted")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,20 +14,27 @@ import (
 )
 
 // proc is one running component; its output goes to a log file in the
-// state directory.
+// state directory, appended to the output of earlier tries.
 type proc struct {
 	name    string
 	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	err     error // valid after done is closed
-	log     *slog.Logger
+	// logStart is the log's size when this process started: its own output
+	// begins there.
+	logStart int64
+	cmd      *exec.Cmd
+	done     chan struct{}
+	err      error // valid after done is closed
+	log      *slog.Logger
 }
 
 func startProc(log *slog.Logger, name, bin, logPath string, args []string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: opening log: %w", name, err)
+	}
+	var logStart int64
+	if st, err := f.Stat(); err == nil {
+		logStart = st.Size()
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
@@ -40,7 +48,7 @@ func startProc(log *slog.Logger, name, bin, logPath string, args []string) (*pro
 		f.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
 	}
-	p := &proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{}), log: log}
+	p := &proc{name: name, logPath: logPath, logStart: logStart, cmd: cmd, done: make(chan struct{}), log: log}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -61,6 +69,21 @@ func (p *proc) exited() (bool, error) {
 	default:
 		return false, nil
 	}
+}
+
+// output is what this process has written to its log so far (its first
+// MiB), without earlier tries' output.
+func (p *proc) output() string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(p.logStart, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	return string(b)
 }
 
 // stop sends SIGTERM, waits up to timeout, then SIGKILLs and waits again.
