@@ -9,6 +9,11 @@
 //
 // The phase comes from a "phase" attribute (log.With("phase", "modules"));
 // "-" when there is none. level= appears only for warnings and errors.
+//
+// A line repeated in a loop is limited (see Limit): past ten a phase and
+// message may say in ten seconds, its repeats are counted, not written, and
+// one summary line gives the count, so a retry loop cannot bury the console
+// or evict the kernel's own lines from its ring buffer.
 package bootlog
 
 import (
@@ -132,6 +137,8 @@ type Options struct {
 	Level slog.Leveler
 	// Clock gives the time since boot; nil means SinceBoot. Tests set it.
 	Clock func() time.Duration
+	// Limit bounds repeated lines (see Limit); on by default.
+	Limit Limit
 }
 
 // Handler is the slog.Handler. It is safe for concurrent use.
@@ -141,6 +148,9 @@ type Handler struct {
 	phase  string
 	attrs  []byte // preformatted " k=v" pairs from WithAttrs
 	prefix string // group prefix, "g1.g2."
+	// lim is shared by every handler derived from one New, so that
+	// log.With("phase", p) loggers are limited together; nil when off.
+	lim *limiter
 }
 
 // New returns a Handler writing to out.
@@ -148,10 +158,11 @@ func New(out *Output, opts Options) *Handler {
 	if opts.Level == nil {
 		opts.Level = slog.LevelInfo
 	}
-	if opts.Clock == nil {
+	realClock := opts.Clock == nil
+	if realClock {
 		opts.Clock = SinceBoot
 	}
-	return &Handler{out: out, opts: opts}
+	return &Handler{out: out, opts: opts, lim: newLimiter(opts.Limit, opts.Clock, realClock, out)}
 }
 
 // Enabled implements slog.Handler.
@@ -184,12 +195,7 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 	phase := h.phase
 	var body []byte
 	body = appendMessage(body, r.Message)
-	switch {
-	case r.Level >= slog.LevelError:
-		body = append(body, " level=ERROR"...)
-	case r.Level >= slog.LevelWarn:
-		body = append(body, " level=WARN"...)
-	}
+	body = appendLevel(body, r.Level)
 	body = append(body, h.attrs...)
 	r.Attrs(func(a slog.Attr) bool {
 		body = appendAttr(body, h.prefix, a, &phase)
@@ -198,21 +204,47 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 	if phase == "" {
 		phase = "-"
 	}
+	if h.lim != nil && !exempt(r) {
+		key := r.Message
+		if r.Level < slog.LevelInfo {
+			// Debug output is asked for to see every event (each module
+			// loaded, each mount), which differ in attributes only: only
+			// lines repeated whole are limited.
+			key = string(body)
+		}
+		h.lim.write(phase, key, r.Level, body)
+		return nil
+	}
+	h.out.write(formatLine(h.opts.Clock(), phase, r.Level, body))
+	return nil
+}
 
-	console := make([]byte, 0, len(body)+len(phase)+16)
-	console = fmt.Appendf(console, "[%6dms] %s: ", h.opts.Clock().Milliseconds(), phase)
+// appendLevel marks warnings and errors; info and debug lines carry no
+// level, which keeps the common line short.
+func appendLevel(body []byte, l slog.Level) []byte {
+	switch {
+	case l >= slog.LevelError:
+		return append(body, " level=ERROR"...)
+	case l >= slog.LevelWarn:
+		return append(body, " level=WARN"...)
+	}
+	return body
+}
+
+// formatLine makes the console line and the kmsg record of one event.
+func formatLine(now time.Duration, phase string, level slog.Level, body []byte) (console, kmsg []byte) {
+	console = make([]byte, 0, len(body)+len(phase)+16)
+	console = fmt.Appendf(console, "[%6dms] %s: ", now.Milliseconds(), phase)
 	console = append(console, body...)
 	console = append(console, '\n')
 
-	kmsg := fmt.Appendf(nil, "<%d>berth: %s: ", kmsgPriority(r.Level), phase)
+	kmsg = fmt.Appendf(nil, "<%d>berth: %s: ", kmsgPriority(level), phase)
 	kmsg = append(kmsg, body...)
 	if len(kmsg) > KmsgMax-1 {
 		kmsg = truncateUTF8(kmsg, KmsgMax-1)
 	}
 	kmsg = append(kmsg, '\n')
-
-	h.out.write(console, kmsg)
-	return nil
+	return console, kmsg
 }
 
 // kmsgPriority maps slog levels onto syslog priorities.

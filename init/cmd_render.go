@@ -12,7 +12,19 @@ import (
 	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/nodeconfig"
 	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/redact"
 )
+
+// renderSecretsHelp says what --show-secrets does not cover, so nobody
+// mistakes the output directory for something safe to share.
+const renderSecretsHelp = `
+Secrets are redacted in what render prints and in OUT/run/berth/plan.txt
+unless --show-secrets is given. The node's files under --out are never
+redacted: they are exactly what the node gets. Files that may hold
+credentials (kubeconfigs, containerd's config.toml, the user's kubelet
+config drop-in, plan.txt) are written 0600, as on the node.
+
+`
 
 // repeated is a flag that may be given more than once.
 type repeated []string
@@ -30,11 +42,13 @@ func cmdRender(e env, args []string) int {
 	imdsURL := fs.String("imds", "", "read instance metadata and user data from this IMDS, as a node would (e.g. http://127.0.0.1:8080)")
 	metadata := fs.String("metadata", "", "instance metadata as JSON (imds.Metadata) instead of --imds")
 	manifestPath := fs.String("manifest", "", "image manifest (default: built-in defaults for the current image)")
-	out := fs.String("out", "", "directory to write the node's files under (required)")
+	out := fs.String("out", "", "directory to write the node's files under (required; the real files, never redacted, with the node's modes)")
 	cpus := fs.Int("cpus", runtime.NumCPU(), "CPU count of the node, for kubeReserved")
 	nodeIP := fs.String("node-ip", "", "override the node IP from instance metadata")
+	showSecrets := fs.Bool("show-secrets", false, "show secret values (registry auth, tokens, Authorization headers, env values with secret-looking names) in what is printed and in plan.txt")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: berth render [--config FILE]... [--imds URL | --metadata FILE] [--manifest FILE] --out DIR")
+		fmt.Fprintln(e.stderr, "usage: berth render [--config FILE]... [--imds URL | --metadata FILE] [--manifest FILE] [--show-secrets] --out DIR")
+		fmt.Fprint(e.stderr, renderSecretsHelp)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,8 +58,14 @@ func cmdRender(e env, args []string) int {
 		fs.Usage()
 		return 2
 	}
+	show := func(s string) string {
+		if *showSecrets {
+			return s
+		}
+		return redact.Text(s)
+	}
 	fail := func(err error) int {
-		fmt.Fprintf(e.stderr, "berth render: %v\n", err)
+		fmt.Fprintf(e.stderr, "berth render: %s\n", show(err.Error()))
 		return 1
 	}
 
@@ -84,7 +104,7 @@ func cmdRender(e env, args []string) int {
 	res, err := nodeconfig.Load(e.ctx, e.log, srcs)
 	if res != nil {
 		for _, p := range res.Problems {
-			fmt.Fprintln(e.stderr, p.String())
+			fmt.Fprintln(e.stderr, show(p.String()))
 		}
 	}
 	if err != nil {
@@ -102,7 +122,7 @@ func cmdRender(e env, args []string) int {
 		Manifest: man,
 		Host:     plan.Host{CPUs: *cpus, NodeIP: *nodeIP},
 	}
-	if _, err := plan.Render(in, *out, e.stdout); err != nil {
+	if _, err := plan.RenderWith(in, *out, e.stdout, plan.RenderOptions{ShowSecrets: *showSecrets}); err != nil {
 		return fail(err)
 	}
 	return 0

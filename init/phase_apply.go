@@ -23,7 +23,7 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 		return err
 	}
 	keepDNS(b, log)
-	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), plan.DescribeMode); err != nil {
 		return err
 	}
 	var errs []error

@@ -23,11 +23,23 @@ func (p *Plan) WriteTo(root string) error {
 	return nil
 }
 
-// Describe is the readable plan: node facts, warnings, services (argv one
-// per line, env, cgroup, probe) and files (mode, size, sha256; contents
+// DescribeOptions tune Describe.
+type DescribeOptions struct {
+	// ShowSecrets prints secret values as they are (see package redact);
+	// by default they read <redacted>, because plan.txt is what `berth
+	// render` shows and what an operator pastes into a ticket.
+	ShowSecrets bool
+}
+
+// Describe is the readable plan with secrets redacted: DescribeWith's
+// default, and what a node writes to DescribePath.
+func (p *Plan) Describe() []byte { return p.DescribeWith(DescribeOptions{}) }
+
+// DescribeWith is the readable plan: node facts, warnings, services (argv
+// one per line, env, cgroup, probe) and files (mode, size, sha256; contents
 // are in the files themselves, and the bootstrap kubeconfig is secret).
-// Deterministic: the same plan gives the same bytes.
-func (p *Plan) Describe() []byte {
+// Deterministic: the same plan and options give the same bytes.
+func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 	var b bytes.Buffer
 	b.WriteString("# berth plan\n")
 	fmt.Fprintf(&b, "node-name: %s\n", p.NodeName)
@@ -65,7 +77,7 @@ func (p *Plan) Describe() []byte {
 		b.WriteString("  none\n")
 	}
 	for _, w := range p.Warnings {
-		fmt.Fprintf(&b, "  - %s\n", w)
+		fmt.Fprintf(&b, "  - %s\n", o.text(w))
 	}
 	b.WriteString("\nservices:\n")
 	for _, s := range p.Services {
@@ -78,11 +90,11 @@ func (p *Plan) Describe() []byte {
 		fmt.Fprintf(&b, "    stop-timeout: %s\n", s.StopTimeout)
 		b.WriteString("    argv:\n")
 		for _, a := range s.Argv {
-			fmt.Fprintf(&b, "      %s\n", a)
+			fmt.Fprintf(&b, "      %s\n", o.arg(a))
 		}
 		b.WriteString("    env:\n")
 		for _, e := range s.Env {
-			fmt.Fprintf(&b, "      %s\n", e)
+			fmt.Fprintf(&b, "      %s\n", o.env(e))
 		}
 	}
 	b.WriteString("\nfiles:\n")

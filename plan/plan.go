@@ -216,11 +216,11 @@ func Build(in Inputs) (*Plan, error) {
 	if len(spec.Cluster.CertificateAuthority) == 0 {
 		return nil, fmt.Errorf("spec.cluster.certificateAuthority is empty")
 	}
-	add(kubelet.CACertPath, 0o644, spec.Cluster.CertificateAuthority)
+	add(kubelet.CACertPath, ModeFor(kubelet.CACertPath), spec.Cluster.CertificateAuthority)
 	// kubelet reports /etc/machine-id as the node's system UUID, and there is
 	// no systemd to make one: derive it from the instance ID, so it is stable
 	// across reboots of one instance and distinct between instances.
-	add(MachineIDPath, 0o444, machineID(in.Instance.InstanceID))
+	add(MachineIDPath, ModeFor(MachineIDPath), machineID(in.Instance.InstanceID))
 
 	// Node name and IP.
 	switch {
@@ -274,14 +274,14 @@ func Build(in Inputs) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	add(kubelet.ConfigPath, 0o644, data)
+	add(kubelet.ConfigPath, ModeFor(kubelet.ConfigPath), data)
 	var configDir string
 	if len(spec.Kubelet.Config) > 0 {
 		data, err := kubelet.DropIn(spec.Kubelet.Config)
 		if err != nil {
 			return nil, fmt.Errorf("spec.kubelet.config: %w", err)
 		}
-		add(kubelet.DropInPath, 0o644, data)
+		add(kubelet.DropInPath, ModeFor(kubelet.DropInPath), data)
 		configDir = kubelet.ConfigDir
 	}
 
@@ -297,7 +297,7 @@ func Build(in Inputs) (*Plan, error) {
 			return nil, err
 		}
 		// It holds a secret.
-		add(kubelet.BootstrapKubeconfig, 0o600, data)
+		add(kubelet.BootstrapKubeconfig, ModeFor(kubelet.BootstrapKubeconfig), data)
 		bootstrapKubeconfig = kubelet.BootstrapKubeconfig
 		p.BootstrapToken = true
 	} else {
@@ -312,7 +312,7 @@ func Build(in Inputs) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		add(kubelet.KubeconfigPath, 0o644, data)
+		add(kubelet.KubeconfigPath, ModeFor(kubelet.KubeconfigPath), data)
 	}
 
 	// Image credential provider: ECR logins from the instance role, as
@@ -322,7 +322,7 @@ func Build(in Inputs) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	add(kubelet.CredentialProviderConfigPath, 0o644, data)
+	add(kubelet.CredentialProviderConfigPath, ModeFor(kubelet.CredentialProviderConfigPath), data)
 
 	// containerd.
 	cv := in.Manifest.Components["containerd"]
@@ -344,13 +344,13 @@ func Build(in Inputs) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec.%w", err)
 	}
-	add(containerd.ConfigPath, 0o644, data)
+	add(containerd.ConfigPath, ModeFor(containerd.ConfigPath), data)
 	if len(spec.Containerd.BaseRuntimeSpec) > 0 {
 		data, err := containerd.BaseRuntimeSpec(spec.Containerd.BaseRuntimeSpec)
 		if err != nil {
 			return nil, fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
 		}
-		add(containerd.BaseRuntimeSpecPath, 0o644, data)
+		add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
 	}
 
 	// Name resolution: only when the user asked; otherwise the network
@@ -364,7 +364,7 @@ func Build(in Inputs) (*Plan, error) {
 		for _, a := range rc.Nameservers {
 			p.DNS.Nameservers = append(p.DNS.Nameservers, a.String())
 		}
-		add(ResolvConfPath, 0o644, resolvconf.Render(rc))
+		add(ResolvConfPath, ModeFor(ResolvConfPath), resolvconf.Render(rc))
 	}
 
 	if spec.Instance.LocalStorage.Strategy != "" {

@@ -76,6 +76,9 @@ func goldenCases() []goldenCase {
 		{name: "raid10-grace", userData: "raid10-grace.yaml", instance: func(m *imds.Metadata) {
 			m.InstanceType = "i4i.8xlarge"
 		}, host: Host{CPUs: 32, MemoryMiB: 262144}},
+		// Registry auth, a proxy password, an API key and an Authorization
+		// header: real in the files, <redacted> in plan.txt.
+		{name: "secrets", userData: "secrets.yaml", host: twoCPU},
 		{name: "bootstrap-token", userData: "bootstrap-token.yaml", instance: func(m *imds.Metadata) {
 			m.LocalIPv4 = "10.0.2.15"
 			m.LocalHostname = "berth-node"

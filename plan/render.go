@@ -12,10 +12,24 @@ import (
 	"github.com/berth-node/berth/imds"
 )
 
-// Render is `berth render`: it builds the plan from parsed inputs, writes
-// every file under out at its node path plus the description at
-// out/run/berth/plan.txt, and prints a short summary to w.
+// RenderOptions tune Render.
+type RenderOptions struct {
+	// ShowSecrets shows secret values in the summary and in plan.txt
+	// (DescribeOptions.ShowSecrets). The node's files under out are never
+	// redacted: they are exactly what the node gets.
+	ShowSecrets bool
+}
+
+// Render is `berth render` with secrets redacted (RenderWith's default).
 func Render(in Inputs, out string, w io.Writer) (*Plan, error) {
+	return RenderWith(in, out, w, RenderOptions{})
+}
+
+// RenderWith builds the plan from parsed inputs, writes every file under
+// out at its node path and with its node mode (ModeFor), plus the
+// description at out/run/berth/plan.txt (DescribeMode), and prints a short
+// summary to w.
+func RenderWith(in Inputs, out string, w io.Writer, o RenderOptions) (*Plan, error) {
 	if out == "" {
 		return nil, fmt.Errorf("render: no output directory")
 	}
@@ -26,8 +40,9 @@ func Render(in Inputs, out string, w io.Writer) (*Plan, error) {
 	if err := p.WriteTo(out); err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
+	do := DescribeOptions{ShowSecrets: o.ShowSecrets}
 	desc := filepath.Join(out, DescribePath)
-	if err := fsutil.WriteFileAtomic(desc, p.Describe(), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(desc, p.DescribeWith(do), DescribeMode); err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
 	fmt.Fprintf(w, "node %s (%s), max pods %d, containerd config schema %d\n", p.NodeName, orNone(p.NodeIP), p.MaxPods, p.ContainerdSchema)
@@ -39,7 +54,7 @@ func Render(in Inputs, out string, w io.Writer) (*Plan, error) {
 	}
 	fmt.Fprintf(w, "wrote %s\n", desc)
 	for _, warn := range p.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
+		fmt.Fprintf(w, "warning: %s\n", do.text(warn))
 	}
 	return p, nil
 }

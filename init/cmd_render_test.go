@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// renderMetadata is instance metadata for `berth render --metadata`.
+const renderMetadata = `{"instanceId":"i-0123456789abcdef0","instanceType":"m5.large","localIpv4":"10.0.12.34",` +
+	`"localHostname":"ip-10-0-12-34.us-west-2.compute.internal","availabilityZone":"us-west-2a","region":"us-west-2"}`
+
+// secretsUserData holds one secret of each kind berth redacts; see
+// plan/testdata/userdata/secrets.yaml.
+const secretsUserData = "../plan/testdata/userdata/secrets.yaml"
+
+var renderSecrets = []string{"hunter2-registry", "proxy-pass-42", "dd-0123456789abcdef", "static-pod-secret"}
+
+// runRender runs `berth render` with args plus --metadata and --out, and
+// returns the exit code, stdout+stderr, and the output directory.
+func runRender(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	md := filepath.Join(dir, "metadata.json")
+	if err := os.WriteFile(md, []byte(renderMetadata), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	code := runCLI(append([]string{"render", "--metadata", md, "--cpus", "2", "--out", out}, args...), &stdout, &stderr)
+	return code, stdout.String() + stderr.String(), out
+}
+
+func TestRenderRedactsByDefault(t *testing.T) {
+	code, printed, out := runRender(t, "--config", secretsUserData)
+	if code != 0 {
+		t.Fatalf("render exit %d:\n%s", code, printed)
+	}
+	desc, err := os.ReadFile(filepath.Join(out, "run/berth/plan.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range renderSecrets {
+		if strings.Contains(printed, s) || strings.Contains(string(desc), s) {
+			t.Errorf("%q shown without --show-secrets; printed:\n%s\nplan.txt:\n%s", s, printed, desc)
+		}
+	}
+	if !strings.Contains(string(desc), "DATADOG_API_KEY=<redacted>") {
+		t.Errorf("plan.txt does not redact the API key:\n%s", desc)
+	}
+	// The files under --out are the node's: real, and private where the
+	// mode table says so.
+	toml := filepath.Join(out, "etc/containerd/config.toml")
+	data, err := os.ReadFile(toml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "hunter2-registry") {
+		t.Errorf("--out config.toml was redacted; it must be what the node gets:\n%s", data)
+	}
+	for path, want := range map[string]os.FileMode{
+		toml:                                     0o600,
+		filepath.Join(out, "run/berth/plan.txt"): 0o600,
+		filepath.Join(out, "var/lib/kubelet/kubeconfig"):         0o600,
+		filepath.Join(out, "etc/kubernetes/pki/ca.crt"):          0o644,
+		filepath.Join(out, "etc/kubernetes/kubelet/config.json"): 0o644,
+	} {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if st.Mode().Perm() != want {
+			t.Errorf("%s: mode %04o, want %04o", path, st.Mode().Perm(), want)
+		}
+	}
+}
+
+func TestRenderShowSecrets(t *testing.T) {
+	code, printed, out := runRender(t, "--show-secrets", "--config", secretsUserData)
+	if code != 0 {
+		t.Fatalf("render exit %d:\n%s", code, printed)
+	}
+	desc, err := os.ReadFile(filepath.Join(out, "run/berth/plan.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"proxy-pass-42", "dd-0123456789abcdef", "static-pod-secret"} {
+		if !strings.Contains(string(desc), s) {
+			t.Errorf("--show-secrets: plan.txt lacks %q:\n%s", s, desc)
+		}
+	}
+}
+
+// TestRenderRedactsProblems: a NodeConfig problem that quotes a value
+// under a secret name is printed without the value.
+func TestRenderRedactsProblems(t *testing.T) {
+	data, err := os.ReadFile(secretsUserData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(data), "DATADOG_API_KEY: dd-0123456789abcdef", "DATADOG_API_KEY: 987654321", 1)
+	if bad == string(data) {
+		t.Fatal("the test's premise is gone: secrets.yaml has no DATADOG_API_KEY line to change")
+	}
+	cfg := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(cfg, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, printed, _ := runRender(t, "--config", cfg)
+	if code != 1 || !strings.Contains(printed, "spec.instance.environment.DATADOG_API_KEY") {
+		t.Fatalf("want exit 1 naming the field; exit %d:\n%s", code, printed)
+	}
+	if strings.Contains(printed, "987654321") {
+		t.Errorf("the problem quotes the secret value:\n%s", printed)
+	}
+	_, shown, _ := runRender(t, "--show-secrets", "--config", cfg)
+	if !strings.Contains(shown, "987654321") {
+		t.Errorf("--show-secrets: the problem hides the value:\n%s", shown)
+	}
+}
+
+func TestRenderHelpSaysOutIsNotRedacted(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runCLI([]string{"render", "-h"}, &stdout, &stderr); code != 2 {
+		t.Errorf("render -h exit %d, want 2", code)
+	}
+	help := stderr.String()
+	for _, want := range []string{"--show-secrets", "never\nredacted", "0600"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("render help lacks %q:\n%s", want, help)
+		}
+	}
+}
