@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/berth-node/berth/bootlog"
 	"github.com/berth-node/berth/kmod"
@@ -21,6 +25,13 @@ const modprobePath = "/sbin/modprobe"
 // kmod tools, so it answers from the same index the boot uses, resolving
 // aliases and dependencies. Its lines go to the kernel log, the only place
 // an operator sees a usermode helper's output.
+//
+// Like modprobe -q, which is how the kernel calls it, -q makes a name that
+// no module answers to fail silently: the kernel asks for many modules
+// that may or may not exist (crypto and filesystem aliases, netfilter
+// families), and one kernel log line each would drown the real problems.
+// Other failures still reach the kernel log, in one line per request of
+// bounded length.
 func cmdModprobe(e env, args []string) int {
 	quiet := false
 	var names []string
@@ -60,19 +71,97 @@ func cmdModprobe(e env, args []string) int {
 	dir := filepath.Join("/lib/modules", unix.ByteSliceToString(uts.Release[:]))
 	ix, err := kmod.LoadIndex(dir)
 	if err != nil {
-		log.Error("cannot load module index", "dir", dir, "err", err)
+		log.Error("cannot load module index", "dir", dir, "err", boundText(err.Error()))
 		return 1
 	}
-	loaded, err := kmod.Load(e.ctx, log, ix, names...)
+	return modprobeRequest{names: names, quiet: quiet, ix: ix, log: log, stderr: e.stderr, load: kmod.Load}.run(e.ctx)
+}
+
+// modprobeRequest is one modprobe run once its arguments are parsed and
+// the module index is read.
+type modprobeRequest struct {
+	names []string
+	quiet bool
+	ix    *kmod.Index
+	// log is the kernel log; stderr the caller's (the kernel discards a
+	// usermode helper's).
+	log    *slog.Logger
+	stderr io.Writer
+	// load is kmod.Load; tests pass a fake.
+	load func(ctx context.Context, log *slog.Logger, ix *kmod.Index, names ...string) ([]string, error)
+}
+
+// run loads what was asked for and returns the exit code. The kernel log
+// gets at most one line per outcome: what loaded, and why the request
+// failed (bounded by maxLogErr), not kmod's line per module besides.
+func (r modprobeRequest) run(ctx context.Context) int {
+	names, unknown := r.names, []string(nil)
+	if r.quiet {
+		names = nil
+		for _, n := range r.names {
+			if r.ix.Known(n) {
+				names = append(names, n)
+			} else {
+				unknown = append(unknown, n)
+			}
+		}
+	}
+	var loaded []string
+	var err error
+	if len(names) > 0 {
+		loaded, err = r.load(ctx, slog.New(minLevel{r.log.Handler(), slog.LevelError}), r.ix, names...)
+	}
 	if len(loaded) > 0 {
-		log.Info("loaded on the kernel's request", "modules", loaded, "for", names)
+		r.log.Info("loaded on the kernel's request", "modules", loaded, "for", names)
 	}
 	if err != nil {
-		if !quiet {
-			fmt.Fprintf(e.stderr, "berth modprobe: %v\n", err)
+		if !r.quiet {
+			fmt.Fprintf(r.stderr, "berth modprobe: %v\n", err)
 		}
-		log.Warn("kernel's module request failed", "for", names, "err", err)
+		r.log.Warn("kernel's module request failed", "for", names, "err", boundText(err.Error()))
 		return 1
 	}
+	if len(unknown) > 0 {
+		return 1 // modprobe -q: not found, silently
+	}
 	return 0
+}
+
+// maxLogErr bounds the error text of one kernel log line: a request whose
+// module has a long chain of dependents that fail with it would otherwise
+// write a kernel log record's worth (bootlog cuts at bootlog.KmsgMax) of
+// repetition.
+const maxLogErr = 480
+
+// boundText puts s on one line (errors.Join separates with newlines) and
+// cuts it at maxLogErr bytes, on a rune boundary, saying how much was cut.
+func boundText(s string) string {
+	s = strings.ReplaceAll(s, "\n", "; ")
+	if len(s) <= maxLogErr {
+		return s
+	}
+	cut := maxLogErr
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", s[:cut], len(s)-cut)
+}
+
+// minLevel drops records below min: kmod's per-module warnings, which the
+// request's one line repeats. Errors (a recovered panic) still pass.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{m.Handler.WithAttrs(as), m.min}
+}
+
+func (m minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{m.Handler.WithGroup(name), m.min}
 }

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/berth-node/berth/safe"
 )
 
 // coldplugPolicy bounds a coldplug.
@@ -215,11 +217,19 @@ func loadAndColdplug(ctx context.Context, s *session, src deviceSource, p coldpl
 	defer cancel()
 	// The source is opened before the scan, so a device added while the
 	// preload modules load is either in the scan or in a uevent.
+	// One result, the scan's or its panic's: the channel has room for it,
+	// and the wait below never outlasts ctx anyway.
 	scanned := make(chan scanResult, 1)
-	go func() {
+	sent := false // only touched on the scan's goroutine
+	safe.Go(s.log, "scan devices", func() {
 		a, err := src.Scan()
+		sent = true
 		scanned <- scanResult{a, err}
-	}()
+	}, func(p *safe.Panic) {
+		if !sent {
+			scanned <- scanResult{err: fmt.Errorf("scanning sysfs for devices: %w", p)}
+		}
+	})
 	if len(preload) > 0 {
 		before := len(s.loaded)
 		lp, err := s.ix.plan(preload)

@@ -308,6 +308,23 @@ func (ix *Index) Match(modalias string) []string {
 	return slices.Compact(out)
 }
 
+// Known reports whether Load can do anything with name (a module name or
+// an alias, as modprobe takes): it is builtin, a module in the index, or
+// an alias that matches one. modprobe -q fails silently on a name that is
+// not known.
+func (ix *Index) Known(name string) bool {
+	n := Name(name)
+	if ix.builtin[n] || ix.paths[n] != "" {
+		return true
+	}
+	for _, a := range ix.Match(name) {
+		if ix.paths[a] != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Resolve orders the named modules and everything they depend on so that
 // each comes after its dependencies, each once. Builtin modules are left
 // out (they are loaded already). A name that is no module but an alias

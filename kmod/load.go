@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-node/berth/safe"
 	"golang.org/x/sys/unix"
 )
 
@@ -125,11 +126,7 @@ func (s *session) loadAll(ctx context.Context, p loadPlan) {
 				continue
 			}
 			running[n] = time.Now()
-			go func(name, path string) {
-				start := time.Now()
-				err := s.load(path)
-				results <- loadResult{name: name, err: err, took: time.Since(start)}
-			}(n, s.ix.Path(n))
+			s.startLoad(n, s.ix.Path(n), results)
 		}
 		if len(running) == 0 {
 			break
@@ -173,6 +170,24 @@ func (s *session) loadAll(ctx context.Context, p loadPlan) {
 		}
 	}
 	s.appendLoaded(todo, loaded)
+}
+
+// startLoad loads one module on a worker goroutine, which sends exactly one
+// result: the load's, or, if the loader panics, the panic as that
+// module's load error, so the loop never waits for a result that cannot
+// come. results has room for every module of the pass.
+func (s *session) startLoad(name, path string, results chan<- loadResult) {
+	start := time.Now()
+	sent := false // only touched on the worker's goroutine
+	safe.Go(s.log, "load module "+name, func() {
+		err := s.load(path)
+		sent = true
+		results <- loadResult{name: name, err: err, took: time.Since(start)}
+	}, func(p *safe.Panic) {
+		if !sent {
+			results <- loadResult{name: name, err: p, took: time.Since(start)}
+		}
+	})
 }
 
 func allDone(names []string, done func(string) bool) bool {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/berth-node/berth/safe"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,18 +60,21 @@ func underAny(p string, dirs ...string) bool {
 // abandoned, still blocked in the kernel, so that the caller can go on to
 // reboot(2). Its error is for the log; the shutdown must go on regardless.
 func UnmountAll(ctx context.Context, log *slog.Logger) error {
-	log = orDiscard(log)
+	return boundedUnmount(ctx, orDiscard(log), unmountAll)
+}
+
+// boundedUnmount runs unmount on a goroutine of its own and waits for it
+// until unmountTimeout. A panic there is logged with its stack and is the
+// unmount's error. One send, unmount's or its panic's (unmount's is the
+// goroutine's last statement: nothing can panic after it), into room for
+// one, so an abandoned goroutine never blocks on it.
+func boundedUnmount(ctx context.Context, log *slog.Logger, unmount func(context.Context, *slog.Logger) error) error {
 	ctx, cancel := context.WithTimeout(ctx, unmountTimeout)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- fmt.Errorf("unmounting: panic: %v\n%s", p, debug.Stack())
-			}
-		}()
-		done <- unmountAll(ctx, log)
-	}()
+	safe.Go(log, "unmount", func() { done <- unmount(ctx, log) }, func(p *safe.Panic) {
+		done <- fmt.Errorf("unmounting: %w", p)
+	})
 	select {
 	case err := <-done:
 		return err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/power"
+	"github.com/berth-node/berth/safe"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,7 +82,7 @@ func Sequence(ctx context.Context, log *slog.Logger, sys System, services []Stop
 		s := services[i]
 		start := time.Now()
 		sctx, cancel := context.WithTimeout(ctx, t.Service)
-		err := bounded(sctx, func() error { return s.Stop(sctx) })
+		err := bounded(sctx, log, "stop "+s.Name(), func() error { return s.Stop(sctx) })
 		cancel()
 		if err != nil {
 			log.Warn("service did not stop cleanly", "service", s.Name(), "duration_ms", time.Since(start).Milliseconds(), "err", err)
@@ -94,7 +95,7 @@ func Sequence(ctx context.Context, log *slog.Logger, sys System, services []Stop
 
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, t.Sync)
-	if err := bounded(sctx, func() error { sys.Sync(); return nil }); err != nil {
+	if err := bounded(sctx, log, "sync", func() error { sys.Sync(); return nil }); err != nil {
 		log.Warn("sync did not finish", "duration_ms", time.Since(start).Milliseconds(), "err", err)
 	} else {
 		log.Info("synced", "duration_ms", time.Since(start).Milliseconds())
@@ -103,7 +104,7 @@ func Sequence(ctx context.Context, log *slog.Logger, sys System, services []Stop
 
 	start = time.Now()
 	uctx, cancel := context.WithTimeout(ctx, t.Unmount)
-	if err := bounded(uctx, func() error { return sys.UnmountAll(uctx, log) }); err != nil {
+	if err := bounded(uctx, log, "unmount", func() error { return sys.UnmountAll(uctx, log) }); err != nil {
 		log.Warn("unmount incomplete", "duration_ms", time.Since(start).Milliseconds(), "err", err)
 	} else {
 		log.Info("unmounted", "duration_ms", time.Since(start).Milliseconds())
@@ -188,17 +189,14 @@ func fmtPids(p []int) string {
 
 // bounded runs fn and gives up waiting at ctx's end; fn keeps running in
 // the background then (sync and umount cannot be interrupted), which is the
-// best PID 1 can do on the way down.
-func bounded(ctx context.Context, fn func() error) error {
+// best PID 1 can do on the way down. A panic in fn is logged (as name) and
+// is fn's error: the shutdown goes on to its next step.
+func bounded(ctx context.Context, log *slog.Logger, name string, fn func() error) error {
+	// One send, fn's or its panic's (fn's send is the goroutine's last
+	// statement: nothing can panic after it), into room for one, so the
+	// goroutine never blocks once nobody waits.
 	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Errorf("panic: %v", r)
-			}
-		}()
-		done <- fn()
-	}()
+	safe.Go(log, "shutdown: "+name, func() { done <- fn() }, func(p *safe.Panic) { done <- p })
 	select {
 	case err := <-done:
 		return err

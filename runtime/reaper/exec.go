@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/berth-node/berth/safe"
 )
 
 // killWait bounds how long Exec and CombinedOutput wait for a child they
@@ -54,26 +56,41 @@ const outputLimit = 256 << 10
 // grandchild that keeps the pipe open does not make it hang: once the child
 // is reaped, the output is read for at most a second more.
 func (r *Reaper) CombinedOutput(ctx context.Context, cmd *exec.Cmd) ([]byte, ExitStatus, error) {
+	out := &tailBuffer{max: outputLimit}
+	st, err := r.combinedOutput(ctx, cmd, out)
+	return out.Bytes(), st, err
+}
+
+// combinedOutput is CombinedOutput copying the output to out. A panic in
+// the copy (out's Write) is logged and becomes part of the returned
+// error, the output being incomplete; the pipe is still drained to its
+// end, so that the child neither blocks on a full pipe nor dies of
+// SIGPIPE, and copied is still closed.
+func (r *Reaper) combinedOutput(ctx context.Context, cmd *exec.Cmd, out io.Writer) (ExitStatus, error) {
 	if cmd.Stdout != nil || cmd.Stderr != nil {
-		return nil, ExitStatus{}, errors.New("reaper: CombinedOutput: Stdout or Stderr already set")
+		return ExitStatus{}, errors.New("reaper: CombinedOutput: Stdout or Stderr already set")
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, ExitStatus{}, fmt.Errorf("running %s: %w", cmd.Path, err)
+		return ExitStatus{}, fmt.Errorf("running %s: %w", cmd.Path, err)
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
 	p, err := r.Start(cmd)
 	pw.Close() // the child has its own copy; EOF comes when it and its children close theirs
 	if err != nil {
 		pr.Close()
-		return nil, ExitStatus{}, err
+		return ExitStatus{}, err
 	}
-	out := &tailBuffer{max: outputLimit}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
+	copied := make(chan struct{}) // closed once, by whichever of the two functions ends the copier
+	var copyErr error             // written before copied is closed
+	safe.Go(r.log, "output of "+cmd.Path, func() {
 		_, _ = io.Copy(out, pr)
-	}()
+		close(copied)
+	}, func(p *safe.Panic) {
+		copyErr = fmt.Errorf("copying the output of %s: %w", cmd.Path, p)
+		_, _ = io.Copy(io.Discard, pr)
+		close(copied)
+	})
 	st, werr := p.waitOrKill(ctx)
 	select {
 	case <-copied:
@@ -83,7 +100,10 @@ func (r *Reaper) CombinedOutput(ctx context.Context, cmd *exec.Cmd) ([]byte, Exi
 		<-copied
 	}
 	pr.Close()
-	return out.Bytes(), st, werr
+	if copyErr != nil {
+		return st, errors.Join(werr, copyErr)
+	}
+	return st, werr
 }
 
 // tailBuffer keeps the last max bytes written to it.

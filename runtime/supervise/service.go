@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
 	"github.com/berth-node/berth/runtime/supervise/logring"
 	"github.com/berth-node/berth/runtime/supervise/rotate"
+	"github.com/berth-node/berth/safe"
 )
 
 // State is where a service is in its life.
@@ -50,7 +52,9 @@ type Status struct {
 	LastExit   *reaper.ExitStatus `json:"last_exit,omitempty"`
 	LastExitAt time.Time          `json:"last_exit_at,omitzero"`
 	// LastError is the supervisor's last complaint (failed start, not
-	// ready in time, hook failure); LastErrorLine the service's own last
+	// ready in time, hook failure, a panic in berth's own code supervising
+	// it: "supervising NAME: panic: ...", "readiness probe: panic: ...",
+	// "reading the output: panic: ..."); LastErrorLine the service's own last
 	// error-level log line, which usually says why (x509: ...).
 	LastError     string   `json:"last_error,omitempty"`
 	LastErrorLine string   `json:"last_error_line,omitempty"`
@@ -141,27 +145,93 @@ func (s *Service) setState(st State) {
 
 // notify tells Options.OnChange the current state; called with s.mu not
 // held, after the transitions an operator cares about (started, ready,
-// exited, stopped).
+// exited, stopped). A panic in OnChange is logged and is no failure of the
+// service: it is the report's, not the service's.
 func (s *Service) notify() {
 	if fn := s.sup.opts.OnChange; fn != nil {
 		s.mu.Lock()
 		st := s.state
 		s.mu.Unlock()
-		fn(s.spec.Name, st)
+		_ = safe.Call(s.log, "state change hook", func() error {
+			fn(s.spec.Name, st)
+			return nil
+		})
 	}
 }
 
 func (s *Service) now() time.Time { return s.sup.opts.Clock.Now() }
 
+// launch runs the service's life (run) on a goroutine of its own. A panic
+// there is a bug in berth, not in the service, but it is handled as the
+// service's failure, and supervision goes on: the panic is recorded in the
+// service's status and runPanicked launches a new goroutine, which stops
+// whatever process the dead one left running and restarts the service on
+// the backoff schedule, as after an exit. after is nil at the first launch
+// and the panic's error after one.
+func (s *Service) launch(ctx context.Context, after error) {
+	safe.Go(s.log, "supervise "+s.spec.Name, func() {
+		s.run(ctx, after)
+		close(s.runDone)
+	}, func(p *safe.Panic) { s.runPanicked(ctx, p) })
+}
+
+// runPanicked handles a panic that ended the service's goroutine, on that
+// goroutine after the recovery (safe.Go's onPanic, where a second panic
+// would end PID 1). So it does only what cannot panic: no callbacks, no
+// test clock. A new goroutine takes over unless supervision is ending, at
+// most one per safe.LoopDelay, so that a panic on every pass cannot spin.
+func (s *Service) runPanicked(ctx context.Context, p *safe.Panic) {
+	err := fmt.Errorf("supervising %s: %w", s.spec.Name, p)
+	s.mu.Lock()
+	s.lastError = err.Error()
+	s.mu.Unlock()
+	t := time.NewTimer(safe.LoopDelay)
+	select {
+	case <-t.C:
+	case <-s.stopCh:
+	case <-s.sup.frozen:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	if s.ending(ctx) {
+		// Stop, or the shutdown's Stop of this service to come, ends a
+		// process still running; an abandoned one is left, as ever.
+		s.finish(ctx)
+		close(s.runDone)
+		return
+	}
+	s.log.Warn("service supervision restarting after a panic", "err", err)
+	s.launch(ctx, err)
+}
+
+// ending reports whether supervision is over: the service or the node is
+// stopping, or the supervision context ended.
+func (s *Service) ending(ctx context.Context) bool {
+	s.mu.Lock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	return stopping || s.sup.isFrozen() || ctx.Err() != nil
+}
+
 // run is the service's life: wait for dependencies, then start, wait for
-// the exit, back off, start again, until Stop or ctx ends.
-func (s *Service) run(ctx context.Context) {
-	defer close(s.runDone)
+// the exit, back off, start again, until Stop or ctx ends. after, when not
+// nil, is the panic that ended the previous goroutine running it: that
+// counts as a failed run, so run first stops the process it left (nothing
+// watches it any more, and a second instance must not start beside it) and
+// backs off.
+func (s *Service) run(ctx context.Context, after error) {
+	if after != nil {
+		s.stopLeftover(ctx)
+		if !s.backoff(ctx, after) {
+			return
+		}
+	}
 	if !s.waitDeps(ctx) {
 		s.finish(ctx)
 		return
 	}
 	for {
+		s.testHook("start")
 		proc, output, err := s.start()
 		if errors.Is(err, errStopping) {
 			s.finish(ctx)
@@ -176,55 +246,102 @@ func (s *Service) run(ctx context.Context) {
 			s.finish(ctx)
 			return
 		}
+		if !s.backoff(ctx, err) {
+			return
+		}
+	}
+}
 
-		s.mu.Lock()
-		if s.stopping || s.sup.isFrozen() {
-			stopping, exit := s.stopping, s.lastExit
-			s.mu.Unlock()
-			if !stopping && exit != nil {
-				s.log.Warn("service exited during shutdown; not restarted", exitAttrs(*exit)...)
-			}
-			s.finish(ctx)
-			return
+// backoff follows a run that ended, the process's exit (err nil; s.lastExit
+// says how) or a failure (err): it counts the restart, says why, shows the
+// log tail and waits out the delay. It returns false, with why recorded,
+// when supervision ends instead. s.mu is only ever held here (and
+// everywhere on the service's goroutines without a deferred unlock) around
+// plain assignments, so a panic cannot leave it locked.
+func (s *Service) backoff(ctx context.Context, err error) bool {
+	now := s.now()
+	s.mu.Lock()
+	stopping, frozen := s.stopping, s.sup.isFrozen()
+	exit, readyAt, failures := s.lastExit, s.readyAt, s.failures
+	s.mu.Unlock()
+	if stopping || frozen {
+		if !stopping && exit != nil {
+			s.log.Warn("service exited during shutdown; not restarted", exitAttrs(*exit)...)
 		}
-		var healthy time.Duration
-		if !s.readyAt.IsZero() {
-			healthy = s.now().Sub(s.readyAt)
-		}
-		s.failures = s.sup.opts.Backoff.Failures(s.failures, healthy)
-		delay := s.sup.opts.Backoff.Delay(s.failures)
-		s.restarts++
-		s.state = StateBackoff
-		exit, reason, restarts := s.lastExit, s.killReason, s.restarts
-		s.mu.Unlock()
-		s.notify()
+		s.finish(ctx)
+		return false
+	}
+	var healthy time.Duration
+	if !readyAt.IsZero() {
+		healthy = now.Sub(readyAt)
+	}
+	failures = s.sup.opts.Backoff.Failures(failures, healthy)
+	delay := s.sup.opts.Backoff.Delay(failures)
+	s.mu.Lock()
+	s.failures = failures
+	s.restarts++
+	s.state = StateBackoff
+	reason, restarts := s.killReason, s.restarts
+	s.mu.Unlock()
+	s.notify()
 
-		attrs := []any{"restarts", restarts, "next_in", delay.String()}
-		if err != nil {
-			attrs = append(attrs, "err", err)
-		} else {
-			attrs = append(exitAttrs(*exit), attrs...)
-		}
-		if reason != "" {
-			attrs = append(attrs, "reason", reason)
-		}
-		s.log.Warn("service exited", attrs...)
-		for _, l := range s.ring.Tail(s.sup.opts.TailLines) {
-			s.log.Warn("service log tail", "line", l)
-		}
+	attrs := []any{"restarts", restarts, "next_in", delay.String()}
+	switch {
+	case err != nil:
+		attrs = append(attrs, "err", err)
+	case exit != nil:
+		attrs = append(exitAttrs(*exit), attrs...)
+	}
+	if reason != "" {
+		attrs = append(attrs, "reason", reason)
+	}
+	s.log.Warn("service exited", attrs...)
+	for _, l := range s.ring.Tail(s.sup.opts.TailLines) {
+		s.log.Warn("service log tail", "line", l)
+	}
 
-		select {
-		case <-s.sup.opts.Clock.After(delay):
-		case <-s.stopCh:
-			s.finish(ctx)
-			return
-		case <-s.sup.frozen:
-			s.finish(ctx)
-			return
-		case <-ctx.Done():
-			s.finish(ctx)
-			return
-		}
+	select {
+	case <-s.sup.opts.Clock.After(delay):
+		return true
+	case <-s.stopCh:
+	case <-s.sup.frozen:
+	case <-ctx.Done():
+	}
+	s.finish(ctx)
+	return false
+}
+
+// stopLeftover stops the process that a panicked run left running, if any,
+// as a service not ready in time is stopped (SIGTERM, SIGKILL after the
+// stop timeout), and records its exit.
+func (s *Service) stopLeftover(ctx context.Context) {
+	s.mu.Lock()
+	proc := s.proc
+	s.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	s.log.Error("stopping the service's process: its supervision panicked", "pid", proc.Pid())
+	s.terminate(ctx, proc)
+	var st reaper.ExitStatus
+	select {
+	case <-proc.Done():
+		st, _ = proc.Wait(context.Background()) // already done: returns at once
+	case <-ctx.Done():
+		return // abandoned: left running, as supervise leaves it
+	}
+	now := s.now()
+	s.mu.Lock()
+	s.proc = nil
+	s.lastExit = &st
+	s.lastExitAt = now
+	s.mu.Unlock()
+	s.writeFile(fmt.Sprintf("--- berth: pid %d exited: %s", proc.Pid(), st))
+}
+
+func (s *Service) testHook(stage string) {
+	if h := s.sup.opts.testHook; h != nil {
+		h(s.spec.Name, stage)
 	}
 }
 
@@ -314,8 +431,8 @@ func (s *Service) start() (*reaper.Process, chan struct{}, error) {
 		pr.Close()
 		return nil, nil, err
 	}
+	s.proc = proc // first: should anything below panic, the process is not lost (stopLeftover)
 	now := s.now()
-	s.proc = proc
 	s.state = StateRunning
 	s.startedAt = now
 	if s.firstStart.IsZero() {
@@ -335,12 +452,24 @@ func (s *Service) start() (*reaper.Process, chan struct{}, error) {
 		}
 	}
 	s.log.Info("service started", "pid", proc.Pid(), "cgroup", s.spec.Cgroup)
+	// The reader closes done at the end of the output, even after a
+	// panic: then the lines stop (the status says why), but the pipe is
+	// still drained, so the service neither blocks on a full pipe nor dies
+	// of SIGPIPE for berth's bug.
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer pr.Close()
+	safe.Go(s.log, "output of "+s.spec.Name, func() {
 		readLines(pr, s.line)
-	}()
+		pr.Close()
+		close(done)
+	}, func(p *safe.Panic) {
+		s.mu.Lock()
+		s.lastError = "reading the output: " + p.Error() + "; the rest of this run's output is discarded"
+		s.mu.Unlock()
+		s.log.Error("service output reader panicked; the rest of this run's output is discarded", "pid", proc.Pid(), "err", p)
+		_, _ = io.Copy(io.Discard, pr)
+		pr.Close()
+		close(done)
+	})
 	return proc, done, nil
 }
 
@@ -349,18 +478,26 @@ func (s *Service) start() (*reaper.Process, chan struct{}, error) {
 // still running.
 func (s *Service) supervise(ctx context.Context, proc *reaper.Process, output chan struct{}) bool {
 	pctx, cancel := context.WithCancel(ctx)
-	probed := make(chan struct{})
-	go func() {
-		defer close(probed)
-		s.probe(pctx, proc)
+	probed := make(chan struct{}) // closed when the probe is over, panic or not
+	// On every way out, a panic included: a probe outliving its run would
+	// kill, or mark ready, the next one.
+	defer func() {
+		cancel()
+		<-probed
 	}()
+	safe.Go(s.log, "probe "+s.spec.Name, func() {
+		s.probe(pctx, proc)
+		close(probed)
+	}, func(p *safe.Panic) {
+		s.probePanicked(pctx, proc, p)
+		close(probed)
+	})
+	s.testHook("supervise")
 	var st reaper.ExitStatus
 	select {
 	case <-proc.Done():
 		st, _ = proc.Wait(context.Background()) // already done: returns at once
 	case <-ctx.Done():
-		cancel()
-		<-probed
 		return false
 	}
 	cancel()
@@ -371,13 +508,31 @@ func (s *Service) supervise(ctx context.Context, proc *reaper.Process, output ch
 	case <-output:
 	case <-time.After(time.Second):
 	}
+	now := s.now()
 	s.mu.Lock()
 	s.proc = nil
 	s.lastExit = &st
-	s.lastExitAt = s.now()
+	s.lastExitAt = now
 	s.mu.Unlock()
 	s.writeFile(fmt.Sprintf("--- berth: pid %d exited: %s", proc.Pid(), st))
 	return true
+}
+
+// probePanicked makes a panic in the readiness check the failure of this
+// run's probe: as for a service not ready in time, the process is stopped,
+// the status says why, and it is restarted on the backoff schedule. It
+// runs on the probe's goroutine after the recovery, and does only what
+// cannot panic.
+func (s *Service) probePanicked(ctx context.Context, proc *reaper.Process, p *safe.Panic) {
+	if ctx.Err() != nil {
+		return // the run ended first
+	}
+	reason := "readiness probe: " + p.Error()
+	s.mu.Lock()
+	s.killReason, s.lastError = reason, reason
+	s.mu.Unlock()
+	s.log.Error("service readiness probe panicked; killing it to restart", "pid", proc.Pid(), "err", p)
+	s.terminate(ctx, proc)
 }
 
 // probe checks readiness until it succeeds, the run ends (ctx), or
@@ -436,8 +591,8 @@ func (s *Service) terminate(ctx context.Context, proc *reaper.Process) {
 }
 
 func (s *Service) markReady(ctx context.Context, proc *reaper.Process, detail string) {
-	s.mu.Lock()
 	now := s.now()
+	s.mu.Lock()
 	s.readyAt = now
 	if s.state == StateRunning {
 		s.state = StateReady
@@ -456,7 +611,8 @@ func (s *Service) markReady(ctx context.Context, proc *reaper.Process, detail st
 	if hook := s.sup.opts.AfterReady[s.spec.Name]; hook != nil {
 		start := time.Now()
 		hctx, cancel := context.WithTimeout(ctx, s.sup.opts.HookTimeout)
-		err := hook(hctx)
+		// A panic in the hook is the hook's failure, like its errors.
+		err := safe.Call(s.log, "after-ready hook of "+s.spec.Name, func() error { return hook(hctx) })
 		cancel()
 		if err != nil && ctx.Err() != nil {
 			// The service died under the hook: run it again next time.
@@ -481,6 +637,7 @@ func (s *Service) markReady(ctx context.Context, proc *reaper.Process, detail st
 
 // line takes one line of the service's output.
 func (s *Service) line(l string) {
+	s.testHook("line")
 	s.ring.Add(l)
 	s.writeFile(l)
 	lvl := Classify(l)

@@ -96,6 +96,13 @@ type Options struct {
 	// DefaultStopTimeout applies to a service whose spec has none (10 s).
 	DefaultStopTimeout time.Duration
 	Clock              Clock
+
+	// testHook, when set (tests only), is called on the service's
+	// goroutines at the named stages ("start": before each start, on the
+	// service's goroutine; "supervise": with the process running, on the
+	// same; "line": before each output line, on the reader), so a test can
+	// make them panic.
+	testHook func(service, stage string)
 }
 
 func (o *Options) setDefaults() {
@@ -235,14 +242,16 @@ func (sup *Supervisor) newService(spec plan.Service) (*Service, error) {
 
 // Start launches every service; each waits for its dependencies to be
 // ready, so Start returns at once. Cancelling ctx abandons supervision
-// (no more restarts) without killing anything; Stop is what stops.
+// (no more restarts) without killing anything; Stop is what stops. A
+// panic in a service's supervision is that service's failure (see
+// Service.launch), never PID 1's exit.
 func (sup *Supervisor) Start(ctx context.Context) {
 	sup.startOnce.Do(func() {
 		for _, s := range sup.services {
 			s.mu.Lock()
 			s.launched = true
 			s.mu.Unlock()
-			go s.run(ctx)
+			s.launch(ctx, nil)
 		}
 	})
 }
