@@ -45,15 +45,19 @@
 //	berth.dns=ADDR[,ADDR], berth.mtu=N, berth.iface=NAME|MAC,
 //	berth.hostname=NAME, berth.ipv6=..., berth.net.timeout=DURATION
 //	    The network: see the network package's ParseConfig. Default: DHCP
-//	    on the first Ethernet link.
+//	    on the first Ethernet link. A bad value is ignored with a warning
+//	    naming the key; the other keys still apply.
 package cmdline
 
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-node/berth/syntax"
 )
 
 // Param is one word of the command line: `key`, `key=value` or
@@ -269,10 +273,10 @@ func Decode(c *Cmdline) (Config, []string) {
 		switch {
 		case v == "none":
 			cfg.Root = ""
-		case strings.HasPrefix(v, "/"):
+		case strings.HasPrefix(v, "/") && syntax.NoControl(v) == nil:
 			cfg.Root = v
 		default:
-			warns = append(warns, fmt.Sprintf("berth.root=%q: want an absolute path or none; using %s", v, cfg.Root))
+			warns = append(warns, fmt.Sprintf("berth.root=%q: want an absolute path (no control characters) or none; using %s", v, cfg.Root))
 		}
 	}
 	if v, ok := c.Get("berth.loglevel"); ok {
@@ -289,10 +293,15 @@ func Decode(c *Cmdline) (Config, []string) {
 			warns = append(warns, fmt.Sprintf("berth.exec=%q: want a command; ignored", v))
 			continue
 		}
+		// Words are logged one a line when the hook runs and ends.
+		if i := slices.IndexFunc(argv, func(w string) bool { return syntax.NoControl(w) != nil }); i >= 0 {
+			warns = append(warns, fmt.Sprintf("berth.exec=%q: word %d has a control character; ignored", v, i))
+			continue
+		}
 		cfg.Exec = append(cfg.Exec, argv)
 	}
 	if v, ok := c.Get("berth.debugshell"); ok {
-		if v == "" || strings.ContainsAny(v, "/.") {
+		if v == "" || strings.ContainsAny(v, "/. ") || syntax.NoControl(v) != nil {
 			warns = append(warns, fmt.Sprintf("berth.debugshell=%q: want a tty name under /dev such as ttyS1; ignored", v))
 		} else {
 			cfg.DebugShell = v

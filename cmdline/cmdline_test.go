@@ -3,9 +3,12 @@ package cmdline
 import (
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/syntax"
 )
 
 func TestParse(t *testing.T) {
@@ -135,6 +138,24 @@ func TestDecodeWarnings(t *testing.T) {
 	}
 }
 
+// TestDecodeControlCharacters: a quoted value may hold a control
+// character (the kernel splits words only outside quotes); such a value is
+// warned about and the default kept, never used.
+func TestDecodeControlCharacters(t *testing.T) {
+	cfg, warns := Decode(Parse("berth.root=\"/root.erofs\x1b[2J\" berth.exec=\"/bin/echo a\x07\" berth.exec=/bin/true " +
+		"berth.debugshell=\"ttyS1\nx\""))
+	want := Config{OnFail: OnFail{Reboot, 30 * time.Second}, Root: "/root.erofs", LogLevel: slog.LevelInfo, Exec: [][]string{{"/bin/true"}}}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("Decode = %+v, want %+v", cfg, want)
+	}
+	all := strings.Join(warns, "\n")
+	for _, m := range []string{`berth.root="/root.erofs\x1b[2J"`, `berth.exec="/bin/echo a\a": word 1 has a control character`, `berth.debugshell="ttyS1\nx"`} {
+		if !strings.Contains(all, m) {
+			t.Errorf("no warning says %s; warnings:\n%s", m, all)
+		}
+	}
+}
+
 func TestSplitWords(t *testing.T) {
 	tests := []struct {
 		in      string
@@ -173,6 +194,16 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%q): value %q without '='", s, p.Value)
 			}
 		}
-		Decode(c)
+		cfg, warns := Decode(c)
+		for _, w := range append([]string{cfg.Root, cfg.DebugShell}, slices.Concat(cfg.Exec...)...) {
+			if syntax.NoControl(w) != nil {
+				t.Fatalf("Decode(%q) kept %q", s, w)
+			}
+		}
+		for _, w := range warns {
+			if strings.ContainsAny(w, "\n\r") {
+				t.Fatalf("warning %q spans lines", w)
+			}
+		}
 	})
 }

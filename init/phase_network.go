@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 
 	"github.com/berth-node/berth/network"
@@ -11,15 +11,19 @@ import (
 // phaseNetwork brings up the primary interface (DHCP by default) so that
 // IMDS and the API server can be reached. Not fatal by itself: the config
 // phase says what could not be reached, and an appliance may run without.
+// A bad berth.* network key is logged and ignored while the rest of the
+// command line still applies, so a typo does not cost the node its
+// network; the keys ignored become the phase's (non-fatal) error, for the
+// boot report.
 func phaseNetwork(ctx context.Context, b *boot, log *slog.Logger) error {
-	cfg, err := network.ParseConfig(b.cl.Get)
-	if err != nil {
-		return fmt.Errorf("kernel command line: %w", err)
+	cfg, problems := network.ParseConfig(b.cl.Get)
+	for _, p := range problems {
+		log.Warn("kernel command line key ignored", "key", p.Key, "value", p.Value, "err", p.Err)
 	}
 	res, h, err := network.Up(ctx, log, cfg)
 	b.node.net, b.node.netH = res, h
 	if res != nil {
 		b.rep.Network = res
 	}
-	return err
+	return errors.Join(problems.Err(), err)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/berth-node/berth/syntax"
 )
 
 // Mode says how the primary interface gets its IPv4 address.
@@ -81,14 +83,59 @@ type Config struct {
 	MinRetry time.Duration `json:"-"`
 }
 
+// Problem is a kernel command line key ParseConfig ignored: its value is
+// not what the key takes, or it conflicts with another key.
+type Problem struct {
+	Key   string
+	Value string
+	Err   error
+}
+
+func (p Problem) Error() string { return fmt.Sprintf("%s=%q ignored: %v", p.Key, p.Value, p.Err) }
+
+func (p Problem) Unwrap() error { return p.Err }
+
+// Problems are the keys ParseConfig ignored, in the order it read them;
+// nil when there are none. It is an error so that the list can be returned
+// as the network phase's (non-fatal) error as it is; Err gives a nil error
+// for an empty list, which a nil Problems stored in an error would not.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	msgs := make([]string, len(ps))
+	for i, p := range ps {
+		msgs[i] = p.Error()
+	}
+	return "kernel command line: " + strings.Join(msgs, "; ")
+}
+
+// Err is ps as an error: nil when ps is empty.
+func (ps Problems) Err() error {
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}
+
 // ParseConfig reads the berth.* network keys through get (for example a
 // kernel command line lookup). Missing keys mean DHCP on the first Ethernet
 // link. The result writes /etc/resolv.conf and sets the hostname.
-func ParseConfig(get func(key string) (string, bool)) (Config, error) {
+//
+// A key with a bad value is ignored and comes back as a Problem naming it;
+// the other keys still apply. A typo in berth.dns must not cost the node
+// its network: IMDS, and so the node's whole configuration, is reached
+// over it. Where keys conflict, the one that asks for less wins: a
+// berth.net=static without a usable berth.ip falls back to DHCP, and
+// berth.ip/berth.gw are ignored under berth.net=dhcp or off.
+func ParseConfig(get func(key string) (string, bool)) (Config, Problems) {
 	c := Config{
 		Mode:           ModeDHCP,
 		ResolvConfPath: DefaultResolvConfPath,
 		SetHostname:    SetHostname,
+	}
+	var ps Problems
+	bad := func(key, value string, format string, args ...any) {
+		ps = append(ps, Problem{Key: key, Value: value, Err: fmt.Errorf(format, args...)})
 	}
 	mode, modeSet := get(KeyNet)
 	if modeSet {
@@ -96,53 +143,61 @@ func ParseConfig(get func(key string) (string, bool)) (Config, error) {
 		case ModeDHCP, ModeStatic, ModeOff:
 			c.Mode = m
 		default:
-			return Config{}, fmt.Errorf("%s=%q: want dhcp, static or off", KeyNet, mode)
+			modeSet = false
+			bad(KeyNet, mode, "want dhcp, static or off")
 		}
 	}
-	if v, ok := get(KeyIP); ok {
-		p, err := netip.ParsePrefix(v)
-		if err != nil || !p.Addr().Is4() {
-			return Config{}, fmt.Errorf("%s=%q: want an IPv4 address with prefix length, like 10.0.2.15/24", KeyIP, v)
-		}
-		c.Address = p
-		if !modeSet {
-			c.Mode = ModeStatic
+	ip, ipSet := get(KeyIP)
+	if ipSet {
+		p, err := netip.ParsePrefix(ip)
+		if err != nil || !p.Addr().Is4() || p.Addr().Zone() != "" {
+			ipSet = false
+			bad(KeyIP, ip, "want an IPv4 address with prefix length, like 10.0.2.15/24")
+		} else {
+			c.Address = p
 		}
 	}
 	if v, ok := get(KeyGateway); ok {
 		a, err := netip.ParseAddr(v)
 		if err != nil || !a.Is4() {
-			return Config{}, fmt.Errorf("%s=%q: want an IPv4 address, like 10.0.2.2", KeyGateway, v)
+			bad(KeyGateway, v, "want an IPv4 address, like 10.0.2.2")
+		} else {
+			c.Gateway = a
 		}
-		c.Gateway = a
 	}
 	if v, ok := get(KeyDNS); ok {
+		// Entry by entry: the good servers of a list still serve.
 		for i, s := range strings.Split(v, ",") {
-			a, err := netip.ParseAddr(strings.TrimSpace(s))
-			if err != nil {
-				return Config{}, fmt.Errorf("%s=%q: entry %d (%q) is not an IP address", KeyDNS, v, i+1, s)
+			s = strings.TrimSpace(s)
+			if err := syntax.IP(s, true); err != nil {
+				bad(KeyDNS, v, "entry %d: %w", i+1, err)
+				continue
 			}
+			a, _ := netip.ParseAddr(s) // syntax.IP parsed it already
 			c.DNS = append(c.DNS, a)
 		}
 	}
 	if v, ok := get(KeyMTU); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 68 || n > 65535 {
-			return Config{}, fmt.Errorf("%s=%q: want an integer from 68 to 65535", KeyMTU, v)
+			bad(KeyMTU, v, "want an integer from 68 to 65535")
+		} else {
+			c.MTU = n
 		}
-		c.MTU = n
 	}
 	if v, ok := get(KeyIface); ok {
 		if err := checkIfaceSelector(v); err != nil {
-			return Config{}, fmt.Errorf("%s=%q: %w", KeyIface, v, err)
+			bad(KeyIface, v, "%w", err)
+		} else {
+			c.Interface = v
 		}
-		c.Interface = v
 	}
 	if v, ok := get(KeyHostname); ok {
 		if err := checkHostname(v); err != nil {
-			return Config{}, fmt.Errorf("%s=%q: %w", KeyHostname, v, err)
+			bad(KeyHostname, v, "%w", err)
+		} else {
+			c.Hostname = v
 		}
-		c.Hostname = v
 	}
 	if v, ok := get(KeyIPv6); ok {
 		switch v {
@@ -153,32 +208,46 @@ func ParseConfig(get func(key string) (string, bool)) (Config, error) {
 		default:
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return Config{}, fmt.Errorf("%s=%q: want dhcp, slaac, 1 (slaac) or 0", KeyIPv6, v)
+				bad(KeyIPv6, v, "want dhcp, slaac, 1 (slaac) or 0")
+			} else {
+				c.IPv6 = b
 			}
-			c.IPv6 = b
 		}
 	}
 	if v, ok := get(KeyTimeout); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return Config{}, fmt.Errorf("%s=%q: want a positive duration, like 30s", KeyTimeout, v)
+			bad(KeyTimeout, v, "want a positive duration, like 30s")
+		} else {
+			c.Timeout = d
 		}
-		c.Timeout = d
+	}
+
+	if ipSet && !modeSet {
+		c.Mode = ModeStatic
 	}
 	switch c.Mode {
 	case ModeStatic:
 		if !c.Address.IsValid() {
-			return Config{}, fmt.Errorf("%s=static needs %s (like 10.0.2.15/24)", KeyNet, KeyIP)
-		}
-		if c.Gateway.IsValid() && !c.Address.Masked().Contains(c.Gateway) {
-			return Config{}, fmt.Errorf("%s=%s is outside %s=%s", KeyGateway, c.Gateway, KeyIP, c.Address)
+			bad(KeyNet, mode, "static needs a usable %s (like 10.0.2.15/24); using dhcp", KeyIP)
+			c.Mode, c.Gateway = ModeDHCP, netip.Addr{}
+		} else if c.Gateway.IsValid() && !c.Address.Masked().Contains(c.Gateway) {
+			gw, _ := get(KeyGateway)
+			bad(KeyGateway, gw, "%s is outside %s=%s", c.Gateway, KeyIP, c.Address)
+			c.Gateway = netip.Addr{}
 		}
 	case ModeDHCP, ModeOff:
-		if c.Address.IsValid() || c.Gateway.IsValid() {
-			return Config{}, fmt.Errorf("%s=%s conflicts with %s/%s, which are for static config", KeyNet, c.Mode, KeyIP, KeyGateway)
+		if c.Address.IsValid() {
+			bad(KeyIP, ip, "conflicts with %s=%s; static addresses need %s=static", KeyNet, c.Mode, KeyNet)
+			c.Address = netip.Prefix{}
+		}
+		if c.Gateway.IsValid() {
+			gw, _ := get(KeyGateway)
+			bad(KeyGateway, gw, "conflicts with %s=%s; a gateway needs %s=static", KeyNet, c.Mode, KeyNet)
+			c.Gateway = netip.Addr{}
 		}
 	}
-	return c, nil
+	return c, ps
 }
 
 // checkIfaceSelector accepts a MAC address or a Linux interface name.
@@ -198,25 +267,8 @@ func checkIfaceSelector(v string) error {
 	return nil
 }
 
-// checkHostname follows RFC 1123: dot-separated labels of letters, digits
-// and hyphens, at most 63 characters each and 253 in all (and 64 for the
-// kernel's UTS nodename).
+// checkHostname is the kernel hostname rule (syntax.Hostname): RFC 1123
+// labels, at most 64 characters for the UTS nodename.
 func checkHostname(v string) error {
-	if v == "" || len(v) > 64 {
-		return fmt.Errorf("want a hostname of 1 to 64 characters")
-	}
-	for _, label := range strings.Split(v, ".") {
-		if label == "" || len(label) > 63 {
-			return fmt.Errorf("label %q: want 1 to 63 characters", label)
-		}
-		if label[0] == '-' || label[len(label)-1] == '-' {
-			return fmt.Errorf("label %q: must not start or end with '-'", label)
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
-				return fmt.Errorf("label %q: character %q not allowed", label, r)
-			}
-		}
-	}
-	return nil
+	return syntax.Hostname(v)
 }

@@ -28,6 +28,8 @@ type Lease6 struct {
 	DNS       []netip.Addr  `json:"dns,omitempty"`
 	Search    []string      `json:"search,omitempty"`
 	Acquired  time.Time     `json:"acquired"`
+	// Warnings are options berth ignored, and why.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Lease6FromReply picks the first usable IA_NA address of a Reply.
@@ -59,7 +61,8 @@ func Lease6FromReply(m *dhcpv6.Message, now time.Time) (Lease6, error) {
 				l.T1 = l.Preferred / 2
 			}
 			if l.T2 <= l.T1 || l.T2 > l.Valid {
-				l.T2 = l.Preferred * 4 / 5
+				// Divide first: 2^32-1 s times 4 overflows time.Duration.
+				l.T2 = l.Preferred / 5 * 4
 			}
 			// A deprecated address (preferred 0) must not make the renewer spin.
 			l.T1 = max(l.T1, time.Second)
@@ -74,12 +77,20 @@ func Lease6FromReply(m *dhcpv6.Message, now time.Time) (Lease6, error) {
 		return Lease6{}, errors.New("DHCPv6 Reply has no usable IA_NA address")
 	}
 	for _, d := range m.Options.DNS() {
-		if a, ok := netip.AddrFromSlice(d); ok {
-			l.DNS = append(l.DNS, a)
+		a, ok := netip.AddrFromSlice(d)
+		if !ok {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 23: DNS server %q is not an IP address; dropped", d.String()))
+			continue
 		}
+		a = a.Unmap()
+		if msg := badServer(a); msg != "" {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 23: DNS server %q %s; dropped", a, msg))
+			continue
+		}
+		l.DNS = append(l.DNS, a)
 	}
 	if s := m.Options.DomainSearchList(); s != nil {
-		l.Search = append(l.Search, s.Labels...)
+		l.Search = searchList(s.Labels, "option 24", &l.Warnings)
 	}
 	return l, nil
 }
@@ -157,6 +168,9 @@ func keep6(ctx context.Context, log *slog.Logger, e *env, link netlink.Link, l L
 			var nl Lease6
 			nl, err = Lease6FromReply(m, time.Now())
 			if err == nil {
+				for _, w := range nl.Warnings {
+					log.Warn("DHCPv6 option ignored", "interface", ifname, "why", w)
+				}
 				err = e.apply6(link, nl, time.Now())
 			}
 			if err == nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/berth-node/berth/syntax"
 )
 
 // Route is one IPv4 route the lease asks for. An invalid Gateway means the
@@ -114,18 +116,34 @@ func LeaseFromACK(ack *dhcpv4.DHCPv4, now time.Time) (Lease, error) {
 			l.MTU = mtu
 		}
 	}
+	// What the server says about names ends up in resolv.conf and the
+	// hostname, so it gets the same checks as user data; a bad entry is
+	// dropped, the rest of the lease still applies.
 	for _, d := range ack.DNS() {
-		if a, ok := netip.AddrFromSlice(d.To4()); ok && !a.IsUnspecified() {
-			l.DNS = append(l.DNS, a)
+		a, ok := netip.AddrFromSlice(d.To4())
+		if !ok {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 6: DNS server %q is not an IPv4 address; dropped", d.String()))
+			continue
+		}
+		if msg := badServer(a); msg != "" {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 6: DNS server %q %s; dropped", a, msg))
+			continue
+		}
+		l.DNS = append(l.DNS, a)
+	}
+	if d := ack.DomainName(); d != "" {
+		if err := syntax.DNSName(d); err != nil {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 15: domain name dropped: %v", err))
+		} else {
+			l.Domain = d
 		}
 	}
-	l.Domain = ack.DomainName()
 	if s := ack.DomainSearch(); s != nil {
-		l.Search = append(l.Search, s.Labels...)
+		l.Search = searchList(s.Labels, "option 119", &l.Warnings)
 	}
 	if h := ack.HostName(); h != "" {
 		if err := checkHostname(h); err != nil {
-			l.Warnings = append(l.Warnings, fmt.Sprintf("option 12: hostname %q: %v", h, err))
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 12: hostname dropped: %v", err))
 		} else {
 			l.Hostname = h
 		}
@@ -140,14 +158,45 @@ func LeaseFromACK(ack *dhcpv4.DHCPv4, now time.Time) (Lease, error) {
 	return l, nil
 }
 
+// badServer says why a DNS server address from DHCP cannot be a
+// nameserver, or "".
+func badServer(a netip.Addr) string {
+	switch {
+	case a.IsUnspecified():
+		return "is unspecified"
+	case a.IsMulticast():
+		return "is multicast"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "is the broadcast address"
+	}
+	return ""
+}
+
+// searchList keeps the domains of a DHCP search list (option 119, or
+// DHCPv6's option 24) that are DNS names; each other one is dropped with a
+// warning naming option.
+func searchList(domains []string, option string, warnings *[]string) []string {
+	var out []string
+	for _, d := range domains {
+		if err := syntax.DNSName(d); err != nil {
+			*warnings = append(*warnings, fmt.Sprintf("%s: search domain dropped: %v", option, err))
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 // timers applies RFC 2131 4.4.5: T1 defaults to half the lease and T2 to
 // 7/8 of it, and 0 < T1 < T2 < lease must hold, else the defaults win.
 func timers(lease, t1, t2 time.Duration) (time.Duration, time.Duration) {
 	if lease >= Infinite {
 		return Infinite, Infinite
 	}
+	// Divide first: lease times up to 2^32-2 s overflow time.Duration
+	// when multiplied.
 	if t2 <= 0 || t2 >= lease {
-		t2 = lease * 7 / 8
+		t2 = lease / 8 * 7
 	}
 	if t1 <= 0 || t1 >= t2 {
 		t1 = lease / 2

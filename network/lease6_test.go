@@ -8,6 +8,9 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/iana"
+	"github.com/insomniacslk/dhcp/rfc1035label"
+
+	"github.com/berth-node/berth/syntax"
 )
 
 func reply6(t testing.TB, ia *dhcpv6.OptIANA, extra ...dhcpv6.Option) *dhcpv6.Message {
@@ -64,6 +67,33 @@ func TestLease6FromReply(t *testing.T) {
 	}
 }
 
+// TestLease6DropsBadNames: DHCPv6's DNS servers (option 23) and search
+// list (option 24) get the DHCPv4 rules: bad entries dropped with a
+// warning, good ones kept.
+func TestLease6DropsBadNames(t *testing.T) {
+	m := reply6(t, iaNA(0, 0, &dhcpv6.OptIAAddress{IPv6Addr: net.ParseIP("2600:1f18::10"), PreferredLifetime: time.Hour, ValidLifetime: time.Hour}),
+		dhcpv6.OptDNS(net.ParseIP("fd00:ec2::253"), net.IPv6unspecified, net.ParseIP("ff02::1")),
+		dhcpv6.OptDomainSearchList(&rfc1035label.Labels{Labels: []string{"ec2.internal", "a.example\nnameserver 6.6.6.6", "ex ample.com"}}))
+	l, err := Lease6FromReply(m, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.DNS) != 1 || l.DNS[0].String() != "fd00:ec2::253" || len(l.Search) != 1 || l.Search[0] != "ec2.internal" {
+		t.Errorf("DNS %v search %q", l.DNS, l.Search)
+	}
+	joined := strings.Join(l.Warnings, "\n")
+	for _, w := range []string{
+		`option 23: DNS server "::" is unspecified; dropped`,
+		`option 23: DNS server "ff02::1" is multicast; dropped`,
+		`option 24: search domain dropped: "a.example\nnameserver 6.6.6.6" is not a DNS name`,
+		`option 24: search domain dropped: "ex ample.com"`,
+	} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("warnings lack %q:\n%s", w, joined)
+		}
+	}
+}
+
 // FuzzLease6FromReply: any parsed DHCPv6 message gives a sane lease or an
 // error, never a panic.
 func FuzzLease6FromReply(f *testing.F) {
@@ -79,6 +109,11 @@ func FuzzLease6FromReply(f *testing.F) {
 		}
 		if !l.Address.IsGlobalUnicast() || l.Valid <= 0 || l.Preferred > l.Valid || l.T1 < time.Second || l.T2 < l.T1 {
 			t.Fatalf("lease %+v", l)
+		}
+		for _, d := range l.Search {
+			if syntax.DNSName(d) != nil {
+				t.Fatalf("search domain %q", d)
+			}
 		}
 	})
 }

@@ -9,6 +9,9 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/rfc1035label"
+
+	"github.com/berth-node/berth/network/resolvconf"
+	"github.com/berth-node/berth/syntax"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -99,7 +102,7 @@ func TestLeaseBadOptions(t *testing.T) {
 		t.Errorf("lease: %+v", l)
 	}
 	joined := strings.Join(l.Warnings, "\n")
-	for _, w := range []string{"option 26: MTU 10", "option 121: malformed, falling back to option 3", `option 12: hostname "bad_name"`, "option 1: subnet mask"} {
+	for _, w := range []string{"option 26: MTU 10", "option 121: malformed, falling back to option 3", `option 12: hostname dropped: "bad_name" is not a hostname`, "option 1: subnet mask"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("warnings %q lack %q", l.Warnings, w)
 		}
@@ -125,6 +128,53 @@ func TestLeaseSearchAndInfinite(t *testing.T) {
 	}
 	if t1, _, _ := l.Deadlines(); !t1.IsZero() || l.Lifetime(t0) != 0 {
 		t.Errorf("infinite lease: deadline %v lifetime %d, want none and forever", t1, l.Lifetime(t0))
+	}
+}
+
+// TestLeaseDropsBadNames: hostname, domain, search list and DNS servers
+// from the server reach the hostname and resolv.conf, so each bad one is
+// dropped with a warning naming the option and the value, and the good
+// ones are kept.
+func TestLeaseDropsBadNames(t *testing.T) {
+	m := ack(t,
+		dhcpv4.OptHostName("node\nnameserver 6.6.6.6"),
+		dhcpv4.OptDomainName("ec2.internal\nnameserver 6.6.6.6"),
+		dhcpv4.OptDomainSearch(&rfc1035label.Labels{Labels: []string{"good.example", "ex ample.com", "-bad.com", "b.example"}}),
+		dhcpv4.OptDNS(net.IPv4(10, 0, 0, 2), net.IPv4zero, net.IPv4(224, 0, 0, 251), net.IPv4bcast, net.IPv4(10, 0, 0, 3)),
+	)
+	l, err := LeaseFromACK(m, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Hostname != "" || l.Domain != "" || strings.Join(l.Search, " ") != "good.example b.example" {
+		t.Errorf("hostname %q domain %q search %q", l.Hostname, l.Domain, l.Search)
+	}
+	if len(l.DNS) != 2 || l.DNS[0].String() != "10.0.0.2" || l.DNS[1].String() != "10.0.0.3" {
+		t.Errorf("DNS %v", l.DNS)
+	}
+	joined := strings.Join(l.Warnings, "\n")
+	for _, w := range []string{
+		`option 12: hostname dropped: "node\nnameserver 6.6.6.6" is not a hostname`,
+		`option 15: domain name dropped: "ec2.internal\nnameserver 6.6.6.6" is not a DNS name`,
+		`option 119: search domain dropped: "ex ample.com" is not a DNS name`,
+		`option 119: search domain dropped: "-bad.com" is not a DNS name: label "-bad" starts with '-'`,
+		`option 6: DNS server "0.0.0.0" is unspecified; dropped`,
+		`option 6: DNS server "224.0.0.251" is multicast; dropped`,
+		`option 6: DNS server "255.255.255.255" is the broadcast address; dropped`,
+	} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("warnings lack %q:\n%s", w, joined)
+		}
+	}
+	// What the renewer renders from such a lease: only the good entries.
+	d := &dnsState{}
+	d.setLease(l)
+	rc, err := d.file()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resolvconf.Render(rc)); !strings.HasSuffix(got, "\nnameserver 10.0.0.2\nnameserver 10.0.0.3\nsearch good.example b.example\n") {
+		t.Errorf("resolv.conf:\n%s", got)
 	}
 }
 
@@ -200,6 +250,20 @@ func FuzzLeaseFromACK(f *testing.F) {
 		for _, r := range l.Routes {
 			if !r.Dst.IsValid() || r.Dst != r.Dst.Masked() {
 				t.Fatalf("route %+v", r)
+			}
+		}
+		// Names from the wire reach files only if they are names.
+		if l.Hostname != "" && syntax.Hostname(l.Hostname) != nil {
+			t.Fatalf("hostname %q", l.Hostname)
+		}
+		for _, d := range append([]string{l.Domain}, l.Search...) {
+			if d != "" && syntax.DNSName(d) != nil {
+				t.Fatalf("domain %q", d)
+			}
+		}
+		for _, w := range l.Warnings {
+			if strings.ContainsAny(w, "\n\r") {
+				t.Fatalf("warning %q spans lines", w)
 			}
 		}
 	})

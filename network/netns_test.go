@@ -703,12 +703,12 @@ func TestUpStatic(t *testing.T) {
 	log, _ := newLog(t)
 	var hn []string
 	dir := t.TempDir()
-	cfg, err := ParseConfig(mapGet(map[string]string{
+	cfg, problems := ParseConfig(mapGet(map[string]string{
 		"berth.ip": "10.99.0.7/24", "berth.gw": "10.99.0.1", "berth.dns": "10.99.0.53,10.99.0.54",
 		"berth.mtu": "1450", "berth.iface": "eth0", "berth.hostname": "static-node",
 	}))
-	if err != nil {
-		t.Fatal(err)
+	if problems != nil {
+		t.Fatal(problems)
 	}
 	cfg.NetNS = p.client
 	cfg.ResolvConfPath = filepath.Join(dir, "resolv.conf")

@@ -218,6 +218,10 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 			}
 			l6, err := e.up6(ictx, ctx, log, cfg, link)
 			if err == nil {
+				res.Warnings = append(res.Warnings, l6.Warnings...)
+				for _, w := range l6.Warnings {
+					log.Warn("DHCPv6 option ignored", "interface", attrs.Name, "why", w)
+				}
 				res.Addresses = append(res.Addresses, netip.PrefixFrom(l6.Address, 128).String())
 				res.DHCPv6Server = l6.Server
 				dns = append(dns, l6.DNS...)
@@ -311,6 +315,8 @@ func (e *env) up6(ctx, keepCtx context.Context, log *slog.Logger, cfg Config, li
 	if err != nil {
 		return l6, err
 	}
-	go keep6(keepCtx, log, e6, link, l6)
+	safe.Go(log, "dhcpv6-renew", func() { keep6(keepCtx, log, e6, link, l6) }, func(p *safe.Panic) {
+		log.Error("the DHCPv6 address is no longer renewed; it goes when its valid lifetime ends", "interface", attrs.Name, "err", p)
+	})
 	return l6, nil
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/berth-node/berth/runtime/containerd"
 	"github.com/berth-node/berth/runtime/kubelet"
 	"github.com/berth-node/berth/runtime/kubelet/maxpods"
+	"github.com/berth-node/berth/syntax"
 )
 
 // Fixed facts of the node image layout.
@@ -195,6 +196,9 @@ func Build(in Inputs) (*Plan, error) {
 		return nil, fmt.Errorf("building plan: no instance metadata")
 	case in.Manifest == nil:
 		return nil, fmt.Errorf("building plan: no image manifest")
+	}
+	if err := checkInputs(in); err != nil {
+		return nil, err
 	}
 	spec := &in.Config.Spec
 	p := &Plan{}
@@ -419,6 +423,12 @@ func Build(in Inputs) (*Plan, error) {
 
 	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	p.Files = files
+	for i, w := range p.Warnings {
+		p.Warnings[i] = oneLine(w)
+	}
+	if err := p.checkRendered(); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -464,18 +474,28 @@ func serviceEnv(user map[string]string) []string {
 // resolvConf decides resolv.conf: the NodeConfig's nameservers and
 // domains, field by field; a field the user left empty keeps what DHCP
 // gave (host). network/resolvconf renders it, as it does at every DHCP
-// renewal.
+// renewal. The host's values were checked by the network phase already;
+// one that fails here is left out with a warning rather than failing the
+// boot, as the network phase does.
 func resolvConf(net nodeconfig.NetworkOptions, host Host, warnings *[]string) (resolvconf.File, error) {
 	var hostNS []netip.Addr
 	for _, s := range host.Nameservers {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			*warnings = append(*warnings, fmt.Sprintf("host nameserver %q is not an IP address; left out of /etc/resolv.conf", s))
+		if err := syntax.IP(s, true); err != nil {
+			*warnings = append(*warnings, fmt.Sprintf("host nameserver left out of /etc/resolv.conf: %v", err))
 			continue
 		}
+		a, _ := netip.ParseAddr(s) // syntax.IP parsed it already
 		hostNS = append(hostNS, a)
 	}
-	rc, err := resolvconf.Merge(hostNS, "", host.SearchDomains, net.Nameservers, net.Domains)
+	var hostSearch []string
+	for _, s := range host.SearchDomains {
+		if err := syntax.DNSName(s); err != nil {
+			*warnings = append(*warnings, fmt.Sprintf("host search domain left out of /etc/resolv.conf: %v", err))
+			continue
+		}
+		hostSearch = append(hostSearch, s)
+	}
+	rc, err := resolvconf.Merge(hostNS, "", hostSearch, net.Nameservers, net.Domains)
 	if err != nil {
 		return resolvconf.File{}, err
 	}

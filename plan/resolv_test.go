@@ -51,7 +51,7 @@ func TestResolvConf(t *testing.T) {
 			net:       nodeconfig.NetworkOptions{Domains: []string{"corp.example"}},
 			want:      &DNS{Nameservers: []string{"10.0.0.2"}, Search: []string{"corp.example"}},
 			file:      "# Written by berth from spec.instance.network.\nnameserver 10.0.0.2\nsearch corp.example\n",
-			warnsWith: `host nameserver "bogus" is not an IP address`},
+			warnsWith: `host nameserver left out of /etc/resolv.conf: "bogus" is not an IP address`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := caseByName(t, "eksctl").inputs(t)

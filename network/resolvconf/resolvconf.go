@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/syntax"
 )
 
 // MaxNameservers is glibc's MAXNS: later nameserver lines are ignored by
@@ -47,13 +48,11 @@ func Merge(dhcpServers []netip.Addr, dhcpDomain string, dhcpSearch []string, nam
 	f := File{FromNodeConfig: len(nameservers) > 0 || len(domains) > 0}
 	if len(nameservers) > 0 {
 		for i, s := range nameservers {
-			a, err := netip.ParseAddr(strings.TrimSpace(s))
-			if err == nil && strings.ContainsFunc(a.Zone(), badZoneRune) {
-				err = fmt.Errorf("bad zone")
+			s = strings.TrimSpace(s)
+			if err := syntax.IP(s, true); err != nil {
+				return File{}, fmt.Errorf("spec.instance.network.nameservers[%d]: %w", i, err)
 			}
-			if err != nil {
-				return File{}, fmt.Errorf("spec.instance.network.nameservers[%d]=%q: not an IP address", i, s)
-			}
+			a, _ := netip.ParseAddr(s) // syntax.IP parsed it already
 			f.Nameservers = append(f.Nameservers, a)
 		}
 	} else {
@@ -62,11 +61,11 @@ func Merge(dhcpServers []netip.Addr, dhcpDomain string, dhcpSearch []string, nam
 	var search []string
 	if len(domains) > 0 {
 		for i, d := range domains {
-			d = strings.TrimSuffix(strings.TrimSpace(d), ".")
-			if d == "" || strings.ContainsAny(d, " \t\n#;") {
-				return File{}, fmt.Errorf("spec.instance.network.domains[%d]=%q: not a domain name", i, domains[i])
+			d = strings.TrimSpace(d)
+			if err := syntax.DNSName(d); err != nil {
+				return File{}, fmt.Errorf("spec.instance.network.domains[%d]: %w", i, err)
 			}
-			search = append(search, d)
+			search = append(search, strings.TrimSuffix(d, "."))
 		}
 	} else {
 		if dhcpDomain != "" {
@@ -88,9 +87,12 @@ func Render(f File) []byte {
 	} else {
 		b.WriteString(headerDHCP)
 	}
+	// Render is the last step before the file: whatever reached f without
+	// Merge's checks (DHCP's values, a File built by hand) and is not an
+	// address or a name is left out rather than written.
 	n := 0
 	for _, a := range f.Nameservers {
-		if strings.ContainsFunc(a.Zone(), badZoneRune) {
+		if !a.IsValid() || syntax.IP(a.String(), true) != nil {
 			continue
 		}
 		n++
@@ -103,7 +105,7 @@ func Render(f File) []byte {
 	var search []string
 	for _, s := range f.Search {
 		s = strings.TrimSuffix(s, ".")
-		if s != "" && !strings.ContainsAny(s, " \t\n") {
+		if syntax.DNSName(s) == nil {
 			search = append(search, s)
 		}
 	}
@@ -128,12 +130,6 @@ func WriteIfChanged(path string, f File) error {
 		return nil
 	}
 	return Write(path, f)
-}
-
-// badZoneRune keeps an IPv6 zone (which netip takes verbatim) from
-// smuggling a line break or a comment into the file.
-func badZoneRune(r rune) bool {
-	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_')
 }
 
 func dedupAddrs(in []netip.Addr) []netip.Addr {

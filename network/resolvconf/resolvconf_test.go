@@ -60,7 +60,7 @@ func TestRenderGolden(t *testing.T) {
 
 func TestMergeErrors(t *testing.T) {
 	if _, err := Merge(nil, "", nil, []string{"1.1.1.1", "one"}, nil); err == nil ||
-		!strings.Contains(err.Error(), `spec.instance.network.nameservers[1]="one": not an IP address`) {
+		!strings.Contains(err.Error(), `spec.instance.network.nameservers[1]: "one" is not an IP address`) {
 		t.Errorf("bad nameserver: %v", err)
 	}
 	if _, err := Merge(nil, "", nil, []string{"fe80::1%eth0\noptions ndots:9"}, nil); err == nil ||
@@ -70,8 +70,16 @@ func TestMergeErrors(t *testing.T) {
 	if _, err := Merge(nil, "", nil, []string{"fe80::1%eth0"}, nil); err != nil {
 		t.Errorf("plain zone: %v", err)
 	}
+	if _, err := Merge(nil, "", nil, []string{"fd00::1%eth0"}, nil); err == nil ||
+		!strings.Contains(err.Error(), "only allowed on a link-local address") {
+		t.Errorf("zone on a global address: %v", err)
+	}
+	if _, err := Merge(nil, "", nil, nil, []string{"-bad.com"}); err == nil ||
+		!strings.Contains(err.Error(), `spec.instance.network.domains[0]: "-bad.com" is not a DNS name`) {
+		t.Errorf("bad domain: %v", err)
+	}
 	if _, err := Merge(nil, "", nil, nil, []string{"ok.example", "evil\nnameserver 6.6.6.6"}); err == nil ||
-		!strings.Contains(err.Error(), `spec.instance.network.domains[1]=`) {
+		!strings.Contains(err.Error(), `spec.instance.network.domains[1]: "evil\nnameserver 6.6.6.6"`) {
 		t.Errorf("domain with a newline: %v", err)
 	}
 }
@@ -101,6 +109,27 @@ func TestWriteIfChanged(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	if !strings.Contains(string(b), "nameserver 10.0.2.4\n") || ino() == before {
 		t.Errorf("changed content not written atomically:\n%s", b)
+	}
+}
+
+// TestRenderLeavesOutWhatIsNotAName: values that reach Render without
+// Merge's checks (a File built by hand, DHCP's values) are left out when
+// they are not addresses or names.
+func TestRenderLeavesOutWhatIsNotAName(t *testing.T) {
+	f := File{
+		Nameservers: []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fe80::1%x\nnameserver 6.6.6.6"), {}},
+		Search:      []string{"good.example", "a.example\rnameserver 6.6.6.6", "x#y", "b.example."},
+	}
+	want := headerDHCP + "nameserver 10.0.0.2\nsearch good.example b.example\n"
+	if got := string(Render(f)); got != want {
+		t.Errorf("Render:\n%q\nwant\n%q", got, want)
+	}
+	rc, err := Merge(f.Nameservers, "dom\nain.example", f.Search, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(Render(rc)); got != want {
+		t.Errorf("Render(Merge):\n%q\nwant\n%q", got, want)
 	}
 }
 

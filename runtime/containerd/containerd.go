@@ -9,10 +9,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/berth-node/berth/syntax"
 )
 
 // Paths containerd's files live at: nodeadm's.
@@ -79,6 +83,9 @@ func Config(in ConfigInputs) ([]byte, error) {
 		if err := toml.Unmarshal([]byte(in.User), &user); err != nil {
 			return nil, fmt.Errorf("containerd.config: %w", err)
 		}
+		if err := checkKeys(user, nil); err != nil {
+			return nil, fmt.Errorf("containerd.config: %w", err)
+		}
 		MergeTables(doc, user)
 	}
 	var b bytes.Buffer
@@ -89,6 +96,57 @@ func Config(in ConfigInputs) ([]byte, error) {
 		return nil, fmt.Errorf("encoding %s: %w", ConfigPath, err)
 	}
 	return b.Bytes(), nil
+}
+
+// checkKeys refuses user keys and table names with control characters at
+// any depth. The encoder quotes and escapes every key it writes, so such a
+// key cannot add a table to config.toml; but no containerd setting is named
+// that way, and a key that only shows as an escape sequence is a mistake
+// (or an attempt) the user should hear about. path is where m sits.
+func checkKeys(m map[string]any, path []string) error {
+	// Sorted, so the same document always names the same key.
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := syntax.NoControl(k); err != nil {
+			return fmt.Errorf("key in %s: %w", tablePath(path), err)
+		}
+		if err := checkValueKeys(m[k], append(slices.Clone(path), k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkValueKeys(v any, path []string) error {
+	switch v := v.(type) {
+	case map[string]any:
+		return checkKeys(v, path)
+	case []any:
+		for i, e := range v {
+			if err := checkValueKeys(e, append(slices.Clone(path), fmt.Sprintf("[%d]", i))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tablePath names a table the way TOML writes it, keys quoted.
+func tablePath(path []string) string {
+	if len(path) == 0 {
+		return "the top-level table"
+	}
+	var b strings.Builder
+	for i, k := range path {
+		if strings.HasPrefix(k, "[") {
+			b.WriteString(k)
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(strconv.Quote(k))
+	}
+	return "table " + b.String()
 }
 
 func runcRuntime(in ConfigInputs) map[string]any {

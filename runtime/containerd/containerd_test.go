@@ -3,8 +3,13 @@ package containerd
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -162,19 +167,120 @@ func TestBaseRuntimeSpec(t *testing.T) {
 	}
 }
 
+// TestConfigUserKeysCannotAddTables: a user key or table name from
+// containerd.config reaches config.toml only quoted, so it cannot close its
+// table and open another; a key with a control character is refused.
+func TestConfigUserKeysCannotAddTables(t *testing.T) {
+	for _, user := range []string{
+		"[\"a\\nb\"]\nx = 1\n",
+		"[plugins.\"x]\\n[evil]\"]\nk = 1\n",
+		"\"k\\r\" = 1\n",
+		"[[a]]\n\"b\\u0000\" = 1\n",
+		"[plugins]\n\"x\\u2028\" = 1\n",
+	} {
+		_, err := Config(ConfigInputs{Schema: 3, User: user})
+		if err == nil || !strings.Contains(err.Error(), "containerd.config: key in") || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("user config %q: err %v, want the control-character key refused", user, err)
+		}
+	}
+	if _, err := Config(ConfigInputs{Schema: 3, User: "[plugins.\"a\".b]\n\"c\\nd\" = 1\n"}); err == nil ||
+		!strings.Contains(err.Error(), `table "plugins"."a"."b"`) {
+		t.Errorf("error does not name the table: %v", err)
+	}
+
+	// Keys with ']', quotes and dots, and string values that look like
+	// tables, are legal TOML: they must come back as exactly what they were.
+	user := "[plugins.\"x]y\"]\nk = \"v\"\n[plugins.'q\"]\\n[evil2']\nk = 2\n[debug]\nlevel = \"a\\n[evil]\\nx = 1\"\n"
+	out, err := Config(ConfigInputs{Schema: 3, User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := decode(t, out)
+	top := slices.Sorted(maps.Keys(m))
+	if !slices.Equal(top, []string{"debug", "grpc", "plugins", "root", "state", "version"}) {
+		t.Errorf("top-level keys %q:\n%s", top, out)
+	}
+	if get(m, "plugins", "x]y", "k") != "v" || get(m, "plugins", `q"]\n[evil2`, "k") != int64(2) || get(m, "debug", "level") != "a\n[evil]\nx = 1" {
+		t.Errorf("user values changed on the way through:\n%s", out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "[evil") {
+			t.Errorf("a user value opened a table: %q\n%s", line, out)
+		}
+	}
+}
+
 func FuzzConfigUserTOML(f *testing.F) {
-	for _, s := range []string{"", "[debug]\nlevel = 'debug'", "[plugins]\nx = 1", "version = 2", "[a.b.c]\nd = [1, 2]", "x = 1979-05-27T07:32:00Z", "[broken"} {
+	for _, s := range []string{"", "[debug]\nlevel = 'debug'", "[plugins]\nx = 1", "version = 2", "[a.b.c]\nd = [1, 2]", "x = 1979-05-27T07:32:00Z", "[broken",
+		"[plugins.\"x]y\"]\nk = \"v\\n[evil]\"", "[\"a\\nb\"]\nx = 1", "[[t]]\n'a.b' = nan"} {
 		f.Add(s)
+	}
+	base, err := Config(ConfigInputs{Schema: 3, SandboxImage: "p"})
+	if err != nil {
+		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, user string) {
 		out, err := Config(ConfigInputs{Schema: 3, SandboxImage: "p", User: user})
 		if err != nil {
 			return
 		}
-		// Whatever the user wrote, the output must be TOML again.
-		var m map[string]any
-		if err := toml.Unmarshal(out, &m); err != nil {
+		// Whatever the user wrote, the output must be TOML again, and say
+		// exactly berth's defaults with the user's document merged over
+		// them: nothing more (no table a value or key smuggled in).
+		var got, want, u map[string]any
+		if err := toml.Unmarshal(out, &got); err != nil {
 			t.Fatalf("output does not parse: %v\n%s", err, out)
 		}
+		if err := toml.Unmarshal(base, &want); err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(user) != "" {
+			if err := toml.Unmarshal([]byte(user), &u); err != nil {
+				t.Fatalf("Config accepted TOML that does not parse: %v", err)
+			}
+			MergeTables(want, u)
+		}
+		if !sameTOML(got, want) {
+			t.Fatalf("output says\n%v\nwant\n%v\n%s", got, want, out)
+		}
+		if err := checkKeys(got, nil); err != nil {
+			t.Fatalf("output has a bad key: %v", err)
+		}
 	})
+}
+
+// sameTOML compares decoded TOML: times by instant (decoding makes a new
+// *time.Location each time) and NaN equal to NaN.
+func sameTOML(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		bm, ok := b.(map[string]any)
+		if !ok || len(a) != len(bm) {
+			return false
+		}
+		for k, v := range a {
+			if w, ok := bm[k]; !ok || !sameTOML(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		bs, ok := b.([]any)
+		if !ok || len(a) != len(bs) {
+			return false
+		}
+		for i := range a {
+			if !sameTOML(a[i], bs[i]) {
+				return false
+			}
+		}
+		return true
+	case time.Time:
+		bt, ok := b.(time.Time)
+		return ok && a.Equal(bt)
+	case float64:
+		bf, ok := b.(float64)
+		return ok && (a == bf || math.IsNaN(a) && math.IsNaN(bf))
+	}
+	return reflect.DeepEqual(a, b)
 }
