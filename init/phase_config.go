@@ -9,6 +9,7 @@ import (
 	"github.com/berth-node/berth/imds"
 	"github.com/berth-node/berth/network"
 	"github.com/berth-node/berth/nodeconfig"
+	"github.com/berth-node/berth/plan"
 )
 
 // configTimeout bounds the whole config phase: IMDS metadata and user
@@ -76,11 +77,11 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 		b.node.instance = md
 		log.Info("instance", "id", md.InstanceID, "type", md.InstanceType, "az", md.AvailabilityZone, "hostname", md.LocalHostname)
 		// EC2's private DNS name is the node's hostname, over DHCP's.
-		if md.LocalHostname != "" {
-			if err := network.SetHostname(md.LocalHostname); err != nil {
-				log.Warn("setting hostname from IMDS local-hostname", "hostname", md.LocalHostname, "err", err)
+		if name, _ := plan.IMDSHostname(md.LocalHostname); name != "" {
+			if err := network.SetHostname(name); err != nil {
+				log.Warn("setting hostname from IMDS local-hostname", "hostname", name, "err", err)
 			} else {
-				rep.Hostname, rep.HostnameSource = md.LocalHostname, "imds"
+				rep.Hostname, rep.HostnameSource = name, "imds"
 			}
 		}
 		if userData, err = c.UserData(ctx); err != nil {

@@ -50,7 +50,8 @@ func checkInputs(in Inputs) error {
 	// Only the name and the address Build will pick: a bad value Build
 	// does not use should not stop the node.
 	if !spec.FeatureEnabled(nodeconfig.InstanceIdNodeName) {
-		check("instance metadata local-hostname", md.LocalHostname, syntax.NodeName)
+		name, _ := IMDSHostname(md.LocalHostname)
+		check("instance metadata local-hostname", name, syntax.NodeName)
 	}
 	ipv6, _ := kubelet.IsIPv6CIDR(spec.Cluster.CIDR)
 	switch {

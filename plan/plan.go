@@ -231,7 +231,11 @@ func Build(in Inputs) (*Plan, error) {
 	case spec.FeatureEnabled(nodeconfig.InstanceIdNodeName):
 		p.NodeName = in.Instance.InstanceID
 	case in.Instance.LocalHostname != "":
-		p.NodeName = in.Instance.LocalHostname
+		name, warn := IMDSHostname(in.Instance.LocalHostname)
+		if warn != "" {
+			p.Warnings = append(p.Warnings, warn)
+		}
+		p.NodeName = name
 	default:
 		return nil, fmt.Errorf("instance metadata: local-hostname is empty; it names the node (or enable feature gate %s)", nodeconfig.InstanceIdNodeName)
 	}
