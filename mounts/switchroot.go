@@ -76,6 +76,10 @@ type DataPartition struct {
 	Binds      []string `json:"binds"`
 	DurationMs int64    `json:"durationMs"`
 	Error      string   `json:"error,omitempty"`
+	// Ignored are berth-data partitions on other disks than the root's,
+	// left untouched, e.g. "/dev/nvme1n1p3 (not on the root disk
+	// /dev/nvme0n1)".
+	Ignored []string `json:"ignored,omitempty"`
 }
 
 // movedEarly are the early mounts that move into the new root when the old

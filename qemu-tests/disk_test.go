@@ -289,3 +289,188 @@ func TestDiskBoot(t *testing.T) {
 		}
 	})
 }
+
+// otherDataDisk makes a raw disk of size bytes whose GPT has one blank
+// partition named berth-data, smaller than the disk: what an attached EBS
+// volume, or a snapshot of another node's data, can look like. Were berth
+// to take it, it would grow the partition and format it.
+func otherDataDisk(t *testing.T, size int64) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "other.raw")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	g := partition.UUIDv5(partition.Namespace, "qemu-tests other data disk")
+	fs, _ := partition.ParseUUID(partition.TypeLinuxFS)
+	l := partition.DiskLayout{DiskGUID: g, Sectors: uint64(size / partition.SectorSize), Parts: []partition.DiskPart{
+		{Name: partition.NameData, Type: fs, GUID: partition.UUIDv5(g, "data"), FirstLBA: partition.AlignSectors, LastLBA: 17*partition.AlignSectors - 1},
+	}}
+	if err := partition.WriteDisk(f, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// nvmePart splits an NVMe partition into its disk and number: /dev/nvme0n1p3 -> /dev/nvme0n1.
+var nvmePart = regexp.MustCompile(`^(/dev/nvme\d+n\d+)p(\d+)$`)
+
+// bootWithOtherData boots root (a disk image copy) with other as a second
+// NVMe disk and returns the VM, its report's root section, and the root
+// partition's disk.
+func bootWithOtherData(t *testing.T, root, other string) (*qemu.VM, map[string]any, string) {
+	t.Helper()
+	cfg := uefiConfig(root)
+	cfg.Disks = append(cfg.Disks, qemu.Disk{Path: other, Interface: "nvme", Serial: "berth-other-data"})
+	vm := qemu.Start(t, cfg)
+	rep, err := vm.Report(bootTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reportOK(rep) {
+		t.Fatalf("boot report is not OK: %v", rep)
+	}
+	rootV, _ := field(rep, "root")
+	rootRep, _ := rootV.(map[string]any)
+	verV, _ := field(rootRep, "verity")
+	ver, _ := verV.(map[string]any)
+	vp, _ := ver["partition"].(string)
+	m := nvmePart.FindStringSubmatch(vp)
+	if m == nil {
+		t.Fatalf("verity root partition %q, want an NVMe partition; report root: %v", vp, rootRep)
+	}
+	return vm, rootRep, m[1]
+}
+
+// checkIgnored checks that the report's data section lists exactly the
+// other disk's berth-data (its partition 1) as ignored, and that the
+// console said so.
+func checkIgnored(t *testing.T, vm *qemu.VM, data map[string]any, rootDisk string) {
+	t.Helper()
+	ign, _ := data["ignored"].([]any)
+	if len(ign) != 1 {
+		t.Fatalf("data partition ignored %v; want exactly the other disk's partition", data["ignored"])
+	}
+	ignored, _ := ign[0].(string)
+	im := regexp.MustCompile(`^(/dev/nvme\d+n\d+)p1 \(not on the root disk ` + regexp.QuoteMeta(rootDisk) + `\)$`).FindStringSubmatch(ignored)
+	if im == nil || im[1] == rootDisk {
+		t.Errorf("ignored %q; want the other disk's partition 1, not on the root disk %s", ignored, rootDisk)
+	}
+	t.Logf("root disk %s, data %q, ignored %q", rootDisk, data["partition"], ignored)
+	if _, err := vm.Expect(regexp.MustCompile(`ignoring a berth-data partition that is not on the root disk.*partition=/dev/nvme\d+n\d+p1`), time.Second); err != nil {
+		t.Errorf("no console line about the ignored partition: %v", err)
+	}
+}
+
+// powerOffUnchanged powers the node off and checks that the other disk's
+// bytes are what they were before the boot.
+func powerOffUnchanged(t *testing.T, vm *qemu.VM, other string, before [32]byte) {
+	t.Helper()
+	pressed := time.Now()
+	if err := vm.PowerDown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.WaitExit(powerOffBound); err != nil {
+		t.Fatalf("no clean power-off: %v", err)
+	}
+	figure(t, "disk boot with a foreign berth-data disk: power-off %.1f s", time.Since(pressed).Seconds())
+	if after := fileSum(t, other); after != before {
+		t.Errorf("the other disk changed: sha256 %x before the boot, %x after", before, after)
+	} else {
+		t.Logf("other disk sha256 %x before and after", before)
+	}
+}
+
+// TestDiskDataOnRootDisk boots the disk image with a second NVMe disk that
+// has a berth-data partition of its own (an attached volume, another
+// node's data): the node's data partition must be the one on the verified
+// root's disk, and the other disk's is refused: named as ignored in the
+// report and the console, and its bytes unchanged after the node powered
+// off. When the root disk has no berth-data at all, the other disk's is
+// still refused, and the node runs on tmpfs.
+func TestDiskDataOnRootDisk(t *testing.T) {
+	dir := qemu.ImageDir(t)
+	img, res := testDisk(t, dir)
+
+	t.Run("root disk has its own", func(t *testing.T) {
+		root := copyDisk(t, img, res.Layout.Size()+64<<20)
+		other := otherDataDisk(t, 64<<20)
+		before := fileSum(t, other)
+		vm, rootRep, rootDisk := bootWithOtherData(t, root, other)
+		data := dataReport(t, rootRep)
+		dpart, _ := data["partition"].(string)
+		dm := nvmePart.FindStringSubmatch(dpart)
+		if dm == nil || dm[1] != rootDisk || data["disk"] != rootDisk || dm[2] != "3" {
+			t.Errorf("data partition %q on disk %v; want partition 3 of the root disk %s", dpart, data["disk"], rootDisk)
+		}
+		if data["formatted"] != true || data["grown"] != true {
+			t.Errorf("data partition %v: want the root disk's grown and formatted (first boot)", data)
+		}
+		checkIgnored(t, vm, data, rootDisk)
+		out, err := vm.Shell("cat /proc/mounts", shellTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{"/var/lib/kubelet", "/var/log"} {
+			if m, ok := lastMount(parseMounts(out), d); !ok || m.fstype != "ext4" || m.source != dpart {
+				t.Errorf("%s is %+v, want ext4 from %s; /proc/mounts:\n%s", d, m, dpart, out)
+			}
+		}
+		powerOffUnchanged(t, vm, other, before)
+	})
+
+	// The hijack: a disk image whose own berth-data is gone, and another
+	// disk offering one. Not fatal (the node runs on tmpfs), never taken.
+	t.Run("root disk has none", func(t *testing.T) {
+		root := copyDisk(t, img, res.Layout.Size())
+		l := res.Layout
+		l.Parts = nil
+		for _, p := range res.Layout.Parts {
+			if p.Name != partition.NameData {
+				l.Parts = append(l.Parts, p)
+			}
+		}
+		f, err := os.OpenFile(root, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := partition.WriteDisk(f, l); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		other := otherDataDisk(t, 64<<20)
+		before := fileSum(t, other)
+		vm, rootRep, rootDisk := bootWithOtherData(t, root, other)
+		dv, _ := field(rootRep, "data")
+		data, _ := dv.(map[string]any)
+		if data == nil {
+			t.Fatalf("report's root has no data partition section: %v", rootRep)
+		}
+		if e, _ := data["error"].(string); !strings.Contains(e, "no partition named berth-data on the root disk "+rootDisk) {
+			t.Errorf("data partition error %q; want the root disk's missing berth-data", e)
+		}
+		if p, _ := data["partition"].(string); p != "" {
+			t.Errorf("data partition %q chosen; want none", p)
+		}
+		checkIgnored(t, vm, data, rootDisk)
+		out, err := vm.Shell("cat /proc/mounts", shellTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range parseMounts(out) {
+			if m.fstype == "ext4" || m.target == "/mnt/berth-data" {
+				t.Errorf("mounted %+v; want no data partition; /proc/mounts:\n%s", m, out)
+			}
+		}
+		powerOffUnchanged(t, vm, other, before)
+	})
+}

@@ -27,10 +27,12 @@ const (
 	DataMount = "/mnt/berth-data"
 	// DataLabel is the ext4 label berth gives it.
 	DataLabel = "berth-data"
-	// dataWait bounds the wait for the data partition, on the disk the
-	// root came from.
-	dataWait = 5 * time.Second
 )
+
+// dataWait bounds the wait for the data partition on the disk the root
+// came from (its partitions appear together, so it is there already
+// unless the disk has none). A variable for the tests.
+var dataWait = 5 * time.Second
 
 // DataBinds are the directories kept on the data partition: kubelet's
 // state (its client certificate, rotated after the bootstrap) and logs.
@@ -49,24 +51,96 @@ func dataFSAction(sig sigprobe.Signature) (format bool, err error) {
 	return false, fmt.Errorf("partition %s holds %s, not the ext4 berth makes; not formatting it", partition.NameData, sig.Kind)
 }
 
+// findData waits up to wait for the one berth-data partition on rootDisk
+// (the disk the verified root came from) whose device node is ready, and
+// returns it with the berth-data partitions found on other disks, which
+// are ignored: an attached EBS volume, or a snapshot of another berth
+// node, is not this node's data. Two on the root disk is an error, as two
+// roots are. The ignored list is set on an error too.
+func findData(ctx context.Context, classBlock, rootDisk string, wait time.Duration, ready func(string) bool) (string, []partition.Candidate, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		cands, err := partition.FindNamedDisks(classBlock, partition.NameData)
+		if err != nil {
+			return "", nil, err
+		}
+		var on []string
+		var elsewhere []partition.Candidate
+		for _, c := range cands {
+			if c.Disk == rootDisk {
+				on = append(on, c.Partition)
+			} else {
+				elsewhere = append(elsewhere, c)
+			}
+		}
+		switch {
+		case len(on) > 1:
+			return "", elsewhere, fmt.Errorf("%d partitions named %s on the root disk %s (%s): not choosing one", len(on), partition.NameData, rootDisk, strings.Join(on, ", "))
+		case len(on) == 1 && ready(on[0]):
+			return on[0], elsewhere, nil
+		}
+		if time.Now().After(deadline) {
+			if len(on) == 1 {
+				return "", elsewhere, fmt.Errorf("partition %s (%s) has no device node after %s", on[0], partition.NameData, wait)
+			}
+			msg := fmt.Sprintf("no partition named %s on the root disk %s within %s", partition.NameData, rootDisk, wait)
+			if len(elsewhere) > 0 {
+				var ps []string
+				for _, c := range elsewhere {
+					ps = append(ps, c.Partition+" on "+c.Disk)
+				}
+				msg += fmt.Sprintf("; refusing the %s on other disks (%s): only the root disk's is the node's", partition.NameData, strings.Join(ps, ", "))
+			}
+			return "", elsewhere, errors.New(msg)
+		}
+		select {
+		case <-ctx.Done():
+			return "", elsewhere, fmt.Errorf("waiting for partition %s: %w", partition.NameData, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// devNodeReady says the device node exists (devtmpfs may lag sysfs).
+func devNodeReady(dev string) bool {
+	_, err := os.Stat(dev)
+	return err == nil
+}
+
+// ignoredText is how the report names a berth-data partition left alone.
+func ignoredText(c partition.Candidate, rootDisk string) string {
+	return fmt.Sprintf("%s (not on the root disk %s)", c.Partition, rootDisk)
+}
+
 // setupDataPartition grows berth-data to the end of its disk (first boot,
 // or after the volume was enlarged), makes its filesystem when it is
-// blank, mounts it and binds DataBinds onto it. Runs after the switch, so
-// /var is the new root's tmpfs and the manifest's mkfs is reachable.
-func setupDataPartition(ctx context.Context, log *slog.Logger, opts Options) (*mounts.DataPartition, error) {
+// blank, mounts it and binds DataBinds onto it. Only the berth-data on the
+// disk of rootPart (the verified root partition) is used; one on another
+// disk is not touched, and is listed in Ignored and logged. Runs after the
+// switch, so /var is the new root's tmpfs and the manifest's mkfs is
+// reachable.
+func setupDataPartition(ctx context.Context, log *slog.Logger, opts Options, rootPart string) (*mounts.DataPartition, error) {
 	start := time.Now()
 	classBlock := opts.classBlock()
-	part, err := partition.WaitNamed(ctx, classBlock, partition.NameData, dataWait)
+	dp := &mounts.DataPartition{}
+	rootDisk, err := partition.DiskOf(classBlock, rootPart)
 	if err != nil {
-		return nil, err
+		return dp, fmt.Errorf("the root partition's disk: %w", err)
 	}
-	dp := &mounts.DataPartition{Partition: part, Mount: DataMount}
+	part, elsewhere, err := findData(ctx, classBlock, rootDisk, dataWait, devNodeReady)
+	for _, c := range elsewhere {
+		log.Warn("ignoring a berth-data partition that is not on the root disk; not touching it", "partition", c.Partition, "disk", c.Disk, "root_disk", rootDisk)
+		dp.Ignored = append(dp.Ignored, ignoredText(c, rootDisk))
+	}
+	if err != nil {
+		return dp, err
+	}
+	dp.Partition, dp.Disk, dp.Mount = part, rootDisk, DataMount
 	name := filepath.Base(part)
 	real, err := filepath.EvalSymlinks(filepath.Join(classBlock, name))
 	if err != nil {
-		return dp, fmt.Errorf("finding the disk of %s: %w", part, err)
+		return dp, fmt.Errorf("finding the sysfs directory of %s: %w", part, err)
 	}
-	dp.Disk = "/dev/" + filepath.Base(filepath.Dir(real))
 	pnoText, err := os.ReadFile(filepath.Join(real, "partition"))
 	if err != nil {
 		return dp, fmt.Errorf("reading the partition number of %s: %w", part, err)

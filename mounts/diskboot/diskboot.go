@@ -2,9 +2,10 @@
 // image/disk and the table in mounts/partition): it finds the berth-root
 // partition, sets up dm-verity on it, reads it whole so that a tampered
 // block stops the boot, switches root onto it, and then grows, formats
-// when blank and mounts the berth-data partition and binds
-// /var/lib/kubelet and /var/log onto it, so that kubelet's state and the
-// logs survive a reboot.
+// when blank and mounts the berth-data partition of the same disk and
+// binds /var/lib/kubelet and /var/log onto it, so that kubelet's state and
+// the logs survive a reboot. A berth-data partition on any other disk (an
+// attached volume, another node's snapshot) is left alone.
 //
 // It is PID 1's root phase on a disk boot (berth.verity= on the kernel
 // command line); what it needs from PID 1 (module loading, a tool runner
@@ -119,7 +120,7 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, opts Options) (*mounts.Sw
 	res.Verity = vr
 	// Not fatal: a node without its data partition still runs, on tmpfs,
 	// and the report and the log say why.
-	dp, err := setupDataPartition(ctx, log, opts)
+	dp, err := setupDataPartition(ctx, log, opts, part)
 	if err != nil {
 		log.Error("data partition not set up; /var/lib/kubelet and /var/log stay on tmpfs", "err", err)
 		if dp == nil {

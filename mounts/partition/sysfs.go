@@ -40,14 +40,18 @@ func ueventPartition(uevent, name string) (string, bool) {
 	return "/dev/" + devname, true
 }
 
-// FindNamed lists the /dev paths of the partitions whose GPT name is name
-// under a sysfs class/block directory (ClassBlock on a node), sorted.
-func FindNamed(classBlock, name string) ([]string, error) {
+// namedEntry is a partition found by name: its /dev path and its entry
+// in class/block.
+type namedEntry struct{ dev, entry string }
+
+// findNamed lists the partitions whose GPT name is name under classBlock,
+// sorted by /dev path.
+func findNamed(classBlock, name string) ([]namedEntry, error) {
 	ents, err := os.ReadDir(classBlock)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", classBlock, err)
 	}
-	var found []string
+	var found []namedEntry
 	for _, e := range ents {
 		data, err := os.ReadFile(filepath.Join(classBlock, e.Name(), "uevent"))
 		if err != nil {
@@ -57,11 +61,78 @@ func FindNamed(classBlock, name string) ([]string, error) {
 			return nil, fmt.Errorf("reading %s uevent: %w", e.Name(), err)
 		}
 		if dev, ok := ueventPartition(string(data), name); ok {
-			found = append(found, dev)
+			found = append(found, namedEntry{dev: dev, entry: e.Name()})
 		}
 	}
-	sort.Strings(found)
+	sort.Slice(found, func(i, j int) bool { return found[i].dev < found[j].dev })
 	return found, nil
+}
+
+// FindNamed lists the /dev paths of the partitions whose GPT name is name
+// under a sysfs class/block directory (ClassBlock on a node), sorted.
+func FindNamed(classBlock, name string) ([]string, error) {
+	found, err := findNamed(classBlock, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range found {
+		out = append(out, f.dev)
+	}
+	return out, nil
+}
+
+// Candidate is a partition found by name, and the disk it is on.
+type Candidate struct {
+	Partition string // its /dev path, e.g. /dev/nvme1n1p3
+	Disk      string // its disk's /dev path, e.g. /dev/nvme1n1
+}
+
+// FindNamedDisks is FindNamed with each partition's disk (see DiskOf), so
+// that a caller can tell a partition on the boot disk from a look-alike on
+// another attached volume. A partition that vanished while it was looked
+// at is left out.
+func FindNamedDisks(classBlock, name string) ([]Candidate, error) {
+	found, err := findNamed(classBlock, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []Candidate
+	for _, f := range found {
+		disk, err := entryDisk(classBlock, f.entry)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("partition %s: %w", f.dev, err)
+		}
+		out = append(out, Candidate{Partition: f.dev, Disk: disk})
+	}
+	return out, nil
+}
+
+// DiskOf returns the /dev path of the disk that holds partition part (a
+// /dev path such as /dev/nvme0n1p2), from sysfs: class/block/<part> links
+// to .../block/<disk>/<part>, a partition's directory lying in its disk's.
+func DiskOf(classBlock, part string) (string, error) {
+	disk, err := entryDisk(classBlock, filepath.Base(part))
+	if err != nil {
+		return "", fmt.Errorf("finding the disk of %s: %w", part, err)
+	}
+	return disk, nil
+}
+
+func entryDisk(classBlock, entry string) (string, error) {
+	real, err := filepath.EvalSymlinks(filepath.Join(classBlock, entry))
+	if err != nil {
+		return "", err
+	}
+	// Only a partition has a "partition" file (its number); a whole disk's
+	// parent directory is its controller, not a disk.
+	if _, err := os.Stat(filepath.Join(real, "partition")); err != nil {
+		return "", fmt.Errorf("%s is not a partition (%v)", real, err)
+	}
+	return "/dev/" + filepath.Base(filepath.Dir(real)), nil
 }
 
 // WaitNamed waits up to wait until exactly one partition named name exists
