@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,5 +179,39 @@ func BenchmarkEKSTokenWarm(b *testing.B) {
 	}
 	if cache.Fetches() != 1 {
 		b.Fatalf("warm path fetched %d times", cache.Fetches())
+	}
+}
+
+// TestNoSignedRequestFollowsARedirect: the ECR endpoint answering with a
+// redirect to another host fails the plugin with an error naming the
+// redirect, and the other host receives nothing. `berth eks-token` sends
+// nothing to STS at all (the token is a presigned URL the authenticator
+// replays), which the STS stand-in here checks.
+func TestNoSignedRequestFollowsARedirect(t *testing.T) {
+	url := startIMDS(t)
+	var reached atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	defer elsewhere.Close()
+	var asked atomic.Int32
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.Redirect(w, r, elsewhere.URL+"/", http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	env := map[string]string{"AWS_ENDPOINT_URL_ECR": redirecting.URL, "AWS_ENDPOINT_URL_STS": redirecting.URL}
+	getenv := func(k string) string { return env[k] }
+	req := `{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"111122223333.dkr.ecr.eu-west-1.amazonaws.com/app:v1"}`
+	_, err := ECRCredentials(context.Background(), []byte(req), Options{IMDS: []string{url}, Getenv: getenv})
+	if err == nil || !strings.Contains(err.Error(), "307 Temporary Redirect, a redirect to "+elsewhere.URL+"/") {
+		t.Errorf("ECR redirect: %v", err)
+	}
+	if _, err := EKSToken(context.Background(), EKSTokenOptions{Options: Options{IMDS: []string{url}, Getenv: getenv}, Cluster: "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests", n)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the endpoints got %d requests, want 1 (ECR's; none to STS)", n)
 	}
 }

@@ -33,6 +33,7 @@ const (
 
 const (
 	tokenPath   = "/latest/api/token"
+	tokenOp     = http.MethodPut + " " + tokenPath
 	ttlHeader   = "X-aws-ec2-metadata-token-ttl-seconds"
 	tokenHeader = "X-aws-ec2-metadata-token"
 
@@ -46,11 +47,33 @@ const (
 	// finalAttemptWindow is the time left for the last attempt before the
 	// deadline; IMDS is one link-local hop away, so it answers well within it.
 	finalAttemptWindow = 50 * time.Millisecond
-	// maxBody bounds what is read from one answer; user data is at most 16 KiB
-	// on EC2, so 1 MiB is generous and still keeps a broken IMDS from eating
-	// PID 1's memory.
-	maxBody = 1 << 20
 )
+
+// Bounds on what is read from one answer, so a broken IMDS (or whatever
+// answers in its place) cannot fill PID 1's memory. A longer answer is an
+// error naming the path and the limit, never silently cut.
+const (
+	// MaxUserDataSize bounds /latest/user-data: EC2 refuses user data over
+	// 16 KiB at launch (and userdata.MaxUserDataSize holds decoding to the
+	// same), so a longer answer is not user data.
+	MaxUserDataSize = 16 << 10
+	// MaxMetadataSize bounds every other answer: the token, meta-data
+	// leaves and listings, the identity document, role credentials. The
+	// largest real one, the identity document, is under 1 KiB.
+	MaxMetadataSize = 64 << 10
+)
+
+// userDataPath is the one path held to MaxUserDataSize.
+const userDataPath = "/latest/user-data"
+
+// tokenHint says what to check when the token PUT gets no answer. IMDS
+// drops a PUT response whose IP hop limit runs out, which is what a hop
+// limit of 1 looks like from inside a container, and a disabled endpoint
+// or a broken proxy looks the same; the GET that needed the token never
+// went out.
+const tokenHint = "check the instance's metadata options: " +
+	"HttpPutResponseHopLimit (2 or more when berth runs in a container), HttpTokens and HttpEndpoint " +
+	"(aws ec2 describe-instances --query 'Reservations[].Instances[].MetadataOptions')"
 
 // ErrNotFound is wrapped by errors for a path IMDS answers 404 to.
 var ErrNotFound = errors.New("not found")
@@ -63,6 +86,7 @@ type Options struct {
 	Endpoints []string
 	// HTTPClient defaults to one that never uses a proxy and gives up a
 	// connect after 1s. Its Timeout should be zero: AttemptTimeout applies.
+	// Whatever its CheckRedirect, the client never follows a redirect.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 	// TokenTTL is asked for on the token PUT; default DefaultTokenTTL. EC2
@@ -137,8 +161,13 @@ func New(opts Options) *Client {
 	if opts.BackoffMax <= 0 {
 		opts.BackoffMax = defaultBackoffMax
 	}
-	c := &Client{opts: opts, http: opts.HTTPClient, logger: opts.Logger, clock: opts.Clock, tokenSem: make(chan struct{}, 1)}
-	if c.http == nil {
+	c := &Client{opts: opts, logger: opts.Logger, clock: opts.Clock, tokenSem: make(chan struct{}, 1)}
+	if opts.HTTPClient != nil {
+		// A copy, so the caller's client keeps its own redirect policy.
+		hc := *opts.HTTPClient
+		hc.CheckRedirect = noRedirect
+		c.http = &hc
+	} else {
 		c.http = defaultHTTPClient()
 	}
 	if c.logger == nil {
@@ -161,10 +190,14 @@ func defaultHTTPClient() *http.Client {
 			MaxIdleConnsPerHost: 8,
 			IdleConnTimeout:     30 * time.Second,
 		},
-		// IMDS does not redirect; following one would send the token elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		CheckRedirect: noRedirect,
 	}
 }
+
+// noRedirect hands a redirect back as the answer, which send refuses:
+// IMDS never redirects, and following one would send the session token
+// (or the request for credentials) wherever it points.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Error is a failed IMDS call.
 type Error struct {
@@ -173,6 +206,10 @@ type Error struct {
 	Endpoint string // the last endpoint tried
 	Attempts int
 	Elapsed  time.Duration
+	// Request is the request whose failure ended the call: Method and
+	// Path, or "PUT /latest/api/token" when the session token could not
+	// be had, in which case the GET never went out.
+	Request string
 	// Status is the last HTTP status, 0 when no answer came.
 	Status int
 	Err    error
@@ -183,8 +220,35 @@ func (e *Error) Error() string {
 	if e.Attempts == 1 {
 		n = "attempt"
 	}
-	return fmt.Sprintf("imds: %s %s via %s: %d %s in %s: %v", e.Method, e.Path, e.Endpoint, e.Attempts, n,
-		e.Elapsed.Round(time.Millisecond), e.Err)
+	var failed string
+	if e.Request != "" && e.Request != e.Method+" "+e.Path {
+		failed = "the session-token request failed: " // Err names it
+	}
+	return fmt.Sprintf("imds: %s %s via %s: %d %s in %s: %s%v", e.Method, e.Path, e.Endpoint, e.Attempts, n,
+		e.Elapsed.Round(time.Millisecond), failed, e.Err)
+}
+
+// tokenError marks a failure to get the session token, so that Get can
+// say the GET itself never went out. Its text already names the PUT.
+type tokenError struct{ err error }
+
+func (e *tokenError) Error() string { return e.err.Error() }
+func (e *tokenError) Unwrap() error { return e.err }
+
+// redirectError is a 3xx answer, which IMDS never gives.
+type redirectError struct {
+	op       string
+	status   int
+	location string
+}
+
+func (e *redirectError) Error() string {
+	loc := e.location
+	if loc == "" {
+		loc = "(no Location)"
+	}
+	return fmt.Sprintf("%sHTTP %d %s, a redirect to %s: IMDS never redirects, so it is not followed", opPrefix(e.op),
+		e.status, http.StatusText(e.status), loc)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -279,8 +343,12 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil && !errors.Is(last, err) {
 		last = fmt.Errorf("%w (%w)", last, err)
 	}
+	request := http.MethodGet + " " + full
+	if te := (*tokenError)(nil); errors.As(last, &te) {
+		request = tokenOp
+	}
 	err := &Error{Method: http.MethodGet, Path: full, Endpoint: lastEP, Attempts: attempts, Elapsed: time.Since(wall),
-		Status: status, Err: last}
+		Request: request, Status: status, Err: last}
 	c.record(CallTiming{Path: full, Endpoint: lastEP, Attempts: attempts, Duration: err.Elapsed, Status: status, Err: last.Error()})
 	return nil, err
 }
@@ -295,6 +363,7 @@ func (c *Client) attempt(ctx context.Context, path string, reauthed *bool) (body
 	c.mu.Unlock()
 	var tried []string
 	var causes []string
+	allToken := true // whether every endpoint failed at the token PUT
 	for i := range eps {
 		idx := (first + i) % len(eps)
 		ep = eps[idx]
@@ -302,6 +371,8 @@ func (c *Client) attempt(ctx context.Context, path string, reauthed *bool) (body
 		if err != nil && isConnectError(err) && ctx.Err() == nil {
 			c.logger.Debug("imds endpoint unreachable", "endpoint", ep, "err", err)
 			tried, causes = append(tried, ep), append(causes, err.Error())
+			var te *tokenError
+			allToken = allToken && errors.As(err, &te)
 			continue
 		}
 		if status != 0 {
@@ -313,7 +384,11 @@ func (c *Client) attempt(ctx context.Context, path string, reauthed *bool) (body
 	}
 	if len(tried) > 1 {
 		// Every endpoint refused: name them all, each with its own cause.
-		return nil, 0, strings.Join(tried, ", then "), true, errors.New(strings.Join(causes, "; "))
+		err = errors.New(strings.Join(causes, "; "))
+		if allToken {
+			err = &tokenError{err}
+		}
+		return nil, 0, strings.Join(tried, ", then "), true, err
 	}
 	return nil, 0, ep, true, err
 }
@@ -322,9 +397,13 @@ func (c *Client) attemptEndpoint(ctx context.Context, ep, path string, reauthed 
 	for {
 		tok, status, err := c.getToken(ctx, ep)
 		if err != nil {
-			return nil, status, retryable(status, err), err
+			return nil, status, retryable(status, err), &tokenError{err}
 		}
-		body, status, err := c.roundTrip(ctx, http.MethodGet, ep+path, tok, "")
+		limit := MaxMetadataSize
+		if path == userDataPath {
+			limit = MaxUserDataSize
+		}
+		body, status, err := c.roundTrip(ctx, http.MethodGet, ep+path, tok, limit)
 		if status == http.StatusUnauthorized && !*reauthed {
 			// The token expired early or IMDS restarted: get a new one, once.
 			*reauthed = true
@@ -352,7 +431,7 @@ func (c *Client) getToken(ctx context.Context, ep string) (string, int, error) {
 	case c.tokenSem <- struct{}{}:
 		defer func() { <-c.tokenSem }()
 	case <-ctx.Done():
-		return "", 0, fmt.Errorf("waiting for another call's token request: %w", ctx.Err())
+		return "", 0, fmt.Errorf("%s: waiting for another call's token request: %w", tokenOp, ctx.Err())
 	}
 	c.mu.Lock()
 	tok, tokEP, exp := c.token, c.tokenEP, c.tokenExp
@@ -363,11 +442,11 @@ func (c *Client) getToken(ctx context.Context, ep string) (string, int, error) {
 	ttlSecs := int(c.opts.TokenTTL / time.Second)
 	req, err := http.NewRequest(http.MethodPut, ep+tokenPath, nil)
 	if err != nil {
-		return "", 0, fmt.Errorf("token: %w", err)
+		return "", 0, fmt.Errorf("PUT %s: building the request: %w", tokenPath, err)
 	}
 	req.Header.Set(ttlHeader, strconv.Itoa(ttlSecs))
 	issued := c.clock()
-	body, status, resp, err := c.send(ctx, req, "PUT "+tokenPath)
+	body, status, resp, err := c.send(ctx, req, tokenOp, MaxMetadataSize)
 	if err != nil {
 		return "", status, err
 	}
@@ -399,51 +478,86 @@ func (c *Client) dropToken(tok string) {
 	}
 }
 
-func (c *Client) roundTrip(ctx context.Context, method, u, tok, op string) ([]byte, int, error) {
+// roundTrip sends the GET a call is for. Its errors do not name the
+// request: the Error around them does.
+func (c *Client) roundTrip(ctx context.Context, method, u, tok string, limit int) ([]byte, int, error) {
 	req, err := http.NewRequest(method, u, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("building request for %s: %w", u, err)
 	}
 	req.Header.Set(tokenHeader, tok)
-	body, status, _, err := c.send(ctx, req, op)
+	body, status, _, err := c.send(ctx, req, "", limit)
 	return body, status, err
 }
 
 // send does one HTTP exchange under the per-attempt timeout and reads the
-// whole (bounded) body.
-func (c *Client) send(ctx context.Context, req *http.Request, op string) ([]byte, int, *http.Response, error) {
+// body, at most limit bytes of it. op names the request in errors ("PUT
+// /latest/api/token"); "" for the GET a call is for, which the Error names.
+func (c *Client) send(ctx context.Context, req *http.Request, op string, limit int) ([]byte, int, *http.Response, error) {
 	actx, cancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
 	defer cancel()
 	resp, err := c.http.Do(req.WithContext(actx))
 	if err != nil {
-		return nil, 0, nil, c.transportError(ctx, actx, err)
+		return nil, 0, nil, c.transportError(ctx, actx, op, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return nil, 0, nil, c.transportError(ctx, actx, err)
-	}
-	if len(body) > maxBody {
-		return nil, resp.StatusCode, nil, fmt.Errorf("%sanswer larger than %d bytes", opPrefix(op), maxBody)
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, resp.StatusCode, nil, &redirectError{op: op, status: resp.StatusCode, location: resp.Header.Get("Location")}
 	}
 	if resp.StatusCode != http.StatusOK {
+		// Only a summary is kept, so a long error page is cut, not refused.
+		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)))
+		if err != nil {
+			return nil, 0, nil, c.transportError(ctx, actx, op, err)
+		}
 		return nil, resp.StatusCode, resp, &statusError{op: op, status: resp.StatusCode, body: errorSummary(body)}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	if err != nil {
+		return nil, 0, nil, c.transportError(ctx, actx, op, err)
+	}
+	if len(body) > limit {
+		return nil, resp.StatusCode, nil, fmt.Errorf("%sthe answer is over the %d-byte limit (%s)", opPrefix(op), limit, limitName(req.URL.Path))
 	}
 	return body, resp.StatusCode, resp, nil
 }
 
+// limitName names the limit an answer from path is held to, for errors.
+func limitName(path string) string {
+	if path == userDataPath {
+		return "imds.MaxUserDataSize: EC2 allows at most 16 KiB of user data"
+	}
+	return "imds.MaxMetadataSize"
+}
+
 // transportError drops url.Error's repetition of the URL (the Error already
-// names path and endpoint) and names a per-attempt timeout as one.
-func (c *Client) transportError(ctx, actx context.Context, err error) error {
+// names path and endpoint), names a per-attempt timeout as one, and names
+// the request op when it is not the call's own GET. A token PUT with no
+// answer gets tokenHint.
+func (c *Client) transportError(ctx, actx context.Context, op string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	if ctx.Err() != nil {
-		return ctx.Err() // the caller's deadline, not this attempt's
+	noAnswer := !isConnectError(err)
+	if cerr := ctx.Err(); cerr != nil {
+		// The caller's deadline, not this attempt's.
+		switch {
+		case op == tokenOp && noAnswer && errors.Is(cerr, context.DeadlineExceeded):
+			return fmt.Errorf("%s: no answer before the deadline (%w): %s", op, cerr, tokenHint)
+		case op != "":
+			return fmt.Errorf("%s: %w", op, cerr)
+		}
+		return cerr
 	}
-	if errors.Is(actx.Err(), context.DeadlineExceeded) && !isConnectError(err) {
-		return fmt.Errorf("no answer within %s", c.opts.AttemptTimeout)
+	if errors.Is(actx.Err(), context.DeadlineExceeded) && noAnswer {
+		if op == tokenOp {
+			return fmt.Errorf("%s: no answer within %s: %s", op, c.opts.AttemptTimeout, tokenHint)
+		}
+		return fmt.Errorf("%sno answer within %s", opPrefix(op), c.opts.AttemptTimeout)
+	}
+	if op != "" {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return err
 }

@@ -25,15 +25,12 @@ func cmdCheck(e env, args []string) int {
 		return 2
 	}
 	problems, ok := nodeconfig.Check(*strict, fs.Args()...)
-	errs, warns := 0, 0
 	for _, p := range problems {
 		fmt.Fprintln(e.stdout, p.String())
-		if p.Severity == nodeconfig.SeverityError {
-			errs++
-		} else {
-			warns++
-		}
 	}
+	// Count, not len: past nodeconfig.MaxProblems one line stands for the
+	// problems left out, and the summary must still give the true numbers.
+	errs, warns := nodeconfig.Count(problems)
 	if !ok {
 		fmt.Fprintf(e.stdout, "berth check: %d error(s), %d warning(s)\n", errs, warns)
 		return 1

@@ -13,16 +13,18 @@ import (
 // config without new problems.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    flags: [--v=2]\n"))
+	f.Add([]byte("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, ps, err := Parse("fuzz", data)
+		checkCapped(t, ps)
 		if err != nil {
 			if cfg != nil {
 				t.Error("config returned with an error")
 			}
 			return
 		}
-		ValidateDocument("fuzz", cfg)
-		ValidateMerged(cfg)
+		checkCapped(t, ValidateDocument("fuzz", cfg))
+		checkCapped(t, ValidateMerged(cfg))
 		first, err := json.Marshal(cfg)
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
@@ -70,4 +72,21 @@ func FuzzMergeTOML(f *testing.F) {
 			t.Errorf("merging the overlay twice changed the output:\n%s\n---\n%s", out, again)
 		}
 	})
+}
+
+// checkCapped asserts the bounds on a problem list: at most MaxProblems
+// and one omitted-problems line, each of bounded size.
+func checkCapped(t *testing.T, ps []Problem) {
+	t.Helper()
+	if len(ps) > MaxProblems+1 {
+		t.Errorf("%d problems, over MaxProblems", len(ps))
+	}
+	for i, p := range ps {
+		if p.Omitted.Total() > 0 && i != len(ps)-1 {
+			t.Errorf("omitted-problems line at %d of %d", i, len(ps))
+		}
+		if len(p.Message) > maxMessage || len(p.Path) > maxPath || len(p.Source) > maxSource {
+			t.Errorf("problem of %d bytes", len(p.Message)+len(p.Path)+len(p.Source))
+		}
+	}
 }

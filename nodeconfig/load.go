@@ -27,7 +27,8 @@ const CmdlineConfigKey = "berth.config"
 
 // Source is raw config from one place: a file (Name is its path) or IMDS
 // user data (Name is UserDataSource). Data may be anything userdata.Decode
-// accepts, so a file may hold MIME or gzip too.
+// accepts, so a file may hold MIME or gzip too. User data is held to EC2's
+// limit (userdata.MaxUserDataSize), a file to userdata.MaxDecodedSize.
 type Source struct {
 	Name string
 	Data []byte
@@ -47,7 +48,9 @@ type Result struct {
 	Used []string `json:"used"`
 	// Skipped lists user-data parts that were not NodeConfigs.
 	Skipped []Skipped `json:"skipped,omitempty"`
-	// Problems lists everything found, errors and warnings, in order.
+	// Problems lists everything found, errors and warnings, in order: the
+	// first MaxProblems, then, if there were more, one line counting the
+	// rest (its Omitted is set).
 	Problems []Problem `json:"problems,omitempty"`
 }
 
@@ -58,14 +61,22 @@ type Result struct {
 // that the caller can report everything.
 func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error) {
 	res := &Result{}
+	var found problemList
 	var docs []Document
 	for _, src := range srcs {
 		if err := ctx.Err(); err != nil {
+			res.Problems = found.problems()
 			return res, fmt.Errorf("loading NodeConfig sources: %w", err)
 		}
-		parts, err := userdata.DecodeNamed(src.Name, src.Data)
+		var parts []userdata.Document
+		var err error
+		if src.Name == UserDataSource {
+			parts, err = userdata.Decode(src.Data) // held to EC2's limit
+		} else {
+			parts, err = userdata.DecodeNamed(src.Name, src.Data)
+		}
 		if err != nil {
-			res.Problems = append(res.Problems, Problem{Severity: SeverityError, Source: src.Name, Message: err.Error()})
+			found.add(Problem{Severity: SeverityError, Source: src.Name, Message: err.Error()})
 			continue
 		}
 		for _, part := range parts {
@@ -75,9 +86,9 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 				continue
 			}
 			cfg, ps, err := Parse(part.Source, part.Data)
-			res.Problems = append(res.Problems, ps...)
+			found.add(ps...)
 			if err != nil {
-				res.Problems = append(res.Problems, asProblem(part.Source, err))
+				found.add(asProblem(part.Source, err))
 				continue
 			}
 			docs = append(docs, Document{Source: part.Source, Config: cfg})
@@ -91,11 +102,12 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 	merged, err := Merge(configs...)
 	if err != nil {
 		// Validate names the document with the bad TOML; merge what can be.
-		res.Problems = append(res.Problems, Problem{Severity: SeverityError, Source: MergedSource, Path: "spec.containerd.config", Message: err.Error()})
+		found.add(Problem{Severity: SeverityError, Source: MergedSource, Path: "spec.containerd.config", Message: err.Error()})
 		merged = &NodeConfig{}
 	}
 	res.Config = merged
-	res.Problems = append(res.Problems, Validate(docs, merged)...)
+	found.add(Validate(docs, merged)...)
+	res.Problems = found.problems()
 	for _, p := range res.Problems {
 		if p.Severity == SeverityWarning {
 			log.Warn(p.Error(), "source", p.Source, "path", p.Path)
@@ -162,7 +174,7 @@ func readCapped(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("reading NodeConfig %s: %w", path, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("reading NodeConfig %s: over the %d-byte limit", path, limit)
+		return nil, fmt.Errorf("reading NodeConfig %s: over the %d-byte limit (userdata.MaxDecodedSize)", path, limit)
 	}
 	return data, nil
 }
@@ -205,29 +217,31 @@ func BootSources(imageDir string, userData []byte, cmdlinePaths []string) ([]Sou
 
 // Check validates files as `berth check [--strict] FILE...` does: they are
 // loaded in order as one node's config, so required fields may come from
-// any of them. Every problem is returned, not just the first; under strict,
-// unknown fields and feature gates are errors. ok is false on any error.
+// any of them. Every problem is returned, not just the first, up to
+// MaxProblems and a line counting the rest (use Count for the totals);
+// under strict, unknown fields and feature gates are errors. ok is false
+// on any error.
 func Check(strict bool, files ...string) (problems []Problem, ok bool) {
 	if len(files) == 0 {
 		return []Problem{{Severity: SeverityError, Source: "berth check", Message: "no files given; usage: berth check [--strict] FILE..."}}, false
 	}
+	var found problemList
 	var srcs []Source
 	for _, f := range files {
 		s, err := FileSources(f)
 		if err != nil {
-			problems = append(problems, Problem{Severity: SeverityError, Source: f, Message: err.Error()})
+			found.add(Problem{Severity: SeverityError, Source: f, Message: err.Error()})
 			continue
 		}
 		srcs = append(srcs, s...)
 	}
 	log := slog.New(slog.DiscardHandler)
 	res, _ := Load(context.Background(), log, srcs)
-	problems = append(problems, res.Problems...)
+	found.add(res.Problems...)
+	problems = found.problems()
 	if strict {
 		for i := range problems {
-			if problems[i].Unknown {
-				problems[i].Severity = SeverityError
-			}
+			promoteUnknown(&problems[i])
 		}
 	}
 	return problems, !HasErrors(problems)

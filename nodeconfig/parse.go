@@ -10,12 +10,28 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/berth-node/berth/redact"
+	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
-// MaxDocumentSize caps one NodeConfig document; user data is at most
-// 16 KiB on EC2, image files are small, and YAML expansion is bounded by it.
-const MaxDocumentSize = 4 << 20
+// Bounds on one NodeConfig document. Decoding YAML costs a few hundred
+// bytes of memory per node (4 MiB of "1," made `berth check` use 420 MB),
+// and real NodeConfigs are a few KiB (EC2 user data is at most 16 KiB
+// before gzip), so a document is held well below what userdata may decode
+// (userdata.MaxDecodedSize).
+const (
+	// MaxDocumentSize caps one document's bytes, as written.
+	MaxDocumentSize = 512 << 10
+	// MaxExpandedSize caps a document with its YAML aliases expanded,
+	// measured as the bytes of its scalars plus one per node (about what
+	// the JSON it becomes takes). Without aliases no document within
+	// MaxDocumentSize comes near it.
+	MaxExpandedSize = 2 * MaxDocumentSize
+	// maxExpandedDepth caps nesting through aliases, as go-yaml caps it
+	// within a document, so that measuring cannot exhaust the stack.
+	maxExpandedDepth = 10000
+)
 
 // Parse decodes one NodeConfig document (YAML or JSON) from source.
 //
@@ -32,10 +48,13 @@ func Parse(source string, data []byte) (*NodeConfig, []Problem, error) {
 		return nil, nil, Problem{Severity: SeverityError, Source: source, Message: fmt.Sprintf(format, args...)}
 	}
 	if len(data) > MaxDocumentSize {
-		return fail("document is %d bytes, over the %d-byte limit", len(data), MaxDocumentSize)
+		return fail("document is %d bytes, over the %d-byte limit (nodeconfig.MaxDocumentSize)", len(data), MaxDocumentSize)
 	}
 	if n := countYAMLDocuments(data); n > 1 {
 		return fail("holds %d YAML documents; put one NodeConfig in each file or MIME part", n)
+	}
+	if err := checkAliases(data); err != nil {
+		return fail("%v", err)
 	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
@@ -64,7 +83,92 @@ func Parse(source string, data []byte) (*NodeConfig, []Problem, error) {
 		// types disagree: a bug, but still reported, never a panic.
 		return fail("decoding: %v", err)
 	}
-	return cfg, ps.list, nil
+	return cfg, ps.problems(), nil
+}
+
+// checkAliases bounds what YAML aliases expand to before the document is
+// converted. go-yaml v2 (under sigs.k8s.io/yaml) refuses a document whose
+// decoding is mostly alias expansion, but it counts nodes, not bytes: an
+// anchor on a 1 MiB string referenced a few thousand times, diluted with
+// enough plain nodes to pass its ratio, made YAMLToJSON write gigabytes
+// (1.2 KB of gzip user data ran `berth check` out of memory). So a
+// document that may hold an alias is first parsed into go-yaml v3's node
+// tree, where an alias is a pointer, and measured expanded, each anchor
+// once. Syntax errors are reported the same way either parser finds them.
+func checkAliases(data []byte) error {
+	if !bytes.Contains(data, []byte("&")) || !bytes.Contains(data, []byte("*")) {
+		return nil // no anchor or no alias: nothing to expand
+	}
+	var root yaml3.Node
+	if err := yaml3.Unmarshal(data, &root); err != nil {
+		return fmt.Errorf("invalid YAML or JSON: %s", err)
+	}
+	m := aliasMeasure{sizes: map[*yaml3.Node]int{}, open: map[*yaml3.Node]bool{}}
+	_, err := m.size(&root, 0)
+	return err
+}
+
+type aliasMeasure struct {
+	sizes map[*yaml3.Node]int  // expanded size of each node measured
+	open  map[*yaml3.Node]bool // nodes being measured, to catch cycles
+}
+
+// size returns n's expanded size, or an error once it passes
+// MaxExpandedSize; every size returned is within it, so sums cannot
+// overflow however often anchors are referenced.
+func (m *aliasMeasure) size(n *yaml3.Node, depth int) (int, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if s, ok := m.sizes[n]; ok {
+		return s, nil
+	}
+	if depth > maxExpandedDepth {
+		return 0, fmt.Errorf("YAML aliases nest the document more than %d deep (line %d)", maxExpandedDepth, n.Line)
+	}
+	if m.open[n] {
+		return 0, fmt.Errorf("YAML anchor &%s (line %d) contains an alias to itself", n.Anchor, n.Line)
+	}
+	m.open[n] = true
+	defer delete(m.open, n)
+	total := 1 + len(n.Value)
+	if n.Kind == yaml3.AliasNode {
+		s, err := m.size(n.Alias, depth+1)
+		if err != nil {
+			return 0, err
+		}
+		total = s
+	}
+	for _, c := range n.Content {
+		s, err := m.size(c, depth+1)
+		if err != nil {
+			return 0, err
+		}
+		total += s
+		if total > MaxExpandedSize {
+			break
+		}
+	}
+	if total > MaxExpandedSize {
+		// The innermost node over the limit: where the aliases pile up.
+		return 0, fmt.Errorf("YAML aliases expand the document past the %d-byte limit (nodeconfig.MaxExpandedSize): %s at line %d expands to more than that", MaxExpandedSize, yamlKind(n), n.Line)
+	}
+	m.sizes[n] = total
+	return total, nil
+}
+
+func yamlKind(n *yaml3.Node) string {
+	switch n.Kind {
+	case yaml3.DocumentNode:
+		return "the document"
+	case yaml3.SequenceNode:
+		return "the list"
+	case yaml3.MappingNode:
+		return "the mapping"
+	case yaml3.AliasNode:
+		return "the alias *" + n.Value
+	}
+	return "the value"
 }
 
 var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
@@ -126,11 +230,11 @@ func walkStruct(ps *problems, t reflect.Type, obj map[string]any, path string) m
 		p := join(path, key)
 		f, known := fields[key]
 		if !known {
-			msg := "unknown field"
 			if want, ok := lower[strings.ToLower(key)]; ok {
-				msg += fmt.Sprintf(" (did you mean %q? names are case-sensitive)", want)
+				ps.unknownf(p, "unknown field (did you mean %q? names are case-sensitive)", want)
+			} else {
+				ps.unknownf(p, "unknown field")
 			}
-			ps.list = append(ps.list, Problem{Severity: SeverityWarning, Source: ps.source, Path: p, Message: msg, Unknown: true})
 			continue
 		}
 		if val == nil {
@@ -150,7 +254,7 @@ func walkValue(ps *problems, t reflect.Type, val any, path string) (any, bool) {
 	if freeForm[t] {
 		m, ok := val.(map[string]any)
 		if !ok {
-			ps.errorf(path, "want a mapping, got %s", jsonKind(val))
+			ps.errorf(path, "want a mapping, got %s", kindAt(path, val))
 			return nil, false
 		}
 		if len(m) == 0 {
@@ -163,18 +267,18 @@ func walkValue(ps *problems, t reflect.Type, val any, path string) (any, bool) {
 		return walkValue(ps, t.Elem(), val, path)
 	case reflect.String:
 		if _, ok := val.(string); !ok {
-			ps.errorf(path, "want a string, got %s", jsonKind(val))
+			ps.errorf(path, "want a string, got %s", kindAt(path, val))
 			return nil, false
 		}
 	case reflect.Bool:
 		if _, ok := val.(bool); !ok {
-			ps.errorf(path, "want true or false, got %s", jsonKind(val))
+			ps.errorf(path, "want true or false, got %s", kindAt(path, val))
 			return nil, false
 		}
 	case reflect.Struct:
 		obj, ok := val.(map[string]any)
 		if !ok {
-			ps.errorf(path, "want a mapping, got %s", jsonKind(val))
+			ps.errorf(path, "want a mapping, got %s", kindAt(path, val))
 			return nil, false
 		}
 		return walkStruct(ps, t, obj, path), true
@@ -182,7 +286,7 @@ func walkValue(ps *problems, t reflect.Type, val any, path string) (any, bool) {
 		if t.Elem().Kind() == reflect.Uint8 {
 			s, ok := val.(string)
 			if !ok {
-				ps.errorf(path, "want a base64 string, got %s", jsonKind(val))
+				ps.errorf(path, "want a base64 string, got %s", kindAt(path, val))
 				return nil, false
 			}
 			if _, err := base64.StdEncoding.DecodeString(s); err != nil {
@@ -193,7 +297,7 @@ func walkValue(ps *problems, t reflect.Type, val any, path string) (any, bool) {
 		}
 		arr, ok := val.([]any)
 		if !ok {
-			ps.errorf(path, "want a list, got %s", jsonKind(val))
+			ps.errorf(path, "want a list, got %s", kindAt(path, val))
 			return nil, false
 		}
 		out := make([]any, 0, len(arr))
@@ -219,7 +323,7 @@ func walkValue(ps *problems, t reflect.Type, val any, path string) (any, bool) {
 	case reflect.Map:
 		obj, ok := val.(map[string]any)
 		if !ok {
-			ps.errorf(path, "want a mapping, got %s", jsonKind(val))
+			ps.errorf(path, "want a mapping, got %s", kindAt(path, val))
 			return nil, false
 		}
 		out := make(map[string]any, len(obj))
@@ -256,6 +360,27 @@ func sortedKeys[K ~string, V any](m map[K]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// kindAt is jsonKind for the value at path, without the value itself when
+// the field's name looks like it holds a secret: problems go to the console
+// and the boot report.
+func kindAt(path string, v any) string {
+	name := path
+	if i := strings.LastIndexAny(path, ".["); i >= 0 {
+		name = strings.Trim(path[i+1:], "]\"")
+	}
+	if redact.Name(name) {
+		switch v.(type) {
+		case string:
+			return "a string"
+		case json.Number:
+			return "a number"
+		case bool:
+			return "a boolean"
+		}
+	}
+	return jsonKind(v)
 }
 
 func jsonKind(v any) string {

@@ -147,7 +147,7 @@ func TestParseFatal(t *testing.T) {
 		}
 	}
 	big := make([]byte, MaxDocumentSize+1)
-	if _, _, err := Parse("s", big); err == nil || !strings.Contains(err.Error(), "over the 4194304-byte limit") {
+	if _, _, err := Parse("s", big); err == nil || err.Error() != "s: document is 524289 bytes, over the 524288-byte limit (nodeconfig.MaxDocumentSize)" {
 		t.Errorf("oversized document: %v", err)
 	}
 }
@@ -166,8 +166,9 @@ func TestParseJSONAndMarkers(t *testing.T) {
 	}
 }
 
-// TestParseAliasBomb: YAML alias expansion ("billion laughs") is refused
-// rather than expanded into gigabytes.
+// TestParseAliasBomb: YAML alias expansion ("billion laughs": 9^9 "lol"s
+// from 300 bytes) is refused rather than expanded into gigabytes; see
+// bounds_test.go for the bombs go-yaml's own check lets through.
 func TestParseAliasBomb(t *testing.T) {
 	doc := "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
 	prev := "a"
@@ -176,7 +177,40 @@ func TestParseAliasBomb(t *testing.T) {
 		prev = n
 	}
 	_, _, err := Parse("bomb", []byte(doc))
-	if err == nil || !strings.Contains(err.Error(), "bomb: invalid YAML or JSON: yaml: document contains excessive aliasing") {
-		t.Errorf("alias bomb: %v", err)
+	const want = "bomb: YAML aliases expand the document past the 1048576-byte limit (nodeconfig.MaxExpandedSize): the list at line 6 expands to more than that"
+	if err == nil || err.Error() != want {
+		t.Errorf("alias bomb:\n got %v\nwant %s", err, want)
+	}
+}
+
+// TestProblemsDoNotEchoSecrets: a wrongly typed value under a name that
+// looks secret is described by its kind only, since problems are printed
+// on the console and kept in the boot report.
+func TestProblemsDoNotEchoSecrets(t *testing.T) {
+	doc := []byte(`apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  instance:
+    environment:
+      API_TOKEN: 123456789
+      REGION: 42
+`)
+	_, problems, err := Parse("user-data", doc)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	var all strings.Builder
+	for _, p := range problems {
+		all.WriteString(p.String() + "\n")
+	}
+	out := all.String()
+	if strings.Contains(out, "123456789") {
+		t.Errorf("a secret-named field's value is in the problems:\n%s", out)
+	}
+	if !strings.Contains(out, "API_TOKEN") || !strings.Contains(out, "a number") {
+		t.Errorf("the problem must still name the field and the kind:\n%s", out)
+	}
+	if !strings.Contains(out, "number 42") {
+		t.Errorf("a field that is not secret keeps its value in the problem:\n%s", out)
 	}
 }

@@ -27,11 +27,12 @@ type Document struct {
 // then the merged result for what only the whole can show (required
 // fields, cross-field rules) under MergedSource.
 func Validate(docs []Document, merged *NodeConfig) []Problem {
-	var out []Problem
+	var out problemList
 	for _, d := range docs {
-		out = append(out, ValidateDocument(d.Source, d.Config)...)
+		out.add(ValidateDocument(d.Source, d.Config)...)
 	}
-	return append(out, ValidateMerged(merged)...)
+	out.add(ValidateMerged(merged)...)
+	return out.problems()
 }
 
 // OwnedKubeletFlags are kubelet flags berth sets itself; a user flag would
@@ -136,11 +137,10 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 
 	for _, f := range sortedKeys(s.FeatureGates) {
 		if !slices.Contains(Features(), Feature(f)) {
-			ps.list = append(ps.list, Problem{Severity: SeverityWarning, Source: source, Path: "spec.featureGates." + f,
-				Message: "unknown feature gate; known: " + list(Features()), Unknown: true})
+			ps.unknownf("spec.featureGates."+f, "unknown feature gate; known: %s", list(Features()))
 		}
 	}
-	return ps.list
+	return ps.problems()
 }
 
 func checkCA(ps *problems, ca []byte) {
@@ -215,7 +215,7 @@ func ValidateMerged(cfg *NodeConfig) []Problem {
 	if c.EnableOutpost != nil && *c.EnableOutpost && c.ID == "" {
 		ps.errorf("spec.cluster.id", "required when spec.cluster.enableOutpost is true")
 	}
-	return ps.list
+	return ps.problems()
 }
 
 func list[T ~string](vs []T) string {

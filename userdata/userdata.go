@@ -29,17 +29,32 @@ import (
 // NodeConfigContentType is the MIME type of a NodeConfig part.
 const NodeConfigContentType = "application/node.eks.aws"
 
-// Limits that keep hostile user data from exhausting PID 1's memory. EC2
-// caps raw user data at 16 KiB, so these leave ample room for gzip.
+// Limits that keep hostile or mistaken user data from exhausting PID 1's
+// memory. Each error that enforces one names it.
 const (
+	// MaxUserDataSize is EC2's limit on raw user data (16 KiB, counted
+	// before base64 or gzip is undone). EC2 refuses larger user data at
+	// launch, so more from IMDS means something is wrong; Decode refuses it
+	// and the imds client reads no more than this of the answer.
+	MaxUserDataSize = 16 << 10
 	// MaxDecodedSize caps the bytes produced by all decoding layers
-	// together (gzip output, base64 output, MIME part bodies).
-	MaxDecodedSize = 16 << 20
-	// MaxDepth caps how many layers (gzip, base64, nested multipart) may
-	// wrap one another.
+	// together (gzip output, base64 output, MIME part bodies), and the raw
+	// size of a file given to DecodeNamed. 16 KiB of gzip can inflate to
+	// 16 MiB, and gzip inside gzip to gigabytes, so every layer is read
+	// through a limit and stopped the moment it passes this one; real
+	// NodeConfigs are a few KiB.
+	MaxDecodedSize = 4 << 20
+	// MaxDepth caps how many layers (gzip, base64, multipart) may wrap one
+	// another.
 	MaxDepth = 8
-	// MaxParts caps the number of MIME parts across all levels.
-	MaxParts = 256
+	// MaxMultipartDepth caps multipart nesting: a multipart message is
+	// depth 1, a multipart part inside it depth 2. eksctl, Karpenter and
+	// managed node groups write depth 1; 3 leaves room for tools that wrap
+	// their input once more.
+	MaxMultipartDepth = 3
+	// MaxParts caps the number of MIME parts across all levels; real user
+	// data has two or three.
+	MaxParts = 32
 )
 
 // Document is one piece of user data after every wrapping is removed.
@@ -64,17 +79,24 @@ type Document struct {
 func (d Document) IsNodeConfig() bool { return d.Skip == "" }
 
 // Decode decodes user data fetched from IMDS; sources are named "user-data".
+// Data over MaxUserDataSize is refused: EC2 allows no more.
 func Decode(data []byte) ([]Document, error) {
-	return DecodeNamed("user-data", data)
+	const name = "user-data"
+	if len(data) > MaxUserDataSize {
+		return nil, fmt.Errorf("decoding %s: %d bytes is over EC2's %d-byte limit on raw user data (userdata.MaxUserDataSize)", name, len(data), MaxUserDataSize)
+	}
+	return DecodeNamed(name, data)
 }
 
 // DecodeNamed decodes data from the named source (a file path, for
 // example), which prefixes every Document.Source. Empty or all-whitespace
 // data gives no documents and no error: an instance may have no user data.
+// Data over MaxDecodedSize is refused; Decode holds user data to EC2's
+// smaller limit.
 func DecodeNamed(name string, data []byte) ([]Document, error) {
 	d := &decoder{budget: MaxDecodedSize}
 	if len(data) > MaxDecodedSize {
-		return nil, fmt.Errorf("decoding %s: %d bytes is over the %d-byte limit", name, len(data), MaxDecodedSize)
+		return nil, fmt.Errorf("decoding %s: %d bytes is over the %d-byte limit (userdata.MaxDecodedSize)", name, len(data), MaxDecodedSize)
 	}
 	if err := d.layer(name, "", data, 0); err != nil {
 		return nil, err
@@ -83,9 +105,13 @@ func DecodeNamed(name string, data []byte) ([]Document, error) {
 }
 
 type decoder struct {
-	docs   []Document
+	docs []Document
+	// budget is what is left of MaxDecodedSize.
 	budget int
 	parts  int
+	// nesting is how many multipart messages enclose the part being
+	// decoded.
+	nesting int
 }
 
 var gzipMagic = []byte{0x1f, 0x8b}
@@ -95,7 +121,7 @@ var gzipMagic = []byte{0x1f, 0x8b}
 // where the type is sniffed from the content.
 func (d *decoder) layer(name, partType string, data []byte, depth int) error {
 	if depth > MaxDepth {
-		return fmt.Errorf("decoding %s: more than %d nested layers of gzip, base64 or multipart", name, MaxDepth)
+		return fmt.Errorf("decoding %s: more than %d nested layers of gzip, base64 or multipart (userdata.MaxDepth)", name, MaxDepth)
 	}
 	// Windows editors prefix a byte-order mark, which would hide a MIME
 	// header or a shebang.
@@ -141,9 +167,13 @@ func (d *decoder) layer(name, partType string, data []byte, depth int) error {
 func (d *decoder) take(name string, n int) error {
 	d.budget -= n
 	if d.budget < 0 {
-		return fmt.Errorf("decoding %s: decoded user data is over the %d-byte limit", name, MaxDecodedSize)
+		return d.overBudget(name)
 	}
 	return nil
+}
+
+func (d *decoder) overBudget(name string) error {
+	return fmt.Errorf("decoding %s: decoded user data is over the %d-byte limit (userdata.MaxDecodedSize)", name, MaxDecodedSize)
 }
 
 func (d *decoder) gunzip(name string, data []byte) ([]byte, error) {
@@ -187,6 +217,11 @@ func (d *decoder) base64(name string, data []byte) ([]byte, bool, error) {
 	enc := base64.StdEncoding
 	if !bytes.HasSuffix(compact, []byte("=")) && len(compact)%4 != 0 {
 		enc = base64.RawStdEncoding
+	}
+	// Refuse before allocating: anything this long made only of base64
+	// characters is no NodeConfig either way.
+	if enc.DecodedLen(len(compact)) > d.budget {
+		return nil, false, d.overBudget(name)
 	}
 	out := make([]byte, enc.DecodedLen(len(compact)))
 	n, err := enc.Decode(out, compact)
@@ -329,7 +364,7 @@ func (d *decoder) entity(name, number string, hdr textproto.MIMEHeader, body []b
 		return fmt.Errorf("decoding %s: Content-Type %q: %w", where, ct, err)
 	}
 	if number != "" {
-		where += " (" + mediaType + ")"
+		where += " (" + shorten(mediaType) + ")"
 	}
 	body, err = d.transferDecode(where, hdr.Get("Content-Transfer-Encoding"), body)
 	if err != nil {
@@ -386,6 +421,9 @@ func (d *decoder) transferDecode(where, cte string, body []byte) ([]byte, error)
 			}
 			return r
 		}, body)
+		if base64.StdEncoding.DecodedLen(len(compact)) > d.budget {
+			return nil, d.overBudget(where)
+		}
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(compact)))
 		n, err := base64.StdEncoding.Decode(out, compact)
 		if err != nil {
@@ -406,8 +444,13 @@ func (d *decoder) multipart(name, number, boundary string, body []byte, depth in
 		where = name + " part " + number
 	}
 	if depth > MaxDepth {
-		return fmt.Errorf("decoding %s: more than %d nested layers of gzip, base64 or multipart", where, MaxDepth)
+		return fmt.Errorf("decoding %s: more than %d nested layers of gzip, base64 or multipart (userdata.MaxDepth)", where, MaxDepth)
 	}
+	if d.nesting >= MaxMultipartDepth {
+		return fmt.Errorf("decoding %s: multipart nested more than %d deep (userdata.MaxMultipartDepth)", where, MaxMultipartDepth)
+	}
+	d.nesting++
+	defer func() { d.nesting-- }()
 	if boundary == "" {
 		return fmt.Errorf("decoding %s: multipart Content-Type has no boundary", where)
 	}
@@ -422,7 +465,7 @@ func (d *decoder) multipart(name, number, boundary string, body []byte, depth in
 		}
 		d.parts++
 		if d.parts > MaxParts {
-			return fmt.Errorf("decoding %s: more than %d MIME parts", where, MaxParts)
+			return fmt.Errorf("decoding %s: more than %d MIME parts (userdata.MaxParts)", where, MaxParts)
 		}
 		num := strconv.Itoa(i)
 		if number != "" {
@@ -442,4 +485,14 @@ func (d *decoder) multipart(name, number, boundary string, body []byte, depth in
 			return err
 		}
 	}
+}
+
+// shorten bounds a name taken from the input (a MIME type) before it goes
+// into every Source and message derived from it.
+func shorten(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return s
+	}
+	return strings.ToValidUTF8(s[:limit], "") + "..."
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -85,16 +86,17 @@ func gz(t testing.TB, b []byte) []byte {
 // with an error naming the limit, without inflating it all.
 func TestGzipBomb(t *testing.T) {
 	bomb := gz(t, bytes.Repeat([]byte("a"), MaxDecodedSize+10))
-	if len(bomb) > 64<<10 {
-		t.Fatalf("bomb is %d bytes", len(bomb))
+	if len(bomb) > MaxUserDataSize {
+		t.Fatalf("bomb is %d bytes, over the user-data limit it must fit in", len(bomb))
 	}
+	const want = "decoding user-data: decoded user data is over the 4194304-byte limit (userdata.MaxDecodedSize)"
 	for name, data := range map[string][]byte{
 		"gzip":        bomb,
 		"base64 gzip": []byte(base64.StdEncoding.EncodeToString(bomb)),
 	} {
 		_, err := Decode(data)
-		if err == nil || err.Error() != "decoding user-data: decoded user data is over the 16777216-byte limit" {
-			t.Errorf("%s: %v", name, err)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s:\n got %v\nwant %s", name, err, want)
 		}
 	}
 	// Just under the limit is fine.
@@ -103,50 +105,147 @@ func TestGzipBomb(t *testing.T) {
 	if err != nil || len(docs) != 1 || !docs[0].IsNodeConfig() {
 		t.Errorf("large but allowed gzip: %v, %d docs", err, len(docs))
 	}
-	if _, err := Decode(make([]byte, MaxDecodedSize+1)); err == nil || !strings.Contains(err.Error(), "over the 16777216-byte limit") {
-		t.Errorf("oversized raw input: %v", err)
+	if _, err := DecodeNamed("big.yaml", make([]byte, MaxDecodedSize+1)); err == nil ||
+		err.Error() != "decoding big.yaml: 4194305 bytes is over the 4194304-byte limit (userdata.MaxDecodedSize)" {
+		t.Errorf("oversized file: %v", err)
 	}
 }
 
-// TestDepthLimit: layers nested deeper than MaxDepth are refused.
+// TestNestedGzipBomb: 651 bytes of gzip inside gzip inside gzip that would
+// inflate to 1 GiB stop at MaxDecodedSize, and decoding allocates a small
+// multiple of the limit, not the gigabyte.
+func TestNestedGzipBomb(t *testing.T) {
+	bomb, err := os.ReadFile("testdata/bomb/zeros-1GiB.gz.gz.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"gzip^3":        bomb,
+		"base64 gzip^3": []byte(base64.StdEncoding.EncodeToString(bomb)),
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := Decode(data)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.HasSuffix(err.Error(), "decoded user data is over the 4194304-byte limit (userdata.MaxDecodedSize)") {
+			t.Errorf("%s: %v", name, err)
+		}
+		// bytes.Buffer doubles as it grows, so the largest layer may
+		// cost twice the limit; 8x leaves room for the smaller layers.
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %v; %d bytes allocated", name, err, alloc)
+		if alloc > 8*MaxDecodedSize {
+			t.Errorf("%s: decoding allocated %d bytes, want at most %d", name, alloc, 8*MaxDecodedSize)
+		}
+	}
+}
+
+// TestUserDataSizeLimit: user data from IMDS is held to EC2's 16 KiB,
+// counted before any decoding; files may be larger.
+func TestUserDataSizeLimit(t *testing.T) {
+	doc := []byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n#")
+	at := append(doc, bytes.Repeat([]byte("x"), MaxUserDataSize-len(doc))...)
+	if docs, err := Decode(at); err != nil || len(docs) != 1 {
+		t.Errorf("user data of exactly %d bytes: %v, %d docs", len(at), err, len(docs))
+	}
+	over := append(at, 'x')
+	const want = "decoding user-data: 16385 bytes is over EC2's 16384-byte limit on raw user data (userdata.MaxUserDataSize)"
+	if _, err := Decode(over); err == nil || err.Error() != want {
+		t.Errorf("user data one byte over:\n got %v\nwant %s", err, want)
+	}
+	// The limit is on the raw bytes: base64 of 16 KiB is over it even
+	// though it decodes to less.
+	b64 := []byte(base64.StdEncoding.EncodeToString(at))
+	if _, err := Decode(b64); err == nil || !strings.Contains(err.Error(), "over EC2's 16384-byte limit") {
+		t.Errorf("base64 user data of %d bytes: %v", len(b64), err)
+	}
+	if docs, err := DecodeNamed("/etc/berth/config.d/10.yaml", over); err != nil || len(docs) != 1 {
+		t.Errorf("a file over 16 KiB: %v, %d docs", err, len(docs))
+	}
+}
+
+// TestBase64Limit: base64 that would decode past the budget is refused
+// before its output is allocated.
+func TestBase64Limit(t *testing.T) {
+	d := &decoder{budget: 6}
+	if _, _, err := d.base64("x", []byte("YWJjZGVmZ2g=")); err == nil || !strings.Contains(err.Error(), "over the 4194304-byte limit") {
+		t.Errorf("base64 of 8 bytes with 6 left: %v", err)
+	}
+	d = &decoder{budget: 6}
+	msg := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=x\n\n--x\nContent-Type: application/node.eks.aws\nContent-Transfer-Encoding: base64\n\nYWJjZGVmZ2g=\n--x--\n"
+	if err := d.layer("x", "", []byte(msg), 0); err == nil || !strings.Contains(err.Error(), "over the 4194304-byte limit") {
+		t.Errorf("Content-Transfer-Encoding base64 over the budget: %v", err)
+	}
+}
+
+// TestDepthLimit: layers nested deeper than MaxDepth, and multipart nested
+// deeper than MaxMultipartDepth, are refused.
 func TestDepthLimit(t *testing.T) {
 	data := []byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n")
 	for range MaxDepth + 1 {
 		data = gz(t, data)
 	}
-	if _, err := Decode(data); err == nil || err.Error() != "decoding user-data: more than 8 nested layers of gzip, base64 or multipart" {
+	if _, err := Decode(data); err == nil || err.Error() != "decoding user-data: more than 8 nested layers of gzip, base64 or multipart (userdata.MaxDepth)" {
 		t.Errorf("deep gzip: %v", err)
 	}
 	// Nested multipart, each level one part.
-	msg := "Content-Type: application/node.eks.aws\n\nkind: NodeConfig\n"
-	for i := range MaxDepth + 1 {
-		b := fmt.Sprintf("b%d", i)
-		msg = fmt.Sprintf("Content-Type: multipart/mixed; boundary=%s\n\n--%s\n%s\n--%s--\n", b, b, msg, b)
+	nested := func(levels int) []byte {
+		msg := "Content-Type: application/node.eks.aws\n\nkind: NodeConfig\n"
+		for i := range levels {
+			b := fmt.Sprintf("b%d", i)
+			msg = fmt.Sprintf("Content-Type: multipart/mixed; boundary=%s\n\n--%s\n%s\n--%s--\n", b, b, msg, b)
+		}
+		return []byte("MIME-Version: 1.0\n" + msg)
 	}
-	if _, err := Decode([]byte("MIME-Version: 1.0\n" + msg)); err == nil || !strings.Contains(err.Error(), "more than 8 nested layers") {
-		t.Errorf("deep multipart: %v", err)
+	docs, err := Decode(nested(MaxMultipartDepth))
+	if err != nil || len(docs) != 1 || docs[0].Source != "user-data part 1.1.1 (application/node.eks.aws)" {
+		t.Errorf("multipart %d deep: %v %+v", MaxMultipartDepth, err, docs)
+	}
+	const want = "decoding user-data part 1.1.1: multipart nested more than 3 deep (userdata.MaxMultipartDepth)"
+	if _, err := Decode(nested(MaxMultipartDepth + 1)); err == nil || err.Error() != want {
+		t.Errorf("multipart %d deep:\n got %v\nwant %s", MaxMultipartDepth+1, err, want)
 	}
 	// Within the limit, wrapping is undone.
 	data = []byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n")
-	want := string(data)
+	want3 := string(data)
 	for range 3 {
 		data = []byte(base64.StdEncoding.EncodeToString(gz(t, data)))
 	}
-	docs, err := Decode(data)
-	if err != nil || len(docs) != 1 || string(docs[0].Data) != want {
+	docs, err = Decode(data)
+	if err != nil || len(docs) != 1 || string(docs[0].Data) != want3 {
 		t.Errorf("3x base64(gzip): %v %+v", err, docs)
 	}
 }
 
 func TestTooManyParts(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=x\n\n")
-	for range MaxParts + 1 {
-		b.WriteString("--x\nContent-Type: text/x-shellscript\n\n#!/bin/sh\n")
+	parts := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=x\n\n")
+		for range n {
+			b.WriteString("--x\nContent-Type: text/x-shellscript\n\n#!/bin/sh\n")
+		}
+		b.WriteString("--x--\n")
+		return []byte(b.String())
 	}
-	b.WriteString("--x--\n")
-	if _, err := Decode([]byte(b.String())); err == nil || err.Error() != "decoding user-data: more than 256 MIME parts" {
+	if docs, err := Decode(parts(MaxParts)); err != nil || len(docs) != MaxParts {
+		t.Errorf("%d parts: %v, %d docs", MaxParts, err, len(docs))
+	}
+	if _, err := Decode(parts(MaxParts + 1)); err == nil || err.Error() != "decoding user-data: more than 32 MIME parts (userdata.MaxParts)" {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestLongMediaTypeShortened: a part's media type goes into its Source,
+// so a long one is cut.
+func TestLongMediaTypeShortened(t *testing.T) {
+	mt := "application/" + strings.Repeat("x", 1000)
+	in := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=x\n\n--x\nContent-Type: " + mt + "\n\nhello\n--x--\n"
+	docs, err := Decode([]byte(in))
+	if err != nil || len(docs) != 1 {
+		t.Fatalf("%v %+v", err, docs)
+	}
+	if want := "user-data part 1 (" + mt[:64] + "...)"; docs[0].Source != want {
+		t.Errorf("Source %q, want %q", docs[0].Source, want)
 	}
 }
 

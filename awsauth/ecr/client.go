@@ -24,7 +24,8 @@ const (
 	contentType = "application/x-amz-json-1.1"
 	// DefaultTimeout bounds one GetAuthorizationToken call.
 	DefaultTimeout = 20 * time.Second
-	maxBody        = 1 << 20
+	// maxBody bounds the answer read, error answers included.
+	maxBody = 1 << 20
 )
 
 // Client calls ECR's GetAuthorizationToken.
@@ -56,10 +57,15 @@ func (c *Client) GetAuthorizationToken(ctx context.Context) (Auth, error) {
 	if c.Clock != nil {
 		now = c.Clock
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
+	hc := http.Client{}
+	if c.HTTP != nil {
+		hc = *c.HTTP // a copy, so the caller's redirect policy is left alone
 	}
+	// ECR never redirects. Following a redirect would send the signed
+	// request, session token included, wherever it points (Go drops only
+	// the Authorization header when the host changes), so the 3xx comes
+	// back as the answer and is refused below.
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	ep := strings.TrimRight(c.Endpoint, "/") + "/"
 	body := []byte("{}")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep, bytes.NewReader(body))
@@ -77,12 +83,23 @@ func (c *Client) GetAuthorizationToken(ctx context.Context) (Auth, error) {
 		return Auth{}, fmt.Errorf("ECR GetAuthorizationToken at %s: %w", c.Endpoint, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		loc := resp.Header.Get("Location")
+		if loc == "" {
+			loc = "(no Location)"
+		}
+		return Auth{}, fmt.Errorf("ECR GetAuthorizationToken at %s: POST %s answered %s, a redirect to %s: AWS APIs do not redirect, so the signed request is not sent on",
+			c.Endpoint, ep, resp.Status, loc)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		return Auth{}, fmt.Errorf("ECR GetAuthorizationToken at %s: reading the answer: %w", c.Endpoint, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return Auth{}, fmt.Errorf("ECR GetAuthorizationToken at %s: %s: %s", c.Endpoint, resp.Status, apiError(b))
+	}
+	if len(b) > maxBody {
+		return Auth{}, fmt.Errorf("ECR GetAuthorizationToken at %s: the answer is over the %d-byte limit; a real one is under 4 KiB", c.Endpoint, maxBody)
 	}
 	return ParseAuthorizationToken(b)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,5 +293,53 @@ func TestClientDeadline(t *testing.T) {
 	_, err := c.GetAuthorizationToken(context.Background())
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("hung ECR: err %v after %s", err, time.Since(start))
+	}
+}
+
+// TestClientRefusesRedirect: a 3xx from the ECR endpoint is an error that
+// names the request and the Location, and the signed request never
+// reaches the redirect's target, whichever http.Client the caller gave.
+func TestClientRefusesRedirect(t *testing.T) {
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer target.Close()
+	for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/elsewhere", status)
+		}))
+		caller := &http.Client{}
+		for _, hc := range []*http.Client{nil, caller} {
+			c := Client{Endpoint: srv.URL, Region: "us-east-1", HTTP: hc,
+				Creds: aws.Credentials{AccessKeyID: "ASIAEXAMPLE", SecretAccessKey: "secret", SessionToken: "TOKEN"}}
+			_, err := c.GetAuthorizationToken(context.Background())
+			want := fmt.Sprintf("ECR GetAuthorizationToken at %s: POST %s/ answered %d %s, a redirect to %s/elsewhere: AWS APIs do not redirect, so the signed request is not sent on",
+				srv.URL, srv.URL, status, http.StatusText(status), target.URL)
+			if err == nil || err.Error() != want {
+				t.Errorf("HTTP %d:\n got %v\nwant %s", status, err, want)
+			}
+		}
+		srv.Close()
+		if caller.CheckRedirect != nil {
+			t.Error("the caller's http.Client was changed")
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests", n)
+	}
+}
+
+// TestClientAnswerLimit: an answer over the limit is refused by name, not
+// cut into a JSON error.
+func TestClientAnswerLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(bytes.Repeat([]byte(" "), maxBody+1))
+	}))
+	defer srv.Close()
+	c := Client{Endpoint: srv.URL, Region: "us-east-1", Creds: aws.Credentials{AccessKeyID: "A", SecretAccessKey: "S"}}
+	if _, err := c.GetAuthorizationToken(context.Background()); err == nil || !strings.HasSuffix(err.Error(), ": the answer is over the 1048576-byte limit; a real one is under 4 KiB") {
+		t.Errorf("long answer: %v", err)
 	}
 }
