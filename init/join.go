@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +60,9 @@ func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
 			last := w.lastErr
 			w.mu.Unlock()
 			if last == "" {
+				last = waitingCause(sup.Status())
+			}
+			if last == "" {
 				if k := sup.Service("kubelet"); k != nil {
 					last = k.Status().LastError
 				}
@@ -81,4 +86,28 @@ func joinCause(l string) string {
 		}
 	}
 	return l
+}
+
+// waitingCause says why kubelet has not run at all: the first service
+// before it that is not ready, in that service's own words (containerd
+// crash-looping on a bad config, say). Empty once kubelet has started.
+func waitingCause(sts []supervise.Status) string {
+	i := slices.IndexFunc(sts, func(s supervise.Status) bool { return s.Name == "kubelet" })
+	if i < 0 || !sts[i].StartedAt.IsZero() {
+		return ""
+	}
+	for _, s := range sts[:i] {
+		if s.State == supervise.StateReady {
+			continue
+		}
+		why := s.LastErrorLine
+		if why == "" {
+			why = s.LastError
+		}
+		if why == "" {
+			why = "it has not said why yet"
+		}
+		return fmt.Sprintf("kubelet is waiting for %s (%s, %d restarts): %s", s.Name, s.State, s.Restarts, why)
+	}
+	return ""
 }

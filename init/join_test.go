@@ -1,7 +1,11 @@
 package main
 
 import (
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/berth-node/berth/runtime/supervise"
 )
 
 func TestJoinCause(t *testing.T) {
@@ -30,5 +34,30 @@ func TestJoinWatcherKeepsOnlyJoinErrors(t *testing.T) {
 	case <-w.registered:
 	default:
 		t.Error("registration line not noticed")
+	}
+}
+
+// TestWaitingCause: with kubelet held back by a crash-looping containerd,
+// the join watcher's cause is containerd's own last words.
+func TestWaitingCause(t *testing.T) {
+	const why = "containerd: failed to load TOML from /etc/containerd/config.toml: expected containerd config version equal to or less than `3`, got `99`"
+	waiting := []supervise.Status{
+		{Name: "containerd", State: supervise.StateBackoff, Restarts: 4, LastErrorLine: why},
+		{Name: "kubelet", State: supervise.StateWaiting},
+	}
+	got := waitingCause(waiting)
+	if !strings.Contains(got, "kubelet is waiting for containerd (backoff, 4 restarts)") || !strings.HasSuffix(got, why) {
+		t.Errorf("cause %q, want containerd named with its own error line", got)
+	}
+	started := []supervise.Status{
+		{Name: "containerd", State: supervise.StateReady},
+		{Name: "kubelet", State: supervise.StateRunning, StartedAt: time.Now()},
+	}
+	if got := waitingCause(started); got != "" {
+		t.Errorf("kubelet started: cause %q, want none (kubelet's own lines say why)", got)
+	}
+	noWords := []supervise.Status{{Name: "containerd", State: supervise.StateRunning}, {Name: "kubelet", State: supervise.StateWaiting}}
+	if got := waitingCause(noWords); !strings.Contains(got, "containerd (running, 0 restarts): it has not said why yet") {
+		t.Errorf("cause %q", got)
 	}
 }

@@ -94,6 +94,9 @@ type Service struct {
 	lastExitAt    time.Time
 	lastError     string
 	lastErrorLine string
+	// runErrorLine says the current run logged an error-level line;
+	// without one, a failed run's last line becomes lastErrorLine.
+	runErrorLine bool
 	killReason    string
 
 	fileErrLogged atomic.Bool // not under mu: start writes the file holding mu
@@ -432,6 +435,7 @@ func (s *Service) start() (*reaper.Process, chan struct{}, error) {
 		return nil, nil, err
 	}
 	s.proc = proc // first: should anything below panic, the process is not lost (stopLeftover)
+	s.runErrorLine = false
 	now := s.now()
 	s.state = StateRunning
 	s.startedAt = now
@@ -509,10 +513,21 @@ func (s *Service) supervise(ctx context.Context, proc *reaper.Process, output ch
 	case <-time.After(time.Second):
 	}
 	now := s.now()
+	// A program that dies of a bad config often says why in one plain
+	// last line on stderr, with no level ("containerd: failed to load
+	// TOML ..."): when the run failed and logged no error-level line,
+	// that last line is the best cause there is.
+	var last []string
+	if !st.Success() {
+		last = s.ring.Tail(1)
+	}
 	s.mu.Lock()
 	s.proc = nil
 	s.lastExit = &st
 	s.lastExitAt = now
+	if len(last) == 1 && !s.runErrorLine {
+		s.lastErrorLine = last[0]
+	}
 	s.mu.Unlock()
 	s.writeFile(fmt.Sprintf("--- berth: pid %d exited: %s", proc.Pid(), st))
 	return true
@@ -644,6 +659,7 @@ func (s *Service) line(l string) {
 	if lvl >= slog.LevelError {
 		s.mu.Lock()
 		s.lastErrorLine = l
+		s.runErrorLine = true
 		s.mu.Unlock()
 	}
 	if lvl >= s.consoleLevel {

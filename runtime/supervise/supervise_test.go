@@ -558,3 +558,19 @@ func TestHooksSeeLinesAndStates(t *testing.T) {
 		t.Errorf("OnChange saw %v, want svc=%s among them", states, StateReady)
 	}
 }
+
+// TestCrashLoopPlainLastLine: a program that dies of a bad config with one
+// plain line on stderr (no level, as containerd's CLI prints a config
+// error) gets that line as its status's error line; a clean exit does not.
+func TestCrashLoopPlainLastLine(t *testing.T) {
+	const why = "containerd: failed to load TOML from /etc/containerd/config.toml: expected containerd config version equal to or less than `3`, got `99`"
+	h := newHarness(t, []plan.Service{{Name: "containerd",
+		Argv: sh(`echo "starting up"; echo '` + why + `' >&2; exit 1`),
+		Env:  testEnv, StopTimeout: time.Second}},
+		Options{Backoff: Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, ResetAfter: time.Hour}})
+	svc := h.sup.Service("containerd")
+	waitFor(t, "two restarts", 10*time.Second, func() bool { return svc.Status().Restarts >= 2 })
+	if st := svc.Status(); st.LastErrorLine != why {
+		t.Errorf("last error line %q, want the plain last line %q", st.LastErrorLine, why)
+	}
+}
