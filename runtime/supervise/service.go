@@ -97,7 +97,7 @@ type Service struct {
 	// runErrorLine says the current run logged an error-level line;
 	// without one, a failed run's last line becomes lastErrorLine.
 	runErrorLine bool
-	killReason    string
+	killReason   string
 
 	fileErrLogged atomic.Bool // not under mu: start writes the file holding mu
 }
