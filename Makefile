@@ -97,6 +97,24 @@ test-qemu: image-test etcd
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(BUILD)/qemu-tests.log"; exit $$rc; fi
 
+## faults: the fault suite at full strength (test-qemu runs it reduced):
+## kill -9 of containerd and kubelet BERTH_FAULT_KILLS times each (100),
+## IMDS faults, containerd config rejected, /var and /run full, with the
+## slower checks (BERTH_FAULT_FULL=1), plus the DHCP-server-gone host test;
+## ends with the table of faults. Full log in build/faults.log, each VM's
+## console in build/qemu-logs-faults/.
+.PHONY: faults
+faults: image-test
+	@rm -rf $(BUILD)/qemu-logs-faults; set +e; \
+	$(GO) test -count=1 -v -run 'TestDHCPServerGone' ./network > $(BUILD)/faults.log 2>&1; rc=$$?; \
+	BERTH_FAULT_KILLS=$${BERTH_FAULT_KILLS:-100} BERTH_FAULT_FULL=1 BERTH_IMAGE=$(BUILD)/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) \
+	  BERTH_QEMU_LOGDIR=$(BUILD)/qemu-logs-faults $(GO) test -count=1 -timeout 180m -v -run 'TestFault' ./qemu-tests >> $(BUILD)/faults.log 2>&1; rc2=$$?; set -e; \
+	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic)|_test\.go:[0-9]+: ' $(BUILD)/faults.log | grep -v 'figure: FAULT |' || true; \
+	echo; echo "=== fault table"; grep -h 'figure: FAULT | ' $(BUILD)/faults.log | sed 's/.*figure: FAULT | //' | \
+	  awk -F' [|] ' '{ sub(/^fault=/, "", $$1); sub(/^action=/, "", $$2); sub(/^recover=/, "", $$3); sub(/^lost=/, "", $$4); \
+	    printf "%s\n    did:     %s\n    recover: %s\n    lost:    %s\n", $$1, $$2, $$3, $$4 }'; \
+	if [ $$rc -ne 0 ] || [ $$rc2 -ne 0 ]; then echo "faults: FAILED; full log: $(BUILD)/faults.log"; exit 1; fi
+
 include components.mk
 
 ## demo: the main job. Builds everything, starts a local control plane (etcd,

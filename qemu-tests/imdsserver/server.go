@@ -71,6 +71,7 @@ type Server struct {
 	delayLeft int
 	delay     time.Duration
 	log       []Request
+	faults    faultState // SetFault's switch (fault.go)
 }
 
 // New returns a stand-in serving cfg. It fails only when cfg describes a tree
@@ -160,6 +161,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if s.intercept(w, r) {
+		return
+	}
 	s.mu.Lock()
 	var fail int
 	if s.failLeft > 0 {

@@ -1,0 +1,1052 @@
+package qemutests
+
+// The fault suite: what berth does when things break under it, measured.
+// Each test logs one row of the fault table per fault:
+//
+//	figure: FAULT | fault=... | action=... | recover=... | lost=...
+//
+// `make faults` runs these (-run TestFault) at full strength and prints the
+// table; `make test-qemu` runs them in their reduced form. The knobs:
+//
+//	BERTH_FAULT_KILLS  kill -9 rounds per service (default 10; make faults: 100)
+//	BERTH_FAULT_FULL=1 the slower checks: the broken-containerd node's boot
+//	                   report (3 min of kubelet wait), an extra IMDS fault
+//	                   (connections reset for 20 s); and two known gaps
+//	                   fail instead of being logged as "GAP:" (the join
+//	                   watcher not naming containerd; containerd's fatal
+//	                   line missing from the report's last_error_line)
+//
+// The DHCP-server-gone fault cannot be made on QEMU's user network; it is a
+// host test in network/dhcpgone_test.go, which make faults runs too.
+// The three top-level tests run in parallel with each other (after the
+// package's other tests): most of their time is the guest waiting out a
+// backoff or a timeout, which overlaps well even on 2 cores.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/qemu"
+)
+
+// faultKills is BERTH_FAULT_KILLS, the kill -9 rounds per service.
+func faultKills(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("BERTH_FAULT_KILLS")
+	if v == "" {
+		return 10
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("BERTH_FAULT_KILLS=%q: want a positive number", v)
+	}
+	return n
+}
+
+// faultFull is BERTH_FAULT_FULL=1: the slower checks too.
+func faultFull() bool { return os.Getenv("BERTH_FAULT_FULL") == "1" }
+
+// faultRow logs one row of the fault table.
+func faultRow(t *testing.T, fault, action, recover, lost string) {
+	t.Helper()
+	figure(t, "FAULT | fault=%s | action=%s | recover=%s | lost=%s", fault, action, recover, lost)
+}
+
+// lineAfter waits for the first console line at index from or later that
+// matches re, and returns its index, the line and the submatches.
+func lineAfter(vm *qemu.VM, from int, re *regexp.Regexp, timeout time.Duration) (int, qemu.Line, []string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		lines := vm.Lines()
+		for i := from; i < len(lines); i++ {
+			if m := re.FindStringSubmatch(lines[i].Text); m != nil {
+				return i, lines[i], m, nil
+			}
+		}
+		from = max(from, len(lines))
+		if vm.Exited() {
+			return -1, qemu.Line{}, nil, fmt.Errorf("QEMU exited before a console line matched %q\nconsole tail:\n%s", re, vm.ConsoleTail(40))
+		}
+		if time.Now().After(deadline) {
+			return -1, qemu.Line{}, nil, fmt.Errorf("no console line matching %q within %s\nconsole tail:\n%s", re, timeout, vm.ConsoleTail(40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// linesMatching returns the console lines from index from on that match re.
+func linesMatching(vm *qemu.VM, from int, re *regexp.Regexp) []qemu.Line {
+	var out []qemu.Line
+	lines := vm.Lines()
+	for i := from; i < len(lines); i++ {
+		if re.MatchString(lines[i].Text) {
+			out = append(out, lines[i])
+		}
+	}
+	return out
+}
+
+// hostTime is when a console line arrived, on the host's clock.
+func hostTime(vm *qemu.VM, l qemu.Line) time.Time {
+	return time.Now().Add(-vm.Uptime()).Add(l.At)
+}
+
+// faultBootJSON reads /run/berth/boot.json in the guest.
+func faultBootJSON(t *testing.T, vm *qemu.VM) map[string]any {
+	t.Helper()
+	out, err := vm.Shell("cat /run/berth/boot.json", shellTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(out, "{")
+	if i < 0 {
+		t.Fatalf("boot.json: %q", out)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out[i:])), &rep); err != nil {
+		t.Fatalf("boot.json does not parse: %v\n%s", err, out)
+	}
+	return rep
+}
+
+// guestSample is what one look at the guest's /proc finds.
+type guestSample struct {
+	zombies []string // "pid name ppid" of each Z-state process
+	rssKiB  int64    // PID 1's VmRSS
+}
+
+var rssLine = regexp.MustCompile(`(?m)^VmRSS:\s+(\d+) kB`)
+
+// sampleGuest counts zombies and reads PID 1's RSS, in one shell call.
+func sampleGuest(vm *qemu.VM) (guestSample, error) {
+	out, err := vm.Shell(`for f in /proc/[0-9]*/status; do grep -q '^State:[[:space:]]*Z' $f 2>/dev/null && echo "ZOMBIE $(grep -E '^(Pid|Name|PPid):' $f | tr '\n' ' ')"; done; grep '^VmRSS:' /proc/1/status`, shellTimeout)
+	if err != nil {
+		return guestSample{}, err
+	}
+	var s guestSample
+	for _, l := range strings.Split(out, "\n") {
+		if z, ok := strings.CutPrefix(strings.TrimSpace(l), "ZOMBIE "); ok {
+			s.zombies = append(s.zombies, strings.Join(strings.Fields(z), " "))
+		}
+	}
+	m := rssLine.FindStringSubmatch(out)
+	if m == nil {
+		return s, fmt.Errorf("no VmRSS for PID 1 in:\n%s", out)
+	}
+	s.rssKiB, _ = strconv.ParseInt(m[1], 10, 64)
+	return s, nil
+}
+
+// stableZombies samples until the zombie list is empty, or the same for
+// 3 s: a process that exited a moment ago and is about to be reaped (by
+// berth or by its own parent) is not a leak.
+func stableZombies(vm *qemu.VM) (guestSample, error) {
+	s, err := sampleGuest(vm)
+	for tries := 0; err == nil && len(s.zombies) > 0 && tries < 3; tries++ {
+		time.Sleep(time.Second)
+		var again guestSample
+		if again, err = sampleGuest(vm); err == nil {
+			// Keep only those still there.
+			var still []string
+			for _, z := range again.zombies {
+				if slices.Contains(s.zombies, z) {
+					still = append(still, z)
+				}
+			}
+			s.zombies, s.rssKiB = still, again.rssKiB
+		}
+	}
+	return s, err
+}
+
+// backoffAt is the supervisor's restart delay after the n-th consecutive
+// failure (DefaultBackoff: 1 s doubling to 30 s).
+func backoffAt(n int) time.Duration {
+	d := time.Second
+	for i := 1; i < n && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Second)
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }
+
+// servicesNode boots a node from user data with a NodeConfig (no control
+// plane: kubelet runs and is healthy, it just cannot register) and returns
+// it once the boot report is out with containerd and kubelet ready.
+func servicesNode(t *testing.T, timeout time.Duration) (*qemu.VM, map[string]serviceStatus) {
+	t.Helper()
+	_, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, "")))
+	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
+	cfg.MemoryMB = 2048
+	cfg.Shell = true
+	cfg.NICs = []qemu.NIC{{}}
+	cfg.Timeout = timeout
+	vm := qemu.Start(t, cfg)
+	rep, err := vm.Report(bootTimeout + 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reportOK(rep) {
+		t.Fatalf("boot failed: %v", rep["error"])
+	}
+	svcs := servicePIDs(t, rep)
+	for _, name := range []string{"containerd", "kubelet"} {
+		if s := svcs[name]; s.State != "ready" || s.PID == 0 {
+			t.Fatalf("%s after boot: %+v (all: %+v)", name, s, svcs)
+		}
+	}
+	return vm, svcs
+}
+
+// berthPrefix anchors a pattern to berth's own console lines
+// ("[  1234ms] phase: ..."), not the kernel's copies of them from /dev/kmsg.
+const berthPrefix = `^\[\s*\d+ms\] `
+
+var (
+	// service lines of berth's supervisor on the console.
+	reExited = func(name string) *regexp.Regexp {
+		return regexp.MustCompile(berthPrefix + `services: service exited (?:level=WARN )?service=` + name + ` (?:signal=(\S+)|code=(\S+)) restarts=(\d+) next_in=(\S+)`)
+	}
+	reStarted = func(name string) *regexp.Regexp {
+		return regexp.MustCompile(berthPrefix + `services: service started service=` + name + ` pid=(\d+)`)
+	}
+)
+
+// svcEvent is one exit or ready line of a service on the console.
+type svcEvent struct {
+	idx      int
+	line     qemu.Line
+	exited   bool
+	signal   string // exited: signal=, or code=
+	code     string
+	restarts int
+	backoff  time.Duration
+	pid      int           // ready
+	readyIn  time.Duration // ready: ready_ms
+}
+
+var reSvcEvent = regexp.MustCompile(berthPrefix + `services: service (exited|ready) (?:level=WARN )?service=(\S+) (.*)$`)
+var (
+	reExitRest  = regexp.MustCompile(`^(?:signal=(\S+)|code=(\S+)) restarts=(\d+) next_in=(\S+)`)
+	reReadyRest = regexp.MustCompile(`^pid=(\d+)\b.* ready_ms=(\d+)`)
+)
+
+// nextEvent waits for the service's next exit or ready line from index from.
+func nextEvent(vm *qemu.VM, name string, from int, timeout time.Duration) (svcEvent, error) {
+	re := regexp.MustCompile(berthPrefix + `services: service (?:exited|ready) (?:level=WARN )?service=` + name + ` `)
+	i, l, _, err := lineAfter(vm, from, re, timeout)
+	if err != nil {
+		return svcEvent{}, err
+	}
+	m := reSvcEvent.FindStringSubmatch(l.Text)
+	ev := svcEvent{idx: i, line: l, exited: m[1] == "exited"}
+	if ev.exited {
+		x := reExitRest.FindStringSubmatch(m[3])
+		if x == nil {
+			return ev, fmt.Errorf("exit line not understood: %q", l.Text)
+		}
+		ev.signal, ev.code = x[1], x[2]
+		ev.restarts, _ = strconv.Atoi(x[3])
+		ev.backoff, err = time.ParseDuration(x[4])
+		if err != nil {
+			return ev, fmt.Errorf("exit line %q: next_in: %w", l.Text, err)
+		}
+		return ev, nil
+	}
+	x := reReadyRest.FindStringSubmatch(m[3])
+	if x == nil {
+		return ev, fmt.Errorf("ready line not understood: %q", l.Text)
+	}
+	ev.pid, _ = strconv.Atoi(x[1])
+	ms, _ := strconv.Atoi(x[2])
+	ev.readyIn = time.Duration(ms) * time.Millisecond
+	return ev, nil
+}
+
+// svcFollow keeps what the kill loop knows of one service, to check each
+// exit line against the supervisor's schedule.
+type svcFollow struct {
+	name        string
+	pid         int
+	restarts    int
+	consecutive int       // consecutive failures, as the supervisor counts them
+	readyLine   time.Time // host arrival of the current process's ready line; zero if not ready
+	readyIn     time.Duration
+	kills       []killRecord
+	collateral  []string // exits nobody asked for, on the way back
+	backoffs    []string
+}
+
+// killRecord is one kill -9 of one service.
+type killRecord struct {
+	backoff time.Duration // next_in on the kill's exit line
+	recover time.Duration // kill to the new process ready (host clock)
+	readyIn time.Duration // the new process's start to ready (ready_ms)
+}
+
+// checkExit checks one exit line against the backoff schedule and the
+// restart count.
+func (f *svcFollow) checkExit(t *testing.T, vm *qemu.VM, round int, ev svcEvent) {
+	t.Helper()
+	exitAt := hostTime(vm, ev.line)
+	healthy := time.Duration(0)
+	if !f.readyLine.IsZero() {
+		healthy = exitAt.Sub(f.readyLine)
+	}
+	switch {
+	case healthy >= 62*time.Second:
+		f.consecutive = 1 // a minute healthy resets the schedule
+	case healthy > 58*time.Second && ev.backoff == time.Second:
+		f.consecutive = 1 // too close to the minute to tell from here
+	default:
+		f.consecutive++
+	}
+	if want := backoffAt(f.consecutive); ev.backoff != want {
+		t.Errorf("round %d: %s restarts in %s, want %s (consecutive failure %d, healthy %s): %q",
+			round, f.name, ev.backoff, want, f.consecutive, secs(healthy), ev.line.Text)
+		f.consecutive = slices.Index([]time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}, ev.backoff)
+		if f.consecutive < 0 {
+			f.consecutive = 6
+		}
+	}
+	if ev.restarts != f.restarts+1 {
+		t.Errorf("round %d: %s exit line says restarts=%d, want %d", round, f.name, ev.restarts, f.restarts+1)
+	}
+	f.restarts = ev.restarts
+	f.readyLine = time.Time{}
+	f.backoffs = append(f.backoffs, ev.backoff.String())
+}
+
+// kill kill -9s the service's current process, checks the exit line, and
+// returns its index.
+func (f *svcFollow) kill(t *testing.T, vm *qemu.VM, round int) (int, time.Time, svcEvent) {
+	t.Helper()
+	mark := len(vm.Lines())
+	if out, err := vm.Shell(fmt.Sprintf("kill -9 %d", f.pid), shellTimeout); err != nil {
+		t.Fatalf("round %d: kill -9 %s (%d): %v %s", round, f.name, f.pid, err, out)
+	}
+	killedAt := time.Now()
+	ev, err := nextEvent(vm, f.name, mark, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("round %d: berth did not report %s's death: %v", round, f.name, err)
+	}
+	if !ev.exited || ev.signal != "killed" {
+		t.Fatalf("round %d: after kill -9 of %s (%d): %q, want its exit with signal=killed", round, f.name, f.pid, ev.line.Text)
+	}
+	f.checkExit(t, vm, round, ev)
+	return ev.idx, killedAt, ev
+}
+
+// back follows the service from its kill's exit line to a new process
+// ready; exits on the way (a restart that failed by itself) are recorded
+// as collateral and checked against the schedule too.
+func (f *svcFollow) back(t *testing.T, vm *qemu.VM, round int, from int, killedAt time.Time, killEv svcEvent) {
+	t.Helper()
+	for {
+		ev, err := nextEvent(vm, f.name, from+1, killEv.backoff+3*time.Minute)
+		if err != nil {
+			t.Fatalf("round %d: %s not ready again: %v", round, f.name, err)
+		}
+		from = ev.idx
+		if ev.exited {
+			f.collateral = append(f.collateral, ev.line.Text)
+			t.Logf("round %d: %s failed again on its way back: %s", round, f.name, ev.line.Text)
+			f.checkExit(t, vm, round, ev)
+			continue
+		}
+		if ev.pid == f.pid {
+			t.Fatalf("round %d: %s ready with its killed pid %d", round, f.name, ev.pid)
+		}
+		f.pid, f.readyIn = ev.pid, ev.readyIn
+		f.readyLine = hostTime(vm, ev.line)
+		f.kills = append(f.kills, killRecord{backoff: killEv.backoff, recover: f.readyLine.Sub(killedAt), readyIn: ev.readyIn})
+		return
+	}
+}
+
+// TestFaultServices is the supervisor under fire: kill -9 of containerd and
+// kubelet, BERTH_FAULT_KILLS rounds, then /var and /run full.
+func TestFaultServices(t *testing.T) {
+	t.Parallel()
+	n := faultKills(t)
+	vm, svcs := servicesNode(t, 8*time.Minute+time.Duration(n)*time.Minute)
+	t.Run("kill-loop", func(t *testing.T) { faultKillLoop(t, vm, svcs, n) })
+	t.Run("var-full", func(t *testing.T) { faultDiskFull(t, vm) })
+}
+
+// faultKillLoop: each round kill -9s containerd, then kubelet a few
+// seconds later, from the debug shell, and waits for both to be ready
+// again; the next round starts at once, so the backoff climbs 1, 2, 4, 8,
+// 16 s to its 30 s cap and stays there (the fastest pace the supervisor
+// allows; the schedule is checked at every exit). kubelet is killed a
+// little after containerd so that it restarts after containerd is back:
+// a kubelet started while containerd is down exits by itself (CRI
+// validation), which the supervisor does not prevent (it waits for
+// dependencies only at the first start); should that still happen, it is
+// counted and shown, not failed.
+//
+// Every kill must end with the service restarted and ready, the restart
+// counted on the console and in /run/berth/boot.json, no zombie left,
+// and PID 1's RSS flat (baseline taken after the first few kills, once
+// the restart paths have allocated what they keep).
+func faultKillLoop(t *testing.T, vm *qemu.VM, svcs map[string]serviceStatus, n int) {
+	c := &svcFollow{name: "containerd", pid: svcs["containerd"].PID, restarts: svcs["containerd"].Restarts}
+	k := &svcFollow{name: "kubelet", pid: svcs["kubelet"].PID, restarts: svcs["kubelet"].Restarts}
+	warm := min(3, max(1, n/3))
+	var baseline int64
+	var rss []int64
+	var roundTimes []time.Duration
+	start := time.Now()
+	stagger := 4 * time.Second
+	for round := 1; round <= n; round++ {
+		roundStart := time.Now()
+		ci, cKilled, cEv := c.kill(t, vm, round)
+		// kubelet's restart must come after containerd's is ready: its
+		// backoff is the same, so kill it later by more than containerd's
+		// own start-to-ready time.
+		time.Sleep(time.Until(cKilled.Add(stagger)))
+		ki, kKilled, kEv := k.kill(t, vm, round)
+		c.back(t, vm, round, ci, cKilled, cEv)
+		k.back(t, vm, round, ki, kKilled, kEv)
+		stagger = min(max(4*time.Second, 2*c.readyIn+2*time.Second), 20*time.Second)
+
+		s, err := stableZombies(vm)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if len(s.zombies) > 0 {
+			t.Errorf("round %d: zombies in the guest: %v", round, s.zombies)
+		}
+		rss = append(rss, s.rssKiB)
+		if round == warm {
+			baseline = s.rssKiB
+		}
+		roundTimes = append(roundTimes, time.Since(roundStart))
+		t.Logf("round %d/%d: containerd pid %d (backoff %s, back in %s), kubelet pid %d (backoff %s, back in %s); zombies %d; PID 1 RSS %d KiB",
+			round, n, c.pid, cEv.backoff, secs(c.kills[round-1].recover), k.pid, kEv.backoff, secs(k.kills[round-1].recover), len(s.zombies), s.rssKiB)
+	}
+	loopTime := time.Since(start)
+	if bad := linesMatching(vm, 0, rePID1Trouble); len(bad) > 0 {
+		t.Errorf("during the kill loop: %q", bad[0].Text)
+	}
+
+	// PID 1's memory: the last samples (their minimum, so that a GC cycle
+	// that has not run yet does not count as a leak) within 10 % of the
+	// baseline.
+	last := rss[max(0, len(rss)-3):]
+	final := slices.Min(last)
+	peak := slices.Max(rss)
+	growth := float64(final-baseline) / float64(baseline) * 100
+	if final > baseline+baseline/10 {
+		t.Errorf("PID 1's RSS grew from %d KiB (after kill %d) to %d KiB (min of the last %d samples) over %d kills: %+.1f%%; all samples %v",
+			baseline, warm, final, len(last), n, growth, rss)
+	}
+
+	// boot.json counts every restart and knows the current processes.
+	rep := faultBootJSON(t, vm)
+	now := servicePIDs(t, rep)
+	for _, f := range []*svcFollow{c, k} {
+		s := now[f.name]
+		if s.Restarts != f.restarts || s.Restarts != n+len(f.collateral) || s.PID != f.pid || s.State != "ready" {
+			t.Errorf("%s in boot.json after %d kills (%d collateral exits): %+v, want restarts=%d pid=%d state=ready",
+				f.name, n, len(f.collateral), s, n+len(f.collateral), f.pid)
+		}
+	}
+	var exits struct {
+		Services []struct {
+			Name     string `json:"name"`
+			LastExit *struct {
+				Code   int `json:"code"`
+				Signal int `json:"signal"`
+			} `json:"last_exit"`
+		} `json:"services"`
+	}
+	section(t, rep, "services", &exits)
+	for _, s := range exits.Services {
+		if s.LastExit == nil || (s.LastExit.Signal != 9 && s.LastExit.Code == 0) {
+			t.Errorf("%s last_exit in boot.json: %+v, want a failure (signal 9 from the kill)", s.Name, s.LastExit)
+		}
+	}
+
+	for _, f := range []*svcFollow{c, k} {
+		var recov, readyIn []time.Duration
+		capAt := 0
+		for i, r := range f.kills {
+			recov = append(recov, r.recover)
+			readyIn = append(readyIn, r.readyIn)
+			if capAt == 0 && r.backoff == 30*time.Second {
+				capAt = i + 1
+			}
+		}
+		capNote := "cap not reached"
+		if capAt > 0 {
+			capNote = fmt.Sprintf("30 s cap from kill %d", capAt)
+		}
+		collateral := "none"
+		if len(f.collateral) > 0 {
+			collateral = fmt.Sprintf("%d (restarted before its dependency was ready, exited by itself)", len(f.collateral))
+		}
+		faultRow(t, fmt.Sprintf("kill -9 %s x%d", f.name, n),
+			fmt.Sprintf("restarted %d/%d, each counted on the console and in boot.json; backoff %s (%s); new process ready %s after its start (median); extra exits: %s",
+				len(f.kills), n, strings.Join(compactRuns(f.backoffs), " "), capNote, secs(median(readyIn)), collateral),
+			fmt.Sprintf("kill to ready: median %s, max %s (backoff included)", secs(median(recov)), secs(slices.Max(recov))),
+			fmt.Sprintf("nothing: 0 zombies; PID 1 RSS %d KiB after kill %d, %d KiB at the end (%+.1f%%), peak %d KiB",
+				baseline, warm, final, growth, peak))
+	}
+	figure(t, "kill loop: %d rounds in %s (median round %s)", n, secs(loopTime), secs(median(roundTimes)))
+}
+
+// compactRuns writes repeats as "30s x5".
+func compactRuns(s []string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && s[j] == s[i] {
+			j++
+		}
+		if j-i > 1 {
+			out = append(out, fmt.Sprintf("%sx%d", s[i], j-i))
+		} else {
+			out = append(out, s[i])
+		}
+		i = j
+	}
+	return out
+}
+
+// rePID1Trouble is berth recovering from a panic, or the kernel seeing PID 1
+// die.
+var rePID1Trouble = regexp.MustCompile(berthPrefix + `\S+: panic recovered|Kernel panic|Attempted to kill init`)
+
+// faultDiskFull fills /var (service logs, containerd's and kubelet's state)
+// and /run (boot.json, containerd's sockets) in the running node, then
+// kill -9s kubelet: berth's writes must fail soft (a warning, once, not a
+// crash) and PID 1 must go on supervising. The tmpfs mounts are shrunk to
+// what they hold plus 1 MiB first: /var's 90 % of memory would take the
+// guest's memory with it. Freeing the space must bring everything back.
+// Before the kill the kubelet is left healthy for over a minute, so the
+// supervisor's backoff reset (60 s healthy) is checked too.
+func faultDiskFull(t *testing.T, vm *qemu.VM) {
+	st := servicePIDs(t, faultBootJSON(t, vm))
+	kubelet := st["kubelet"]
+	if kubelet.State != "ready" || kubelet.PID == 0 {
+		t.Fatalf("kubelet before the disk fills: %+v", kubelet)
+	}
+	// When kubelet last became ready, as the console says.
+	readies := linesMatching(vm, 0, regexp.MustCompile(berthPrefix+`services: service ready service=kubelet pid=`+strconv.Itoa(kubelet.PID)+`\b`))
+	if len(readies) == 0 {
+		t.Fatalf("no ready line for kubelet pid %d", kubelet.PID)
+	}
+	readySince := hostTime(vm, readies[len(readies)-1])
+
+	fill := `for d in /var /run; do set -- $(df -k $d | tail -n 1); echo "SIZE $d $2"; mount -o remount,size=$(( $3 + 1024 ))k $d || exit 1; done; ` +
+		`cat /dev/zero > /var/log/berth-fill 2>/dev/null; cat /dev/zero > /run/berth-fill 2>/dev/null; df -k /var /run`
+	out, err := vm.Shell(fill, 2*shellTimeout)
+	if err != nil {
+		t.Fatalf("filling /var and /run: %v\n%s", err, out)
+	}
+	filledAt := time.Now()
+	for _, mnt := range []string{"/var", "/run"} {
+		ok := false
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 6 && f[len(f)-1] == mnt {
+				ok = f[3] == "0"
+			}
+		}
+		if !ok {
+			t.Fatalf("%s not full after the fill:\n%s", mnt, out)
+		}
+	}
+	t.Logf("filled:\n%s", out)
+	// What to give back afterwards: the sizes before the shrink.
+	restore := ""
+	for _, m := range regexp.MustCompile(`(?m)^SIZE (\S+) (\d+)$`).FindAllStringSubmatch(out, -1) {
+		restore += fmt.Sprintf("mount -o remount,size=%sk %s; ", m[2], m[1])
+	}
+	if strings.Count(restore, "remount") != 2 {
+		t.Fatalf("sizes before the shrink not found in:\n%s", out)
+	}
+
+	// Past 60 s healthy, the next failure is back at the 1 s backoff.
+	if wait := time.Until(readySince.Add(62 * time.Second)); wait > 0 {
+		time.Sleep(wait)
+	}
+	mark := len(vm.Lines())
+	if out, err := vm.Shell(fmt.Sprintf("kill -9 %d", kubelet.PID), shellTimeout); err != nil {
+		t.Fatalf("kill -9 kubelet (%d) with the disks full: %v %s", kubelet.PID, err, out)
+	}
+	i, _, m, err := lineAfter(vm, mark, reExited("kubelet"), 2*time.Minute)
+	if err != nil {
+		t.Fatalf("berth did not report kubelet's death with the disks full: %v", err)
+	}
+	if m[4] != "1s" {
+		t.Errorf("kubelet killed after more than 60 s healthy restarts in %s, want 1s (the backoff resets after a minute of health)", m[4])
+	}
+	if _, _, _, err := lineAfter(vm, i, reStarted("kubelet"), 2*time.Minute); err != nil {
+		t.Fatalf("PID 1 stopped supervising with the disks full: %v", err)
+	}
+	// berth's own writes fail, softly: the boot.json rewrite (on /run) and
+	// the service log file (on /var) each say so.
+	if _, _, _, err := lineAfter(vm, mark, regexp.MustCompile(berthPrefix+`services: updating the boot report .*no space left on device`), time.Minute); err != nil {
+		t.Errorf("no warning for the failed boot.json rewrite: %v", err)
+	}
+	logWarn := regexp.MustCompile(berthPrefix + `services: service log file not writable.*no space left on device`)
+	if _, _, _, err := lineAfter(vm, 0, logWarn, time.Minute); err != nil {
+		t.Errorf("no warning for the service log file on a full /var: %v", err)
+	}
+	// With the disks full, berth goes on supervising kubelet: watch it for
+	// a while (it may get ready, or fail and be restarted on its backoff).
+	time.Sleep(20 * time.Second)
+	var readyFull, exitsFull []string
+	for _, l := range linesMatching(vm, i, regexp.MustCompile(berthPrefix+`services: service (ready|exited) (?:level=WARN )?service=kubelet `)) {
+		if strings.Contains(l.Text, "service ready") {
+			readyFull = append(readyFull, l.Text)
+		} else {
+			exitsFull = append(exitsFull, l.Text)
+		}
+	}
+	startsFull := len(linesMatching(vm, i, reStarted("kubelet")))
+	var why string
+	if tails := linesMatching(vm, i, regexp.MustCompile(`service=kubelet line=.*(Failed to start ContainerManager|no space left on device)`)); len(tails) > 0 {
+		why = tails[len(tails)-1].Text
+		if j := strings.Index(why, "line="); j >= 0 {
+			why = why[j+len("line="):]
+		}
+	}
+	t.Logf("kubelet with the disks full: %d starts, %d ready, %d exits; %s", startsFull, len(readyFull), len(exitsFull), why)
+	// PID 1 is alive and well: it answers through the shell it supervises,
+	// logged no panic, and the kernel did not see init die.
+	if _, err := sampleGuest(vm); err != nil {
+		t.Fatalf("guest after the fill: %v", err)
+	}
+	if bad := linesMatching(vm, mark, rePID1Trouble); len(bad) > 0 {
+		t.Errorf("after the disks filled: %q", bad[0].Text)
+	}
+	reportWarnings := len(linesMatching(vm, mark, regexp.MustCompile(berthPrefix+`services: updating the boot report .*no space left on device`)))
+
+	// Give the space back (and the sizes: kubelet refuses to run when
+	// /var is smaller than its ephemeral-storage reservation), then make
+	// kubelet start afresh: a process started after the freeing must get
+	// ready and stay up, and berth's writes must resume (boot.json shows
+	// it; its log file has its start line).
+	if out, err := vm.Shell("rm -f /var/log/berth-fill /run/berth-fill; "+restore+"df -k /var /run", shellTimeout); err != nil {
+		t.Fatalf("freeing the space: %v %s", err, out)
+	}
+	freedAt := time.Now()
+	mark2 := len(vm.Lines())
+	if out, err := vm.Shell(`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = kubelet ] && kill -9 ${p#/proc/}; done; true`, shellTimeout); err != nil {
+		t.Fatalf("kill -9 kubelet after freeing: %v %s", err, out)
+	}
+	_, _, sm2, err := lineAfter(vm, mark2, reStarted("kubelet"), 2*time.Minute)
+	if err != nil {
+		t.Fatalf("kubelet not restarted after the space was freed: %v", err)
+	}
+	p2 := sm2[1]
+	_, rl2, _, err := lineAfter(vm, mark2, regexp.MustCompile(berthPrefix+`services: service ready service=kubelet pid=`+p2+`\b`), 3*time.Minute)
+	if err != nil {
+		t.Fatalf("kubelet (pid %s) not ready after the space was freed: %v", p2, err)
+	}
+	time.Sleep(10 * time.Second)
+	if ex := linesMatching(vm, mark2, regexp.MustCompile(berthPrefix+`services: service exited (?:level=WARN )?service=kubelet `)); len(ex) > 0 {
+		for _, l := range ex {
+			if hostTime(vm, l).After(hostTime(vm, rl2)) {
+				t.Fatalf("kubelet (pid %s) did not stay up after the space was freed: %s", p2, l.Text)
+			}
+		}
+	}
+	recovered := hostTime(vm, rl2).Sub(freedAt)
+	fresh := servicePIDs(t, faultBootJSON(t, vm))["kubelet"]
+	if strconv.Itoa(fresh.PID) != p2 || fresh.State != "ready" || fresh.Restarts < kubelet.Restarts+2 {
+		t.Errorf("boot.json not rewritten once the space was back: kubelet %+v, want pid %s ready, restarts > %d", fresh, p2, kubelet.Restarts+1)
+	}
+	if out, err := vm.Shell("grep -c 'berth: started pid "+p2+" ' /var/log/berth/kubelet.log", shellTimeout); err != nil || strings.TrimSpace(out) == "0" {
+		t.Errorf("kubelet.log lacks the new process's start line once the space was back: %v %q", err, out)
+	}
+	withFull := fmt.Sprintf("with the disks full kubelet was started %d times, ready %d, exited %d", startsFull, len(readyFull), len(exitsFull))
+	if why != "" {
+		withFull += fmt.Sprintf(" (%s)", trimTo(why, 160))
+	}
+	faultRow(t, "/var and /run full (tmpfs shrunk to used+1 MiB, filled), then kill -9 kubelet",
+		fmt.Sprintf("warned (%d failed boot.json rewrites, service log file not writable), no crash, kept supervising: kubelet restarted (backoff %s after >60 s healthy: the reset works); %s",
+			reportWarnings, m[4], withFull),
+		fmt.Sprintf("%s from freeing (and resizing) to a fresh kubelet ready; boot.json and kubelet.log written again", secs(recovered)),
+		"service log lines while /var was full (the console and the ring kept them); boot.json updates while /run was full")
+	t.Logf("disks full for %s", secs(freedAt.Sub(filledAt)))
+}
+
+// imdsScenario is one IMDS fault during boot.
+type imdsScenario struct {
+	name  string
+	fault imdsserver.Fault
+	// ok: boot goes on once IMDS recovers; otherwise it must fail within
+	// the config phase's bound, naming IMDS, having applied nothing.
+	ok bool
+	// phase bounds for the config phase's duration (guest clock).
+	minPhase, maxPhase time.Duration
+}
+
+// configBound is the config phase's documented bound (init/phase_config.go
+// configTimeout).
+const configBound = 60 * time.Second
+
+// TestFaultIMDS boots a node (no control plane: the config phase and the
+// report are enough) against an IMDS that fails in one way each time.
+func TestFaultIMDS(t *testing.T) {
+	t.Parallel()
+	scenarios := []imdsScenario{
+		{name: "500-for-15s", fault: imdsserver.Fault{Mode: imdsserver.FaultStatus, Status: 500, For: 15 * time.Second},
+			ok: true, minPhase: 14 * time.Second, maxPhase: 40 * time.Second},
+		{name: "delay-1s", fault: imdsserver.Fault{Mode: imdsserver.FaultDelay, Delay: time.Second},
+			ok: true, minPhase: 3 * time.Second, maxPhase: 30 * time.Second},
+		{name: "token-403", fault: imdsserver.Fault{Mode: imdsserver.FaultTokenForbidden},
+			ok: false, maxPhase: 10 * time.Second},
+		{name: "outage", fault: imdsserver.Fault{Mode: imdsserver.FaultHang},
+			ok: false, minPhase: configBound - 5*time.Second, maxPhase: configBound + 5*time.Second},
+	}
+	if faultFull() {
+		scenarios = append(scenarios, imdsScenario{name: "reset-for-20s",
+			fault: imdsserver.Fault{Mode: imdsserver.FaultDrop, For: 20 * time.Second},
+			ok:    true, minPhase: 19 * time.Second, maxPhase: 45 * time.Second})
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) { faultIMDS(t, sc) })
+	}
+}
+
+var (
+	reConfigDone  = regexp.MustCompile(berthPrefix + `config: phase done duration_ms=(\d+)`)
+	reApplyDone   = regexp.MustCompile(berthPrefix + `apply: phase done duration_ms=(\d+)`)
+	reFatal       = regexp.MustCompile(berthPrefix + `\S+: FATAL: (.*)`)
+	reSvcStarted  = regexp.MustCompile(berthPrefix + `services: service started`)
+	reSystemHalts = regexp.MustCompile(`reboot: System halted`)
+)
+
+func faultIMDS(t *testing.T, sc imdsScenario) {
+	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, "")))
+	if err := srv.SetFault(sc.fault); err != nil {
+		t.Fatal(err)
+	}
+	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL+" berth.onfail=halt")
+	cfg.NICs = []qemu.NIC{{}}
+	cfg.Timeout = 8 * time.Minute
+	vm := qemu.Start(t, cfg)
+	faultDesc := string(sc.fault.Mode)
+	switch sc.fault.Mode {
+	case imdsserver.FaultStatus:
+		faultDesc = fmt.Sprintf("HTTP %d", sc.fault.Status)
+	case imdsserver.FaultDelay:
+		faultDesc = fmt.Sprintf("%s delay on every answer", sc.fault.Delay)
+	case imdsserver.FaultTokenForbidden:
+		faultDesc = "token PUT answered 403"
+	case imdsserver.FaultHang:
+		faultDesc = "no answer at all (requests held)"
+	case imdsserver.FaultDrop:
+		faultDesc = "connections reset, no answer"
+	}
+	if sc.fault.For > 0 {
+		faultDesc += fmt.Sprintf(" for %s, then healthy", sc.fault.For)
+	} else {
+		faultDesc += ", for good"
+	}
+	faultDesc = "IMDS " + faultDesc
+
+	if sc.ok {
+		_, cl, cm, err := lineAfter(vm, 0, reConfigDone, bootTimeout+sc.maxPhase)
+		if err != nil {
+			if f := linesMatching(vm, 0, reFatal); len(f) > 0 {
+				t.Fatalf("boot failed instead of riding out the fault: %s", f[0].Text)
+			}
+			t.Fatal(err)
+		}
+		phase := msDuration(cm[1])
+		if phase < sc.minPhase || phase > sc.maxPhase {
+			t.Errorf("config phase took %s, want %s to %s", phase, sc.minPhase, sc.maxPhase)
+		}
+		// The rest of the boot uses what IMDS gave: the plan is made and
+		// the files are written.
+		if _, _, _, err := lineAfter(vm, 0, reApplyDone, 2*time.Minute); err != nil {
+			t.Fatalf("boot did not go on to write the node's files: %v", err)
+		}
+		st := srv.FaultStats()
+		reqs := srv.Requests()
+		var faulted, clean int
+		for _, r := range reqs {
+			switch {
+			case r.Status == 200:
+				clean++
+			default:
+				faulted++
+			}
+		}
+		if st.Hits == 0 || clean == 0 {
+			t.Errorf("IMDS saw %d faulted and %d good answers (stats %+v): the fault did not happen as planned", faulted, clean, st)
+		}
+		recov := "n/a"
+		switch {
+		case sc.fault.For > 0:
+			if st.Ended.IsZero() || st.FirstClean.IsZero() {
+				t.Fatalf("fault stats: %+v", st)
+			}
+			// The client retried through the fault rather than giving up:
+			// several attempts were refused.
+			if st.Hits < 3 {
+				t.Errorf("only %d requests met the %s fault: the client gave up or did not retry", st.Hits, sc.fault.For)
+			}
+			if gap := st.FirstClean.Sub(st.Ended); gap > 5*time.Second {
+				t.Errorf("first request %s after the fault ended: retries too far apart", gap)
+			}
+			recov = fmt.Sprintf("%s from IMDS healthy to config done (first good request after %s)",
+				secs(hostTime(vm, cl).Sub(st.Ended)), secs(st.FirstClean.Sub(st.Ended)))
+		case sc.fault.Mode == imdsserver.FaultDelay:
+			// Every answer was slow, and the boot went on: the delay is
+			// under the client's 2 s per-attempt timeout. Under TCG on a
+			// loaded host the odd attempt may still time out in the guest
+			// (logged here as 0) and be retried; that is the retry doing
+			// its job, shown in the table.
+			if st.Hits != len(reqs) {
+				t.Errorf("with a %s delay: %d of %d requests delayed", sc.fault.Delay, st.Hits, len(reqs))
+			}
+			if faulted > len(reqs)/2 {
+				t.Errorf("with a %s delay: the guest gave up on %d of %d requests", sc.fault.Delay, faulted, len(reqs))
+			}
+			recov = fmt.Sprintf("nothing to recover: %d requests all delayed, %d given up by the guest and retried", len(reqs), faulted)
+		}
+		faultRow(t, faultDesc,
+			fmt.Sprintf("retried through it; config phase %s, plan and files written, boot went on", secs(phase)),
+			recov, fmt.Sprintf("%s of boot time", secs(phase)))
+		return
+	}
+
+	// Failure: bounded, loud, nothing applied.
+	rep, err := vm.Report(bootTimeout + sc.maxPhase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reportOK(rep) {
+		t.Fatalf("boot reported OK with IMDS failing (%s)", faultDesc)
+	}
+	msg, _ := rep["error"].(string)
+	if !strings.HasPrefix(msg, "config: ") || !strings.Contains(msg, "imds") {
+		t.Errorf("report error %q does not blame the config phase and IMDS", msg)
+	}
+	_, fl, fm, err := lineAfter(vm, 0, reFatal, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fm[1], "imds") || !strings.Contains(fm[1], "instance metadata") {
+		t.Errorf("FATAL line does not name IMDS: %q", fl.Text)
+	}
+	var phases []struct {
+		Name       string `json:"name"`
+		DurationMs int64  `json:"durationMs"`
+		Error      string `json:"error"`
+	}
+	raw, _ := json.Marshal(rep["phases"])
+	if err := json.Unmarshal(raw, &phases); err != nil || len(phases) == 0 {
+		t.Fatalf("report phases: %v %s", err, raw)
+	}
+	lastPhase := phases[len(phases)-1]
+	if lastPhase.Name != "config" || lastPhase.Error == "" {
+		t.Errorf("last phase run %+v, want config, failed (nothing after it may run)", lastPhase)
+	}
+	phase := time.Duration(lastPhase.DurationMs) * time.Millisecond
+	if phase < sc.minPhase || phase > sc.maxPhase {
+		t.Errorf("config phase failed after %s, want %s to %s (bound %s)", phase, sc.minPhase, sc.maxPhase, configBound)
+	}
+	// Never half-applied: no files written, no services, none started.
+	var c configSection
+	section(t, rep, "config", &c)
+	if len(c.Files) != 0 {
+		t.Errorf("config failed but files were written: %v", c.Files)
+	}
+	if _, ok := field(rep, "services"); ok {
+		t.Errorf("config failed but the report has services: %v", rep["services"])
+	}
+	if s := linesMatching(vm, 0, reSvcStarted); len(s) > 0 {
+		t.Errorf("config failed but a service started: %s", s[0].Text)
+	}
+	if _, err := vm.Expect(reSystemHalts, time.Minute); err != nil {
+		t.Errorf("berth.onfail=halt not followed: %v", err)
+	}
+	st := srv.FaultStats()
+	// Never hangs: from the first IMDS request to the FATAL line.
+	took := hostTime(vm, fl).Sub(st.FirstHit)
+	if st.Hits == 0 || took > configBound+15*time.Second {
+		t.Errorf("FATAL %s after the first IMDS request (hits %d): want within the %s bound", took, st.Hits, configBound)
+	}
+	kind := "gave up at once: a 403 is not retried"
+	if sc.fault.Mode == imdsserver.FaultHang {
+		kind = fmt.Sprintf("%d attempts, each cut at the client's 2 s attempt timeout, then the phase's bound", st.Hits)
+	}
+	faultRow(t, faultDesc,
+		fmt.Sprintf("boot failed after %s of config phase (%s): FATAL naming IMDS, report ok=false, no files, no services; halted (berth.onfail=halt)", secs(phase), kind),
+		"none (boot fails by design; onfail policy applies)",
+		"the boot; nothing half-applied")
+}
+
+func msDuration(s string) time.Duration {
+	ms, _ := strconv.ParseInt(s, 10, 64)
+	return time.Duration(ms) * time.Millisecond
+}
+
+// TestFaultContainerdConfig: user data whose spec.containerd.config is TOML
+// that berth merges but containerd rejects (a config version from the
+// future). containerd crash-loops on the supervisor's backoff, its own
+// error line reaches the console, kubelet waits for it, and the node says
+// why it is not joining.
+func TestFaultContainerdConfig(t *testing.T) {
+	t.Parallel()
+	userCfg := "  containerd:\n    config: |\n      version = 99\n"
+	_, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, userCfg)))
+	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
+	cfg.MemoryMB = 2048
+	cfg.NICs = []qemu.NIC{{}}
+	cfg.Timeout = 12 * time.Minute
+	vm := qemu.Start(t, cfg)
+
+	// The crash loop, on the schedule: 1 s, 2 s, 4 s...
+	from := 0
+	var backoffs []string
+	for k := 1; k <= 4; k++ {
+		i, l, m, err := lineAfter(vm, from, reExited("containerd"), bootTimeout+time.Minute)
+		if err != nil {
+			t.Fatalf("containerd exit %d: %v", k, err)
+		}
+		if m[2] == "" || m[2] == "0" {
+			t.Errorf("containerd exit %d: %q, want a failure code", k, l.Text)
+		}
+		if r, _ := strconv.Atoi(m[3]); r != k {
+			t.Errorf("containerd exit %d says restarts=%d", k, r)
+		}
+		if want := backoffAt(k).String(); m[4] != want {
+			t.Errorf("containerd exit %d: next_in=%s, want %s", k, m[4], want)
+		}
+		backoffs = append(backoffs, m[4])
+		from = i + 1
+	}
+	// containerd's own words, on the console.
+	why := regexp.MustCompile(berthPrefix + `services: .*service=containerd .*expected containerd config version .*99`)
+	_, wl, _, err := lineAfter(vm, 0, why, 10*time.Second)
+	if err != nil {
+		t.Errorf("containerd's own error line is not on the console: %v", err)
+	}
+	if s := linesMatching(vm, 0, reStarted("kubelet")); len(s) > 0 {
+		t.Errorf("kubelet started although containerd never got ready: %s", s[0].Text)
+	}
+	// The node says why it is not joining: kubelet waits for containerd
+	// (the supervisor's line) and the join watcher repeats a cause.
+	waitLine := regexp.MustCompile(berthPrefix + `services: still waiting for dependency .*service=kubelet .*dependency=containerd .*dependency_state=\S+ dependency_restarts=\d+`)
+	_, dl, _, err := lineAfter(vm, 0, waitLine, 2*time.Minute)
+	if err != nil {
+		t.Errorf("no line saying kubelet waits for containerd: %v", err)
+	}
+	_, jl, jm, err := lineAfter(vm, 0, regexp.MustCompile(berthPrefix+`join: node not registered yet .*cause=(.*)`), 2*time.Minute)
+	if err != nil {
+		t.Errorf("the join watcher says nothing: %v", err)
+	}
+	joinNamesContainerd := err == nil && strings.Contains(jm[1], "containerd")
+	if err == nil && !joinNamesContainerd {
+		// A gap in init/join.go: with kubelet never started, the watcher
+		// has no kubelet line or kubelet error to quote. Shown in the
+		// table; BERTH_FAULT_FULL makes it a failure.
+		msg := fmt.Sprintf("the join watcher's cause does not name containerd: %q", jl.Text)
+		if faultFull() {
+			t.Error(msg)
+		} else {
+			t.Log("GAP: " + msg)
+		}
+	}
+	action := fmt.Sprintf("containerd crash loop, backoff %s...; its error on the console (%q); kubelet held back (%q)",
+		strings.Join(backoffs, " "), trimTo(wl.Text, 140), trimTo(dl.Text, 140))
+	joinSays := trimTo(jl.Text, 140)
+
+	if faultFull() {
+		// The report, once boot stops waiting for kubelet (3 min): the
+		// services section tells the story too.
+		rep, err := vm.Report(6 * time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var svc struct {
+			Services []struct {
+				Name          string   `json:"name"`
+				State         string   `json:"state"`
+				Restarts      int      `json:"restarts"`
+				LastError     string   `json:"last_error"`
+				LastErrorLine string   `json:"last_error_line"`
+				LogTail       []string `json:"log_tail"`
+				LastExit      *struct {
+					Code int `json:"code"`
+				} `json:"last_exit"`
+			} `json:"services"`
+		}
+		section(t, rep, "services", &svc)
+		for _, s := range svc.Services {
+			switch s.Name {
+			case "containerd":
+				if s.Restarts < 5 || s.LastExit == nil || s.LastExit.Code == 0 {
+					t.Errorf("containerd in the report: %+v", s)
+				}
+				if !slices.ContainsFunc(s.LogTail, func(l string) bool { return strings.Contains(l, "expected containerd config version") }) {
+					t.Errorf("containerd's log tail in the report lacks its error: %q", s.LogTail)
+				}
+				if !strings.Contains(s.LastErrorLine, "expected containerd config version") {
+					t.Errorf("containerd's last_error_line in the report is %q, not its fatal line", s.LastErrorLine)
+				}
+			case "kubelet":
+				if s.State != "waiting" {
+					t.Errorf("kubelet in the report: %+v, want waiting", s)
+				}
+			}
+		}
+		if phaseErr := phaseError(rep, "services"); !strings.Contains(phaseErr, "kubelet") {
+			t.Errorf("services phase error %q does not say kubelet is not up", phaseErr)
+		}
+	}
+	faultRow(t, "spec.containerd.config rejected by containerd (version = 99)",
+		action,
+		"none until the user data is fixed (containerd keeps being retried on the 30 s cap)",
+		fmt.Sprintf("the join (node never registers); join watcher: %q", joinSays))
+}
+
+// phaseError is the named phase's error in a boot report.
+func phaseError(rep map[string]any, name string) string {
+	var phases []struct {
+		Name  string `json:"name"`
+		Error string `json:"error"`
+	}
+	raw, _ := json.Marshal(rep["phases"])
+	_ = json.Unmarshal(raw, &phases)
+	for _, p := range phases {
+		if p.Name == name {
+			return p.Error
+		}
+	}
+	return ""
+}
+
+func trimTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
