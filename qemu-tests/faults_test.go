@@ -11,10 +11,7 @@ package qemutests
 //	BERTH_FAULT_KILLS  kill -9 rounds per service (default 10; make faults: 100)
 //	BERTH_FAULT_FULL=1 the slower checks: the broken-containerd node's boot
 //	                   report (3 min of kubelet wait), an extra IMDS fault
-//	                   (connections reset for 20 s); and two known gaps
-//	                   fail instead of being logged as "GAP:" (the join
-//	                   watcher not naming containerd; containerd's fatal
-//	                   line missing from the report's last_error_line)
+//	                   (connections reset for 20 s)
 //
 // The DHCP-server-gone fault cannot be made on QEMU's user network; it is a
 // host test in network/dhcpgone_test.go, which make faults runs too.
@@ -963,17 +960,10 @@ func TestFaultContainerdConfig(t *testing.T) {
 	if err != nil {
 		t.Errorf("the join watcher says nothing: %v", err)
 	}
-	joinNamesContainerd := err == nil && strings.Contains(jm[1], "containerd")
-	if err == nil && !joinNamesContainerd {
-		// A gap in init/join.go: with kubelet never started, the watcher
-		// has no kubelet line or kubelet error to quote. Shown in the
-		// table; BERTH_FAULT_FULL makes it a failure.
-		msg := fmt.Sprintf("the join watcher's cause does not name containerd: %q", jl.Text)
-		if faultFull() {
-			t.Error(msg)
-		} else {
-			t.Log("GAP: " + msg)
-		}
+	// The node says why in containerd's own words: the join watcher names
+	// the service kubelet waits for and quotes its last error line.
+	if err == nil && (!strings.Contains(jm[1], "kubelet is waiting for containerd") || !strings.Contains(jm[1], "expected containerd config version")) {
+		t.Errorf("the join watcher's cause does not name containerd and its error: %q", jl.Text)
 	}
 	action := fmt.Sprintf("containerd crash loop, backoff %s...; its error on the console (%q); kubelet held back (%q)",
 		strings.Join(backoffs, " "), trimTo(wl.Text, 140), trimTo(dl.Text, 140))
