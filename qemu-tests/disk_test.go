@@ -28,6 +28,13 @@ const diskCmdline = "console=ttyS0 quiet berth.imds=off berth.onfail=halt berth.
 // root partition and, in the UKI, its initramfs without /root.erofs.
 func testDisk(t *testing.T, dir string) (string, disk.Result) {
 	t.Helper()
+	return testDiskWith(t, dir, diskCmdline)
+}
+
+// testDiskWith is testDisk with another UKI command line (a joined node's
+// needs berth.imds=).
+func testDiskWith(t *testing.T, dir, cmdline string) (string, disk.Result) {
+	t.Helper()
 	work := t.TempDir()
 	f, err := os.Open(filepath.Join(dir, "initramfs.img"))
 	if err != nil {
@@ -69,7 +76,7 @@ func testDisk(t *testing.T, dir string) (string, disk.Result) {
 	start := time.Now()
 	res, err := disk.Assemble(context.Background(), slog.New(slog.DiscardHandler), img, disk.Inputs{
 		RootFS: filepath.Join(dir, "root.erofs"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: initrd,
-		OSRelease: []byte("ID=berth\n"), Cmdline: diskCmdline,
+		OSRelease: []byte("ID=berth\n"), Cmdline: cmdline,
 	})
 	if err != nil {
 		t.Fatal(err)

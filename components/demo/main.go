@@ -1,7 +1,8 @@
 // Command demo is the demo pod's program on a berth node: it prints one line
 // at start (visible with kubectl logs) and serves HTTP, answering every
 // request with its hostname (the pod name), so a demo or test can see the pod
-// is really running. It exits 0 on SIGTERM or SIGINT.
+// is really running. It exits 0 on SIGTERM or SIGINT. "demo hostcheck" is
+// the host-contract test's pod-side probe (hostcheck.go).
 package main
 
 import (
@@ -18,6 +19,22 @@ import (
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
+	// The host-contract test runs the same image as its probe: "hostcheck"
+	// in the pod, "probe-version" on the host after the pod copied it into
+	// /opt/cni/bin.
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "hostcheck":
+			if err := hostcheck(os.Stdout); err != nil {
+				log.Error("hostcheck failed", "err", err)
+				os.Exit(1)
+			}
+			return
+		case "probe-version":
+			fmt.Println(probeVersion)
+			return
+		}
+	}
 	addr := ":8080"
 	if p := os.Getenv("PORT"); p != "" {
 		addr = ":" + p

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -57,5 +58,36 @@ func TestRunServesAndStops(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return within 10s of cancel")
+	}
+}
+
+func TestOpenFileLimits(t *testing.T) {
+	in := "Limit                     Soft Limit           Hard Limit           Units     \n" +
+		"Max cpu time              unlimited            unlimited            seconds   \n" +
+		"Max open files            65536                1048576              files     \n"
+	soft, hard, err := openFileLimits(strings.NewReader(in))
+	if err != nil || soft != 65536 || hard != 1048576 {
+		t.Fatalf("got %d/%d, %v", soft, hard, err)
+	}
+	if _, _, err := openFileLimits(strings.NewReader("Max cpu time unlimited unlimited seconds\n")); err == nil {
+		t.Fatal("no open-files line: want an error")
+	}
+	if _, _, err := openFileLimits(strings.NewReader("Max open files            12x                1048576  files\n")); err == nil {
+		t.Fatal("bad number: want an error")
+	}
+	s, h, err := openFileLimits(strings.NewReader("Max open files            unlimited          unlimited  files\n"))
+	if err != nil || s != ^uint64(0) || h != ^uint64(0) {
+		t.Fatalf("unlimited: got %d/%d, %v", s, h, err)
+	}
+}
+
+func TestHostcheckNamesEachRow(t *testing.T) {
+	ok := check("a", func() (string, error) { return "fine", nil })
+	bad := check("b", func() (string, error) { return "half", errors.New("broke") })
+	if !ok.OK || ok.Row != "a" || ok.Detail != "fine" {
+		t.Errorf("ok row: %+v", ok)
+	}
+	if bad.OK || bad.Row != "b" || bad.Detail != "half: broke" {
+		t.Errorf("failed row: %+v", bad)
 	}
 }

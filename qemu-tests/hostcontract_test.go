@@ -1,0 +1,455 @@
+package qemutests
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/qemu-tests/controlplane"
+	"github.com/berth-node/berth/qemu-tests/qemu"
+)
+
+// The host contract (docs/host-contract.md): what EKS's add-ons expect of
+// a node, checked row by row on a joined node, from inside the guest and
+// from a privileged hostPath pod doing what the add-ons do at start. Every
+// failure names its row, as the table does.
+
+// hcSerial is the NVMe disk standing in for an EBS volume: not an
+// instance-store disk (no berth-is- prefix), so only the device links
+// touch it.
+const hcSerial = "vol0123456789abcdef0"
+
+// hcRow is one row of docs/host-contract.md.
+type hcRow struct {
+	name  string
+	check func(h *hcNode) error
+}
+
+// hcNode is a joined node under test, with what its rows need.
+type hcNode struct {
+	t    *testing.T
+	vm   *qemu.VM
+	rep  map[string]any
+	pod  map[string]podCheck
+	ntp  *ntpFixture
+	disk bool
+}
+
+func (h *hcNode) image() string {
+	if h.disk {
+		return "disk"
+	}
+	return "initramfs"
+}
+
+// podCheck is one result of the pod-side probe (components/demo hostcheck.go).
+type podCheck struct {
+	Row    string `json:"row"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+func (h *hcNode) sh(cmd string) (string, error) { return h.vm.Shell(cmd, shellTimeout) }
+
+// podRow is the pod's result for row, as an error.
+func (h *hcNode) podRow(row string) error {
+	r, ok := h.pod[row]
+	switch {
+	case !ok:
+		return fmt.Errorf("the hostcheck pod reported nothing for %s", row)
+	case !r.OK:
+		return fmt.Errorf("from the privileged pod: %s", r.Detail)
+	}
+	return nil
+}
+
+// hcRows is the table, in the order of docs/host-contract.md.
+func hcRows() []hcRow {
+	return []hcRow{
+		{"1 /opt/cni/bin writable and executable", func(h *hcNode) error {
+			if err := h.podRow("cni-bin"); err != nil {
+				return err
+			}
+			for _, d := range []string{"/opt/cni/bin", "/opt/csi"} {
+				if _, err := h.sh(fmt.Sprintf("grep -q ' %s overlay ' /proc/mounts", d)); err != nil {
+					return fmt.Errorf("%s is no overlay: %w", d, err)
+				}
+			}
+			// The plugin the pod installed runs on the host, beside the
+			// image's own plugins, which are still there.
+			out, err := h.sh("/opt/cni/bin/berth-probe probe-version")
+			if err != nil || strings.TrimSpace(out) != "berth demo probe ok" {
+				return fmt.Errorf("running the plugin the pod copied into /opt/cni/bin: %q, %v", out, err)
+			}
+			if _, err := h.sh("cp /bin/busybox /opt/cni/bin/bb-probe && /opt/cni/bin/bb-probe true && test -x /opt/cni/bin/bridge && touch /opt/csi/.probe"); err != nil {
+				return fmt.Errorf("writing and running on the host: %w", err)
+			}
+			return nil
+		}},
+		{"2 /etc/cni/net.d writable", func(h *hcNode) error {
+			if err := h.podRow("cni-net"); err != nil {
+				return err
+			}
+			out, err := h.sh("cat /etc/cni/net.d/.berth-probe && touch /etc/cni/net.d/.host-probe")
+			if err != nil || strings.TrimSpace(out) != "probe" {
+				return fmt.Errorf("the pod's file in /etc/cni/net.d: %q, %v", out, err)
+			}
+			return nil
+		}},
+		{"3 /var/run is a symlink to /run", func(h *hcNode) error {
+			out, err := h.sh("readlink /var/run")
+			if err != nil || strings.TrimSpace(out) != "/run" {
+				return fmt.Errorf("readlink /var/run: %q, %v (want the absolute /run)", out, err)
+			}
+			return h.podRow("var-run")
+		}},
+		{"4a bpffs on /sys/fs/bpf", func(h *hcNode) error {
+			if _, err := h.sh("grep -q '^bpf /sys/fs/bpf bpf ' /proc/mounts"); err != nil {
+				return fmt.Errorf("no bpffs in /proc/mounts: %w", err)
+			}
+			return h.podRow("bpffs")
+		}},
+		{"4b shared mounts and kubelet plugin dirs", func(h *hcNode) error {
+			out, err := h.sh("cat /proc/1/mountinfo")
+			if err != nil {
+				return err
+			}
+			mi := parseMountInfo(out)
+			var errs []string
+			for _, p := range []string{"/", "/sys", "/var", "/sys/fs/bpf", "/mnt/k8s-disks/0"} {
+				m, ok := mi[p]
+				switch {
+				case !ok:
+					errs = append(errs, p+" is not a mount point")
+				case !strings.Contains(m, "shared:"):
+					errs = append(errs, fmt.Sprintf("%s is not shared (%s)", p, m))
+				}
+			}
+			if _, ok := mi["/var/lib/kubelet/plugins/berth-probe"]; !ok {
+				errs = append(errs, "the pod's mount under the Bidirectional hostPath /var/lib/kubelet/plugins did not propagate to the host")
+			}
+			if _, err := h.sh("test -d /var/lib/kubelet/plugins_registry && test -d /var/lib/kubelet/plugins"); err != nil {
+				errs = append(errs, "kubelet's plugin directories are missing")
+			}
+			if err := h.podRow("propagation"); err != nil {
+				errs = append(errs, err.Error())
+			}
+			return joinErrs(errs)
+		}},
+		{"5 kernel modules on demand", func(h *hcNode) error {
+			preloaded := reportModules(h.t, h.rep)
+			steps := []struct{ cmd, mod string }{
+				{"iptables -t nat -N BERTH-PROBE", ""},
+				{"iptables -t nat -A BERTH-PROBE -m statistic --mode random --probability 0.5 -j RETURN", "xt_statistic"},
+				{"iptables -t nat -A BERTH-PROBE -m addrtype --dst-type LOCAL -j RETURN", "xt_addrtype"},
+				{"iptables -t mangle -A PREROUTING -m connmark --mark 0x80/0x80 -j RETURN", "xt_connmark"},
+				{"iptables -t filter -A INPUT -p tcp -m multiport --dports 1,2 -j ACCEPT", "xt_multiport"},
+				{"ip6tables -t nat -N BERTH-PROBE && ip6tables -t nat -A BERTH-PROBE -m statistic --mode random --probability 0.5 -j RETURN", "ip6table_nat"},
+				{"nft add table ip berthprobe && nft 'add chain ip berthprobe post { type nat hook postrouting priority 100 ; }' && nft add rule ip berthprobe post ct state established accept && nft add rule ip berthprobe post masquerade", "nft_ct"},
+				{"ip link add bp-dummy type dummy", "dummy"},
+				{"ip link add bp-vx type vxlan id 42 dstport 4789 dev eth0", "vxlan"},
+			}
+			var errs []string
+			for _, s := range steps {
+				if out, err := h.sh(s.cmd); err != nil {
+					errs = append(errs, fmt.Sprintf("%s: %v %s", s.cmd, err, out))
+					continue
+				}
+				if s.mod == "" {
+					continue
+				}
+				if _, err := h.sh("grep -q '^" + s.mod + " ' /proc/modules"); err != nil {
+					errs = append(errs, fmt.Sprintf("%s succeeded but %s is not in /proc/modules", s.cmd, s.mod))
+				} else if slices.Contains(preloaded, s.mod) {
+					errs = append(errs, fmt.Sprintf("%s was loaded at boot, so this does not prove it loads on demand", s.mod))
+				}
+			}
+			return joinErrs(errs)
+		}},
+		{"6 host iptables and FORWARD policy", func(h *hcNode) error {
+			var errs []string
+			for _, c := range []struct{ cmd, want string }{
+				{"iptables -V", "nf_tables"},
+				{"iptables -S FORWARD", "-P FORWARD ACCEPT"},
+				{"ip6tables -S FORWARD", "-P FORWARD ACCEPT"},
+				// kubelet's marker chains, made because it found iptables.
+				{"iptables -t mangle -S KUBE-IPTABLES-HINT", "-N KUBE-IPTABLES-HINT"},
+				{"iptables -t mangle -S KUBE-KUBELET-CANARY", "-N KUBE-KUBELET-CANARY"},
+				{"iptables-legacy -V", "legacy"},
+				{"iptables-legacy -t filter -L -n", "Chain INPUT"},
+			} {
+				out, err := h.sh(c.cmd)
+				if err != nil || !strings.Contains(out, c.want) {
+					errs = append(errs, fmt.Sprintf("%s: %q, %v (want %q)", c.cmd, out, err, c.want))
+				}
+			}
+			return joinErrs(errs)
+		}},
+		{"7 sysctls", func(h *hcNode) error {
+			// The plan says what it set (plan.txt, as berth render shows
+			// it); each must be in effect, and the ones the add-ons need
+			// must be among them.
+			out, err := h.sh("cat /run/berth/plan.txt")
+			if err != nil {
+				return err
+			}
+			planned := planSysctls(out)
+			var errs []string
+			for _, k := range []string{"net.ipv4.ip_forward", "fs.inotify.max_user_watches", "fs.inotify.max_user_instances",
+				"vm.max_map_count", "kernel.pid_max", "net.netfilter.nf_conntrack_max", "net.ipv4.conf.lo.rp_filter"} {
+				if _, ok := planned[k]; !ok {
+					errs = append(errs, k+" is not in the plan")
+				}
+			}
+			for k, v := range planned {
+				got, err := h.sh("cat /proc/sys/" + strings.ReplaceAll(k, ".", "/"))
+				if err != nil || strings.Join(strings.Fields(got), " ") != v {
+					errs = append(errs, fmt.Sprintf("%s = %q in /proc/sys, planned %q (%v)", k, got, v, err))
+				}
+			}
+			if err := h.podRow("sysctl-write"); err != nil {
+				errs = append(errs, err.Error())
+			}
+			return joinErrs(errs)
+		}},
+		{"8 open-file limits", func(h *hcNode) error {
+			var errs []string
+			if err := h.podRow("limits"); err != nil {
+				errs = append(errs, err.Error())
+			}
+			for name, s := range servicePIDs(h.t, h.rep) {
+				out, err := h.sh(fmt.Sprintf("grep 'Max open files' /proc/%d/limits", s.PID))
+				f := strings.Fields(strings.TrimPrefix(out, "Max open files"))
+				if err != nil || len(f) < 2 {
+					errs = append(errs, fmt.Sprintf("%s's limits: %q, %v", name, out, err))
+					continue
+				}
+				if hard, _ := strconv.ParseUint(f[1], 10, 64); hard < 1048576 {
+					errs = append(errs, fmt.Sprintf("%s runs with open files %s/%s, want a hard limit of at least 1048576 as its systemd unit gives it", name, f[0], f[1]))
+				}
+			}
+			return joinErrs(errs)
+		}},
+		{"9 EBS device links", func(h *hcNode) error {
+			link := "/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_" + hcSerial
+			out, err := h.sh("readlink -f " + link + " && cat /sys/class/block/$(basename $(readlink -f " + link + "))/device/serial")
+			if err != nil {
+				return fmt.Errorf("%s: %w", link, err)
+			}
+			if f := strings.Fields(out); len(f) != 2 || !strings.HasPrefix(f[0], "/dev/nvme") || f[1] != hcSerial {
+				return fmt.Errorf("%s resolves to %q, want the NVMe namespace with serial %s", link, out, hcSerial)
+			}
+			return nil
+		}},
+		{"10 time sync", func(h *hcNode) error { return h.ntp.check(h) }},
+		{"11 ECR image patterns", func(h *hcNode) error {
+			out, err := h.sh("cat /etc/eks/image-credential-provider/config.json")
+			if err != nil {
+				return err
+			}
+			var errs []string
+			for _, p := range []string{"*.dkr.ecr.*.amazonaws.com", "*.dkr.ecr.*.amazonaws.eu", "public.ecr.aws", "ecr-public.aws.com"} {
+				if !strings.Contains(out, strconv.Quote(p)) {
+					errs = append(errs, "matchImages lacks "+p)
+				}
+			}
+			return joinErrs(errs)
+		}},
+	}
+}
+
+func joinErrs(errs []string) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s", strings.Join(errs, "\n"))
+}
+
+// parseMountInfo maps mount points to their mountinfo line (the last
+// mount on a point wins, as it is the visible one).
+func parseMountInfo(s string) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.Split(s, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 5 {
+			out[f[4]] = l
+		}
+	}
+	return out
+}
+
+// planSysctls reads the sysctls section of plan.txt ("  key = value").
+var sysctlLine = regexp.MustCompile(`^\s+([a-z0-9_.\-]+) = (.*)$`)
+
+func planSysctls(planTxt string) map[string]string {
+	out := map[string]string{}
+	in := false
+	for _, l := range strings.Split(planTxt, "\n") {
+		switch {
+		case strings.TrimSpace(l) == "sysctls:":
+			in = true
+		case in && sysctlLine.MatchString(l):
+			m := sysctlLine.FindStringSubmatch(l)
+			out[m[1]] = strings.Join(strings.Fields(m[2]), " ")
+		case in && strings.TrimSpace(l) != "":
+			in = false
+		}
+	}
+	return out
+}
+
+// hostcheckPod is the privileged pod that does what the add-ons do, with
+// the host paths their DaemonSets mount.
+func hostcheckPod(node string) map[string]any {
+	hp := func(name, path, typ string) map[string]any {
+		v := map[string]any{"name": name, "hostPath": map[string]any{"path": path}}
+		if typ != "" {
+			v["hostPath"].(map[string]any)["type"] = typ
+		}
+		return v
+	}
+	mount := func(name, at, prop string) map[string]any {
+		m := map[string]any{"name": name, "mountPath": at}
+		if prop != "" {
+			m["mountPropagation"] = prop
+		}
+		return m
+	}
+	return map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "hostcheck", "namespace": "default"},
+		"spec": map[string]any{
+			"nodeName":      node,
+			"restartPolicy": "Never",
+			"hostNetwork":   true,
+			"volumes": []any{
+				hp("cni-bin", "/opt/cni/bin", "Directory"),
+				hp("cni-net", "/etc/cni/net.d", "Directory"),
+				hp("sock", "/var/run/containerd/containerd.sock", "Socket"),
+				hp("bpf", "/sys/fs/bpf", "Directory"),
+				hp("plugins", "/var/lib/kubelet/plugins", "Directory"),
+				hp("out", "/run/berth-hostcheck", "DirectoryOrCreate"),
+			},
+			"containers": []any{map[string]any{
+				"name": "hostcheck", "image": "localhost/berth-demo:v1", "imagePullPolicy": "Never",
+				"args":            []any{"hostcheck"},
+				"securityContext": map[string]any{"privileged": true},
+				"volumeMounts": []any{
+					mount("cni-bin", "/host/opt/cni/bin", ""),
+					mount("cni-net", "/host/etc/cni/net.d", ""),
+					mount("sock", "/host/containerd.sock", ""),
+					mount("bpf", "/host/sys/fs/bpf", "Bidirectional"),
+					mount("plugins", "/host/plugins", "Bidirectional"),
+					mount("out", "/host/out", ""),
+				},
+			}},
+		},
+	}
+}
+
+// waitPodDone waits for pod default/name to end, and returns its phase.
+func waitPodDone(t *testing.T, vm *qemu.VM, a api, name string) string {
+	t.Helper()
+	var phase string
+	waitFor(t, vm, "pod "+name+" done", podTimeout, func() (bool, string) {
+		var p struct {
+			Status struct {
+				Phase             string `json:"phase"`
+				ContainerStatuses []any  `json:"containerStatuses"`
+			} `json:"status"`
+		}
+		if err := a.do("GET", "/api/v1/namespaces/default/pods/"+name, nil, &p); err != nil {
+			return false, err.Error()
+		}
+		phase = p.Status.Phase
+		return phase == "Succeeded" || phase == "Failed", fmt.Sprintf("%s %v", p.Status.Phase, p.Status.ContainerStatuses)
+	})
+	return phase
+}
+
+// TestHostContract checks every row of docs/host-contract.md on a joined
+// node booted from the initramfs image and on one booted from the disk
+// image (UEFI, verity root, data partition).
+func TestHostContract(t *testing.T) {
+	cluster := startControlPlane(t)
+	for _, disk := range []bool{false, true} {
+		name := "initramfs"
+		if disk {
+			name = "disk"
+		}
+		t.Run(name, func(t *testing.T) { hostContract(t, cluster, disk) })
+	}
+}
+
+func hostContract(t *testing.T, cluster *controlplane.Cluster, onDisk bool) {
+	info := cluster.Info()
+	ntp := startNTPFixture(t)
+	_, imdsURL := startIMDS(t, mimeUserData(joinNodeConfig(info)))
+	args := "berth.imds=" + imdsURL + " " + ntp.cmdline()
+	dir := qemu.ImageDir(t)
+	var cfg qemu.Config
+	if onDisk {
+		img, res := testDiskWith(t, dir, "console=ttyS0 quiet berth.onfail=halt berth.debugshell=ttyS1 "+args)
+		// Room on the data partition for containerd's and kubelet's state.
+		cfg = uefiConfig(copyDisk(t, img, res.Layout.Size()+1<<30))
+	} else {
+		cfg = qemu.ImageConfig(dir, args)
+		cfg.Shell = true
+		cfg.NICs = []qemu.NIC{{}}
+	}
+	// An instance-store disk (its mounts must be shared too) and the
+	// stand-in EBS volume.
+	cfg.Disks = append(cfg.Disks,
+		qemu.Disk{Path: sparseDisk(t, t.TempDir(), "is0", 1<<30), Interface: "nvme", Serial: "berth-is-hc0"},
+		nvmeDisk(t, hcSerial))
+	cfg.MemoryMB = 2048
+	cfg.Timeout = 15 * time.Minute
+	cfg.Extra = append(cfg.Extra, ntp.qemuArgs()...)
+	vm := qemu.Start(t, cfg)
+	rep, err := vm.Report(bootTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reportOK(rep) {
+		t.Fatalf("boot failed: %v", rep["error"])
+	}
+	a := api{c: cluster.Client(), base: info.HostEndpoint}
+	node := "ip-10-0-2-15.us-west-2.compute.internal"
+	waitNodeReady(t, vm, a, node)
+	// One node name serves both boots: the second registers over the first.
+	t.Cleanup(func() { _ = a.do("DELETE", "/api/v1/nodes/"+node, nil, nil) })
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", hostcheckPod(node), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.do("DELETE", "/api/v1/namespaces/default/pods/hostcheck?gracePeriodSeconds=0", nil, nil) })
+	phase := waitPodDone(t, vm, a, "hostcheck")
+	h := &hcNode{t: t, vm: vm, rep: rep, ntp: ntp, disk: onDisk, pod: map[string]podCheck{}}
+	out, err := h.sh("cat /run/berth-hostcheck/result.json")
+	if err != nil {
+		t.Fatalf("the hostcheck pod (%s) left no results: %v", phase, err)
+	}
+	var res []podCheck
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &res); err != nil {
+		t.Fatalf("the hostcheck pod's results %q: %v", out, err)
+	}
+	for _, r := range res {
+		h.pod[r.Row] = r
+	}
+	failed := 0
+	for _, row := range hcRows() {
+		if err := row.check(h); err != nil {
+			failed++
+			t.Errorf("host contract row %q fails on the %s image:\n%v", row.name, h.image(), err)
+			continue
+		}
+		figure(t, "host contract %s image: row %q holds", h.image(), row.name)
+	}
+	if failed > 0 {
+		t.Logf("console tail:\n%s", vm.ConsoleTail(40))
+	}
+}
