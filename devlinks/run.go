@@ -98,23 +98,23 @@ func (r *runner) identify(disk, sysDir string) ([]byte, error) {
 func (r *runner) reconcile(why string) Change {
 	devs, err := Scan(r.o.SysFS, r.identify)
 	if err != nil {
-		r.log.Warn("devlinks: reading devices", "err", err)
+		r.log.Warn("reading devices", "err", err)
 		r.st.noteErr(err)
 	}
 	want := LinkSet(devs)
 	ch, err := Reconcile(r.o.DevDir, want)
 	if err != nil {
-		r.log.Warn("devlinks: making links", "err", err)
+		r.log.Warn("making links", "err", err)
 		r.st.noteErr(err)
 	}
 	for _, l := range ch.Made {
-		r.log.Info("devlinks: link added", "link", filepath.Join(r.o.DevDir, l.Name), "device", l.Target, "on", why)
+		r.log.Info("link added", "link", filepath.Join(r.o.DevDir, l.Name), "device", l.Target, "on", why)
 	}
 	for _, l := range ch.Removed {
-		r.log.Info("devlinks: link removed", "link", filepath.Join(r.o.DevDir, l.Name), "device", l.Target, "on", why)
+		r.log.Info("link removed", "link", filepath.Join(r.o.DevDir, l.Name), "device", l.Target, "on", why)
 	}
 	for _, l := range ch.Conflicts {
-		r.log.Warn("devlinks: name taken by something that is no symlink; left alone", "link", filepath.Join(r.o.DevDir, l.Name), "device", l.Target)
+		r.log.Warn("name taken by something that is no symlink; left alone", "link", filepath.Join(r.o.DevDir, l.Name), "device", l.Target)
 	}
 	r.st.update(func(j *statusJSON) {
 		j.Links = len(want) - len(ch.Conflicts)
@@ -157,7 +157,7 @@ func Run(ctx context.Context, log *slog.Logger, o Options, st *Status) error {
 			continue
 		case err != nil:
 			// A broken socket would spin; say so and rest a little.
-			log.Warn("devlinks: reading uevents", "err", err)
+			log.Warn("reading uevents", "err", err)
 			select {
 			case <-ctx.Done():
 				return nil
