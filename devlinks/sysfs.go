@@ -36,14 +36,10 @@ func Scan(sysfs string, identify IdentifyFunc) ([]Device, error) {
 	disks := map[string]*disk{}
 	for _, e := range ents {
 		name := e.Name()
-		m := nvmeName.FindStringSubmatch(name)
-		if m == nil {
+		if !IsNVMe(name) {
 			continue
 		}
-		dname := name
-		if m[2] != "" {
-			dname = strings.TrimSuffix(name, "p"+m[2])
-		}
+		dname := diskName(name)
 		k, ok := disks[dname]
 		if !ok {
 			d, err := readDisk(filepath.Join(dir, dname), dname, identify)
