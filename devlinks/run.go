@@ -64,9 +64,14 @@ func (s *Status) update(f func(*statusJSON)) {
 	f(&s.s)
 }
 
-func (s *Status) noteErr(err error) {
+// noteErrs sets the errors of the latest reconcile: ones a retry cured
+// (a link made while PID 1 moved /dev to the new root) are only in the log.
+func (s *Status) noteErrs(errs []error) {
 	s.update(func(j *statusJSON) {
-		j.Errors = append(j.Errors, err.Error())
+		j.Errors = nil
+		for _, err := range errs {
+			j.Errors = append(j.Errors, err.Error())
+		}
 		if len(j.Errors) > maxErrors {
 			j.Errors = j.Errors[len(j.Errors)-maxErrors:]
 		}
@@ -94,19 +99,21 @@ func (r *runner) identify(disk, sysDir string) ([]byte, error) {
 }
 
 // reconcile scans sysfs and makes /dev's links match it, logging each
-// link made and removed.
-func (r *runner) reconcile(why string) Change {
+// link made and removed. It reports whether all went well.
+func (r *runner) reconcile(why string) (Change, bool) {
+	var errs []error
 	devs, err := Scan(r.o.SysFS, r.identify)
 	if err != nil {
 		r.log.Warn("reading devices", "err", err)
-		r.st.noteErr(err)
+		errs = append(errs, err)
 	}
 	want := LinkSet(devs)
 	ch, err := Reconcile(r.o.DevDir, want)
 	if err != nil {
 		r.log.Warn("making links", "err", err)
-		r.st.noteErr(err)
+		errs = append(errs, err)
 	}
+	r.st.noteErrs(errs)
 	for _, l := range ch.Made {
 		r.log.Info("link added", "link", filepath.Join(r.o.DevDir, l.Name), "device", l.Target, "on", why)
 	}
@@ -122,8 +129,15 @@ func (r *runner) reconcile(why string) Change {
 		j.Removed += len(ch.Removed)
 		j.Conflicts = ch.Conflicts
 	})
-	return ch
+	return ch, len(errs) == 0
 }
+
+// Retry bounds: a failed reconcile is tried again after retryMin,
+// doubling to retryMax, until one succeeds.
+const (
+	retryMin = 500 * time.Millisecond
+	retryMax = time.Minute
+)
 
 // Run makes the links of the NVMe devices present (the coldplug, whose
 // links go into st), then follows the kernel's block uevents and
@@ -138,7 +152,7 @@ func Run(ctx context.Context, log *slog.Logger, o Options, st *Status) error {
 	// Opened before the coldplug scan, so a device added during the scan
 	// is in the scan or in an event.
 	conn, err := uevent.Open()
-	ch := r.reconcile("coldplug")
+	ch, ok := r.reconcile("coldplug")
 	st.update(func(j *statusJSON) { j.Coldplug = ch.Made; j.Following = err == nil })
 	if err != nil {
 		return err
@@ -148,12 +162,20 @@ func Run(ctx context.Context, log *slog.Logger, o Options, st *Status) error {
 	keep := func(ev uevent.Event) bool {
 		return ev.Subsystem == "block" && IsNVMe(eventName(ev))
 	}
+	// The coldplug runs while the root phase moves /dev and /sys to the
+	// new root, and a link made in that window fails: failures are
+	// retried with backoff, not left for the next device event.
+	retry := retryMin
 	for ctx.Err() == nil {
-		evs, err := conn.Receive(ctx, time.Now().Add(24*time.Hour), keep)
+		wait := 24 * time.Hour
+		if !ok {
+			wait = retry
+		}
+		evs, err := conn.Receive(ctx, time.Now().Add(wait), keep)
 		switch {
 		case errors.Is(err, uevent.ErrOverflow):
 			clear(r.cache)
-			r.reconcile("uevent overflow")
+			_, ok = r.reconcile("uevent overflow")
 			continue
 		case err != nil:
 			// A broken socket would spin; say so and rest a little.
@@ -165,6 +187,11 @@ func Run(ctx context.Context, log *slog.Logger, o Options, st *Status) error {
 			}
 		}
 		if len(evs) == 0 {
+			if !ok && ctx.Err() == nil {
+				if _, ok = r.reconcile("retry"); !ok {
+					retry = min(2*retry, retryMax)
+				}
+			}
 			continue
 		}
 		var why []string
@@ -175,7 +202,7 @@ func Run(ctx context.Context, log *slog.Logger, o Options, st *Status) error {
 			delete(r.cache, diskName(name))
 			why = append(why, ev.Action+" "+name)
 		}
-		r.reconcile(strings.Join(why, ","))
+		_, ok = r.reconcile(strings.Join(why, ","))
 	}
 	return nil
 }
