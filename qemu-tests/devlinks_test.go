@@ -107,6 +107,11 @@ func TestDevLinks(t *testing.T) {
 	}
 	waitLink(t, vm, "nvme-QEMU_NVMe_Ctrl_devlinks-hot", "", false)
 	t.Logf("unplugged disk's link gone after %v", time.Since(removed).Round(100*time.Millisecond))
+	if l, err := vm.ExpectLine(regexp.MustCompile(`devlinks: link removed .*nvme-QEMU_NVMe_Ctrl_devlinks-hot `), shellTimeout); err != nil {
+		t.Errorf("no console line for the link removed: %v", err)
+	} else {
+		t.Logf("console: %s", l.Text)
+	}
 	// The cold disk keeps its link.
 	waitLink(t, vm, "nvme-QEMU_NVMe_Ctrl_devlinks-cold", "devlinks-cold", true)
 }
