@@ -49,6 +49,7 @@ func phaseModules(ctx context.Context, b *boot, log *slog.Logger) error {
 			hlog.Warn("no module loading for devices added after boot", "err", err)
 		}
 	})
+	b.startDevLinks(ctx)
 	log.Info("modules loaded", "count", len(b.rep.Modules))
 	return errors.Join(errs...)
 }

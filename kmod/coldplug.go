@@ -166,7 +166,7 @@ func Hotplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string, loa
 		return fmt.Errorf("hotplug: %w", err)
 	}
 	defer u.Close()
-	u.slice = time.Second // a long-lived listener need not wake often to notice ctx
+	u.conn.Slice = time.Second // a long-lived listener need not wake often to notice ctx
 	return hotplug(ctx, newSession(ix, log, finitModule, procModules()), u, loaded)
 }
 

@@ -120,39 +120,6 @@ func TestParseSoftdep(t *testing.T) {
 	}
 }
 
-func TestParseUevent(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want Uevent
-		ok   bool
-	}{
-		{"add@/devices/pci0000:00/0000:00:02.0/virtio0\x00ACTION=add\x00DEVPATH=/devices/pci0000:00/0000:00:02.0/virtio0\x00SUBSYSTEM=virtio\x00MODALIAS=virtio:d00000001v00001AF4\x00SEQNUM=1234\x00",
-			Uevent{Action: "add", DevPath: "/devices/pci0000:00/0000:00:02.0/virtio0", Modalias: "virtio:d00000001v00001AF4"}, true},
-		{"remove@/devices/virtual/block/loop0\x00ACTION=remove\x00DEVPATH=/devices/virtual/block/loop0\x00", Uevent{Action: "remove", DevPath: "/devices/virtual/block/loop0"}, true},
-		{"libudev\x00\xfe\xed\xca\xfe", Uevent{}, false},
-		{"", Uevent{}, false},
-		{"@/x\x00", Uevent{}, false},
-	} {
-		got, ok := ParseUevent([]byte(c.in))
-		if ok != c.ok || got != c.want {
-			t.Errorf("ParseUevent(%q) = %+v, %v; want %+v, %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
-}
-
-// FuzzParseUevent: uevents come from the kernel, but the parser must not
-// panic whatever a datagram holds, and an event it accepts has an action
-// and a device path.
-func FuzzParseUevent(f *testing.F) {
-	f.Add([]byte("add@/devices/x\x00ACTION=add\x00MODALIAS=pci:v1\x00"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ev, ok := ParseUevent(b)
-		if ok && (ev.Action == "" || ev.DevPath == "") {
-			t.Fatalf("accepted %q as %+v", b, ev)
-		}
-	})
-}
-
 // chanSource is a device source fed by the test, as the kernel feeds the
 // uevent socket.
 type chanSource struct {

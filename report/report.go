@@ -59,6 +59,8 @@ type Report struct {
 	Network  any    `json:"network,omitempty"`
 	Storage  any    `json:"storage,omitempty"`
 	Services any    `json:"services,omitempty"`
+	// DevLinks are the NVMe device links (devlinks.Status).
+	DevLinks any `json:"devlinks,omitempty"`
 	// Panics are the panics berth recovered from, in order: each one a
 	// bug, each one survived.
 	Panics []Panic `json:"panics,omitempty"`
