@@ -58,6 +58,7 @@ type Report struct {
 	Config   any    `json:"config,omitempty"`
 	Network  any    `json:"network,omitempty"`
 	Storage  any    `json:"storage,omitempty"`
+	Host     any    `json:"host,omitempty"`
 	Services any    `json:"services,omitempty"`
 	// Panics are the panics berth recovered from, in order: each one a
 	// bug, each one survived.
