@@ -92,6 +92,15 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 		fail(fmt.Errorf("shaping the host filesystem: %w", err))
 		return res, errors.Join(errs...)
 	}
+	// Step times go to the debug log: the bpffs mount is the slow one, as
+	// the kernel (6.1) asks for bpf_preload on every bpffs mount, which
+	// runs berth as /sbin/modprobe (about 1 s under TCG at boot).
+	step := time.Now()
+	lap := func(name string) {
+		log.Debug("host step done", "step", name, "ms", time.Since(step).Milliseconds())
+		step = time.Now()
+	}
+	lap("plan")
 	for _, d := range p.Dirs {
 		if err := mkdir(d); err != nil {
 			fail(err)
@@ -106,6 +115,7 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 	} else if p.Link.Action == LinkMoveAside {
 		log.Warn("moved what was at /var/run aside to make it a link to /run", "found", p.Link.Found.String(), "saved_to", p.Link.SaveTo)
 	}
+	lap("dirs and link")
 	for _, ov := range p.Overlays {
 		r := OverlayResult{Overlay: ov}
 		switch {
@@ -123,6 +133,7 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 		}
 		res.Overlays = append(res.Overlays, r)
 	}
+	lap("overlays")
 	for _, m := range p.Mounts {
 		r := MountResult{Target: m.Target, FSType: m.FSType, Status: "mounted"}
 		if err := mountFS(m); err != nil {
@@ -134,6 +145,7 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 	if len(p.Mounts) == 0 {
 		res.Mounts = append(res.Mounts, MountResult{Target: filepath.Join(rootOf(o), BPFDir), FSType: "bpf", Status: "present"})
 	}
+	lap("mounts")
 	for _, s := range p.MakeShared {
 		if err := unix.Mount("", s, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
 			fail(fmt.Errorf("making the mount at %s rshared: %w", s, err))
@@ -141,6 +153,7 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 		}
 		res.MadeShared = append(res.MadeShared, s)
 	}
+	lap("propagation")
 	ms, err := mounts.ReadMountInfo()
 	if err != nil {
 		fail(fmt.Errorf("verifying mount propagation: %w", err))
@@ -151,6 +164,7 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 			fail(err)
 		}
 	}
+	lap("verify")
 	res.DurationMs = time.Since(start).Milliseconds()
 	return res, errors.Join(errs...)
 }
