@@ -231,7 +231,9 @@ func Build(f Facts) Plan {
 
 	want := slices.Clone(SharedPaths())
 	for _, s := range f.Shared {
-		if s != "" && !slices.Contains(want, filepath.Clean(s)) {
+		// Paths in the node's view, so absolute: a relative one would
+		// resolve against Root's parent.
+		if filepath.IsAbs(s) && !slices.Contains(want, filepath.Clean(s)) {
 			want = append(want, filepath.Clean(s))
 		}
 	}

@@ -138,7 +138,7 @@ func TestBuildDecisions(t *testing.T) {
 		t.Errorf("private initramfs: MakeShared = %q, want / and /sys", none.MakeShared)
 	}
 
-	disk := Build(Facts{Root: "/", Mounts: table(t, diskRootStorage), Shared: []string{"/var/lib/containerd", "/var/lib/kubelet", ""}})
+	disk := Build(Facts{Root: "/", Mounts: table(t, diskRootStorage), Shared: []string{"/var/lib/containerd", "/var/lib/kubelet", "", "relative/path"}})
 	if !slices.Equal(disk.MakeShared, []string{"/var/lib/containerd"}) {
 		t.Errorf("disk: MakeShared = %q, want only the private bind /var/lib/containerd", disk.MakeShared)
 	}
@@ -218,4 +218,44 @@ func TestOverlayName(t *testing.T) {
 			t.Errorf("overlayName(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// The mount table is the kernel's, but a fuzzed one must not make Build or
+// Verify panic, nor put anything outside the root.
+func FuzzBuild(f *testing.F) {
+	for _, s := range []string{switchedRoot, initramfsRoot, diskRootStorage} {
+		f.Add(s, "/", "/var/lib/containerd")
+	}
+	f.Add("1 0 0:1 / /r ro shared:1 - tmpfs tmpfs ro\n", "/r", "")
+	f.Fuzz(func(t *testing.T, mountinfo, root, shared string) {
+		ms, err := mounts.ParseMountInfo(strings.NewReader(mountinfo))
+		if err != nil {
+			return
+		}
+		if !filepath.IsAbs(root) {
+			return
+		}
+		p := Build(Facts{Root: root, Mounts: ms, Shared: []string{shared}})
+		r := filepath.Clean(root)
+		in := func(path string) bool { return under(r, path) }
+		for _, d := range p.Dirs {
+			if !in(d.Path) {
+				t.Fatalf("dir %s outside root %s", d.Path, r)
+			}
+		}
+		for _, o := range p.Overlays {
+			if !in(o.Target) || (o.Upper != "" && !in(o.Upper)) {
+				t.Fatalf("overlay %+v outside root %s", o, r)
+			}
+		}
+		if !in(p.Link.Path) || p.Link.Target != RunDir {
+			t.Fatalf("link %+v", p.Link)
+		}
+		for _, m := range p.MustShare {
+			if !in(m) {
+				t.Fatalf("must-share path %s outside root %s", m, r)
+			}
+		}
+		_, _ = Verify(ms, p.Check, p.MustShare)
+	})
 }
