@@ -109,6 +109,7 @@ func pipeline() []phase {
 		{name: "config", fatal: true, run: phaseConfig},
 		{name: "plan", fatal: true, run: phasePlan},
 		{name: "storage", fatal: true, run: phaseStorage},
+		{name: "host", fatal: false, run: phaseHost},
 		{name: "apply", fatal: true, run: phaseApply},
 		{name: "services", fatal: false, run: phaseServices},
 	}

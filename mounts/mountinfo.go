@@ -17,6 +17,20 @@ type MountInfo struct {
 	FSType       string
 	Source       string
 	SuperOptions string
+	// Propagation is the optional fields, space-separated: "shared:1",
+	// "master:3", "shared:2 master:1", or "" for a private mount.
+	Propagation string
+}
+
+// Shared says the mount is in a peer group: mounts made under it propagate
+// to its peers (and into containers that mount it Bidirectional).
+func (m MountInfo) Shared() bool {
+	for _, f := range strings.Fields(m.Propagation) {
+		if strings.HasPrefix(f, "shared:") {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseMountInfo parses the format of /proc/PID/mountinfo (proc(5)), in
@@ -54,6 +68,7 @@ func ParseMountInfo(r io.Reader) ([]MountInfo, error) {
 		if len(g) > 2 {
 			m.SuperOptions = g[2]
 		}
+		m.Propagation = strings.Join(f[6:], " ")
 		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
@@ -83,8 +98,8 @@ func unescapeOctal(s string) string {
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
-// readMountInfo reads the calling process's mount table.
-func readMountInfo() ([]MountInfo, error) {
+// ReadMountInfo reads the calling process's mount table.
+func ReadMountInfo() ([]MountInfo, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("reading mount table: %w", err)

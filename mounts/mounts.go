@@ -99,7 +99,7 @@ func Apply(ctx context.Context, log *slog.Logger, table []Mount) error {
 // enough for the pseudo-filesystems of the early table).
 func isMountPoint(path string) bool {
 	path = filepath.Clean(path)
-	if ms, err := readMountInfo(); err == nil {
+	if ms, err := ReadMountInfo(); err == nil {
 		return mountedTargets(ms)[path]
 	}
 	var st, pst unix.Stat_t

@@ -95,12 +95,21 @@ func TestParseMountInfo(t *testing.T) {
 		t.Fatalf("parsed %d mounts, want 15", len(ms))
 	}
 	want := MountInfo{ID: 1, Parent: 0, Root: "/", Target: "/", Options: "ro,nodev,relatime", FSType: "erofs",
-		Source: "/dev/loop0", SuperOptions: "ro,user_xattr,acl,cache_strategy=readaround"}
+		Source: "/dev/loop0", SuperOptions: "ro,user_xattr,acl,cache_strategy=readaround", Propagation: "shared:1"}
 	if ms[0] != want {
 		t.Errorf("first mount = %+v, want %+v", ms[0], want)
 	}
 	if got := ms[14].Target; got != "/var/lib/kubelet/pods/x/volumes/kubernetes.io~empty-dir/my vol" {
 		t.Errorf("octal escape not undone: %q", got)
+	}
+	if !ms[0].Shared() {
+		t.Errorf("first mount (shared:1) not Shared()")
+	}
+	if m := (MountInfo{Propagation: "master:3"}); m.Shared() {
+		t.Errorf("a slave mount is not shared")
+	}
+	if m := (MountInfo{Propagation: "shared:2 master:1"}); !m.Shared() {
+		t.Errorf("a shared slave is shared")
 	}
 	if ms[6].Root != "/etc/berth" || ms[6].FSType != "rootfs" {
 		t.Errorf("bind mount = %+v", ms[6])

@@ -101,7 +101,7 @@ func childLog() *slog.Logger {
 }
 
 func mountsAt(target string) ([]MountInfo, error) {
-	ms, err := readMountInfo()
+	ms, err := ReadMountInfo()
 	if err != nil {
 		return nil, err
 	}

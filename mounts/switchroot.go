@@ -187,7 +187,7 @@ func planSwitch(o SwitchRootOptions, oldMounted map[string]bool) (switchPlan, er
 func SwitchRoot(ctx context.Context, log *slog.Logger, o SwitchRootOptions) (*SwitchResult, error) {
 	log = orDiscard(log)
 	start := time.Now()
-	ms, err := readMountInfo()
+	ms, err := ReadMountInfo()
 	if err != nil {
 		return nil, fmt.Errorf("switch root: %w", err)
 	}

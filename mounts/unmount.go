@@ -85,7 +85,7 @@ func boundedUnmount(ctx context.Context, log *slog.Logger, unmount func(context.
 
 func unmountAll(ctx context.Context, log *slog.Logger) error {
 	unix.Sync()
-	ms, err := readMountInfo()
+	ms, err := ReadMountInfo()
 	if err != nil {
 		return fmt.Errorf("unmounting: %w", err)
 	}

@@ -58,6 +58,7 @@ type Report struct {
 	Config   any    `json:"config,omitempty"`
 	Network  any    `json:"network,omitempty"`
 	Storage  any    `json:"storage,omitempty"`
+	Host     any    `json:"host,omitempty"`
 	Services any    `json:"services,omitempty"`
 	// DevLinks are the NVMe device links (devlinks.Status).
 	DevLinks any `json:"devlinks,omitempty"`

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/berth-node/berth/mounts"
+	"github.com/berth-node/berth/mounts/hostfs"
+	"github.com/berth-node/berth/mounts/localstorage"
+)
+
+// phaseHost shapes the filesystem as EKS add-ons expect of an Amazon Linux
+// or Bottlerocket host (mounts/hostfs): writable /opt/cni/bin and /opt/csi,
+// /etc/cni/net.d, /var/run → /run, bpffs, shared propagation, kubelet's
+// plugin directories. It runs after storage, whose binds over
+// /var/lib/kubelet the plugin directories must be made in and whose mounts
+// must be shared, and before apply and services, which start what uses
+// them. Not fatal: a node without bpffs or a writable /opt/cni/bin still
+// runs the pods that need neither, and the report says what is missing.
+func phaseHost(ctx context.Context, b *boot, log *slog.Logger) error {
+	opts := hostfs.Options{Root: "/", Shared: hostSharedMounts(b), SaveSuffix: bootIDPrefix()}
+	res, err := hostfs.Run(ctx, log, opts)
+	b.rep.Host = res
+	var overlays []string
+	for _, o := range res.Overlays {
+		overlays = append(overlays, o.Target+"="+o.Status)
+	}
+	log.Info("host layout", "overlays", strings.Join(overlays, ","), "var_run", res.VarRun.Action,
+		"made_shared", strings.Join(res.MadeShared, ","), "errors", len(res.Errors), "ms", res.DurationMs)
+	return err
+}
+
+// hostSharedMounts are the mounts the root and storage phases made, which
+// must be shared too: the data partition and its binds on a disk boot, the
+// instance-store filesystems and their binds.
+func hostSharedMounts(b *boot) []string {
+	var out []string
+	if sr, ok := b.rep.Root.(*mounts.SwitchResult); ok && sr.Data != nil && sr.Data.Mount != "" {
+		out = append(out, sr.Data.Mount)
+		out = append(out, sr.Data.Binds...)
+	}
+	if s := b.node.storage; s != nil && s.Status == localstorage.StatusReady {
+		for _, f := range s.Filesystems {
+			out = append(out, f.Mount)
+		}
+		for _, bd := range s.Binds {
+			out = append(out, bd.Target)
+		}
+	}
+	return out
+}
+
+// bootIDPrefix names what is moved aside this boot; empty when the boot ID
+// cannot be read (hostfs then uses a fixed name).
+func bootIDPrefix() string {
+	id, err := os.ReadFile(bootIDPath)
+	if err != nil {
+		return ""
+	}
+	s := strings.TrimSpace(string(id))
+	if len(s) > 8 {
+		s = s[:8]
+	}
+	return s
+}
