@@ -126,8 +126,11 @@ func BinDirsUnder(componentsDir string) ([]string, error) {
 	}
 	var dirs []string
 	for _, e := range ents {
-		if e.IsDir() {
-			dirs = append(dirs, filepath.Join(componentsDir, e.Name()))
+		// Stat, not the entry's type: a component directory may be a
+		// symlink to a shared build (a second checkout's build/).
+		p := filepath.Join(componentsDir, e.Name())
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			dirs = append(dirs, p)
 		}
 	}
 	return dirs, nil
