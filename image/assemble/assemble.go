@@ -326,7 +326,24 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		if b.Tool {
 			m.Tools[b.Name] = dst
 		}
+		for _, ln := range b.Links {
+			if err := t.AddSymlink(path.Join(path.Dir(dst), ln), path.Base(dst)); err != nil {
+				return fmt.Errorf("binary %s: %w", b.Name, err)
+			}
+		}
 		dynamic = append(dynamic, src)
+	}
+	for _, p := range l.Plugins {
+		files, err := pluginFiles(p)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if err := t.AddFile(f, f, 0o644); err != nil {
+				return err
+			}
+		}
+		dynamic = append(dynamic, files...)
 	}
 	deps, err := elfdeps.Resolve(dynamic, nil)
 	if err != nil {
@@ -370,6 +387,31 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		}
 	}
 	return nil
+}
+
+// pluginFiles lists the regular files in p.Dir matching p.Glob, sorted. A
+// directory with none is an error: the spec named it because something
+// loads from it.
+func pluginFiles(p spec.Plugins) ([]string, error) {
+	glob := p.Glob
+	if glob == "" {
+		glob = "*.so"
+	}
+	ents, err := os.ReadDir(p.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("plugins in %s: %w (install its package: make deps)", p.Dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if ok, _ := path.Match(glob, e.Name()); !ok || !e.Type().IsRegular() {
+			continue
+		}
+		out = append(out, filepath.Join(p.Dir, e.Name()))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("plugins in %s: no regular file matches %q", p.Dir, glob)
+	}
+	return out, nil
 }
 
 func hostPath(repo, p string) string {
