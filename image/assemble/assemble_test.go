@@ -291,7 +291,12 @@ func TestLayerPluginsAndLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// iptables ships some extensions as links to another (libxt_SNAT.so →
+	// libxt_NAT.so): dlopen by either name must work in the image.
 	if err := os.Symlink("libxt_a.so", filepath.Join(dir, "libxt_c.so")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(libc, filepath.Join(dir, "libxt_d.so")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -309,14 +314,18 @@ func TestLayerPluginsAndLinks(t *testing.T) {
 		byPath[f.Path] = f
 	}
 	for _, p := range []string{filepath.Join(dir, "libxt_a.so"), filepath.Join(dir, "libxt_b.so"), libc, "/lib64/ld-linux-x86-64.so.2"} {
-		if _, ok := byPath[p]; !ok {
-			t.Errorf("tree lacks %s", p)
+		if f, ok := byPath[p]; !ok || f.Link != "" {
+			t.Errorf("tree lacks file %s (%+v)", p, f)
 		}
 	}
-	for _, p := range []string{filepath.Join(dir, "README"), filepath.Join(dir, "libxt_c.so")} {
-		if _, ok := byPath[p]; ok {
-			t.Errorf("tree has %s, which is no regular *.so", p)
-		}
+	if _, ok := byPath[filepath.Join(dir, "README")]; ok {
+		t.Error("tree has README, which is no *.so")
+	}
+	if l := byPath[filepath.Join(dir, "libxt_c.so")].Link; l != "libxt_a.so" {
+		t.Errorf("libxt_c.so links to %q, want libxt_a.so", l)
+	}
+	if f, ok := byPath[filepath.Join(dir, "libxt_d.so")]; !ok || f.Link != "" {
+		t.Errorf("libxt_d.so, a link out of the directory, is not shipped as the file: %+v", f)
 	}
 	for _, p := range []string{"/usr/sbin/one", "/usr/sbin/two"} {
 		if l := byPath[p].Link; l != "multi" {
@@ -331,6 +340,14 @@ func TestLayerPluginsAndLinks(t *testing.T) {
 	}
 	if !tree.Has(filepath.Join(dir, "libxt_b.so")) || tree.Has(filepath.Join(dir, "libxt_a.so")) || !tree.Has("/lib64/ld-linux-x86-64.so.2") {
 		t.Errorf("glob libxt_b*: tree %v", tree.Manifest())
+	}
+	// A matching link brings its target even when the glob does not.
+	tree = fstree.New()
+	if err := addLayer(context.Background(), tree, spec.Layer{Plugins: []spec.Plugins{{Dir: dir, Glob: "libxt_c*"}}}, Inputs{RepoRoot: "."}, m); err != nil {
+		t.Fatal(err)
+	}
+	if !tree.Has(filepath.Join(dir, "libxt_c.so")) || !tree.Has(filepath.Join(dir, "libxt_a.so")) {
+		t.Errorf("glob libxt_c*: tree %v", tree.Manifest())
 	}
 
 	for _, p := range []spec.Plugins{{Dir: filepath.Join(dir, "absent")}, {Dir: dir, Glob: "*.none"}} {

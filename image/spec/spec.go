@@ -107,7 +107,8 @@ type Binary struct {
 }
 
 // Plugins is every file in Dir whose name matches Glob, copied to the same
-// path, with the shared libraries the files need.
+// path, with the shared libraries the files need. A symlink to a file
+// beside it stays a link, and its target is shipped with it.
 type Plugins struct {
 	// Dir is absolute, on the build host and in the image alike: programs
 	// find their plugins by a compiled-in path.
