@@ -1,6 +1,7 @@
 package qemutests
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -64,24 +65,27 @@ func procModules(t *testing.T, vm *qemu.VM) []string {
 	return mods
 }
 
-// A booted node (kubelet running) has the host's iptables with FORWARD's
-// policy ACCEPT and kubelet's hint chains, and what kube-proxy (its three
-// modes), the VPC CNI, Cilium and Calico do to netfilter and links works
-// with no module preloaded: the kernel asks berth's /sbin/modprobe for each
-// module by its alias.
+// A node joined to a cluster has the host's iptables with FORWARD's policy
+// ACCEPT and kubelet's hint chains, and what kube-proxy (its three modes),
+// the VPC CNI, Cilium and Calico do to netfilter and links works with no
+// module preloaded: the kernel asks berth's /sbin/modprobe for each module
+// by its alias.
 func TestNetfilterOnDemand(t *testing.T) {
-	vm, _ := servicesNode(t, vmTimeout)
-	rep, err := vm.Report(time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster := startControlPlane(t)
+	vm, rep := bootJoined(t, cluster, true)
 	atBoot := reportModules(t, rep)
+	a := api{c: cluster.Client(), base: cluster.Info().HostEndpoint}
+	waitFor(t, vm, "node registered", joinTimeout, func() (bool, string) {
+		err := a.do("GET", "/api/v1/nodes/ip-10-0-2-15.us-west-2.compute.internal", nil, nil)
+		return err == nil, fmt.Sprint(err)
+	})
 
 	var svc struct {
 		ForwardPolicy []struct {
-			Tool  string `json:"tool"`
-			OK    bool   `json:"ok"`
-			Error string `json:"error"`
+			Tool       string `json:"tool"`
+			OK         bool   `json:"ok"`
+			DurationMs int64  `json:"durationMs"`
+			Error      string `json:"error"`
 		} `json:"forwardPolicy"`
 	}
 	section(t, rep, "services", &svc)
@@ -92,6 +96,7 @@ func TestNetfilterOnDemand(t *testing.T) {
 		if !r.OK {
 			t.Errorf("report: %s did not set FORWARD ACCEPT: %s", r.Tool, r.Error)
 		}
+		figure(t, "%s -P FORWARD ACCEPT at boot: %d ms", r.Tool, r.DurationMs)
 	}
 	for _, tool := range []string{"iptables", "ip6tables"} {
 		out, err := vm.Shell(tool+" -S FORWARD", shellTimeout)

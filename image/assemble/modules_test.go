@@ -157,6 +157,28 @@ func TestSpecShipsHostContractModules(t *testing.T) {
 	}
 }
 
+// The default image has the host's iptables under its usual names, both
+// back ends, with the extensions it dlopens.
+func TestSpecShipsHostIptables(t *testing.T) {
+	def := repoSpec(t)
+	names := map[string]bool{}
+	for _, b := range def.Root.Binaries {
+		names[b.Name] = true
+		for _, l := range b.Links {
+			names[l] = true
+		}
+	}
+	for _, n := range []string{"xtables-nft-multi", "xtables-legacy-multi", "iptables", "ip6tables", "iptables-save",
+		"iptables-restore", "ip6tables-save", "ip6tables-restore", "iptables-legacy", "ip6tables-legacy", "iptables-nft"} {
+		if !names[n] {
+			t.Errorf("image/spec.yaml's root has no %s", n)
+		}
+	}
+	if !slices.ContainsFunc(def.Root.Plugins, func(p spec.Plugins) bool { return p.Dir == "/usr/lib/x86_64-linux-gnu/xtables" }) {
+		t.Error("image/spec.yaml ships no iptables extensions (/usr/lib/x86_64-linux-gnu/xtables)")
+	}
+}
+
 // Against the Debian kernel the image is built with, every request the
 // kernel makes for the host contract's modules resolves, through the
 // modules.dep/modules.alias/modules.softdep the image ships, to the module
