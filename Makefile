@@ -10,7 +10,7 @@ BUILD     := $(CURDIR)/build
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/berth-node/berth/version.Version=$(VERSION)
 APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs iproute2 libseccomp-dev \
-             cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf
+             cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset
 export GOFLAGS := -mod=mod
 
 .PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo clean

@@ -39,6 +39,8 @@ type serviceReport struct {
 	KernelToKubeletMs int64               `json:"kernelToKubeletMs,omitempty"`
 	Services          []supervise.Status  `json:"services"`
 	Images            []imageImportResult `json:"images,omitempty"`
+	// ForwardPolicy is init/firewall.go's, set before any service starts.
+	ForwardPolicy []forwardPolicyResult `json:"forwardPolicy,omitempty"`
 }
 
 type imageImportResult struct {
@@ -114,6 +116,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		}
 		b.addService(s)
 	}
+	b.setForwardPolicy(ctx, log, rep)
 	sup.Start(ctx)
 	b.goSafe(jw.log, "join-watcher", func() { jw.run(ctx, sup) })
 

@@ -326,7 +326,29 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		if b.Tool {
 			m.Tools[b.Name] = dst
 		}
+		for _, ln := range b.Links {
+			if err := t.AddSymlink(path.Join(path.Dir(dst), ln), path.Base(dst)); err != nil {
+				return fmt.Errorf("binary %s: %w", b.Name, err)
+			}
+		}
 		dynamic = append(dynamic, src)
+	}
+	for _, p := range l.Plugins {
+		files, links, err := pluginFiles(p)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if err := t.AddFile(f, f, 0o644); err != nil {
+				return err
+			}
+		}
+		for _, ln := range links {
+			if err := t.AddSymlink(ln.path, ln.target); err != nil {
+				return err
+			}
+		}
+		dynamic = append(dynamic, files...)
 	}
 	deps, err := elfdeps.Resolve(dynamic, nil)
 	if err != nil {
@@ -370,6 +392,63 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		}
 	}
 	return nil
+}
+
+// pluginLink is a symlink among plugins to another file of the same
+// directory (iptables' libxt_MASQUERADE.so → libxt_NAT.so).
+type pluginLink struct{ path, target string }
+
+// pluginFiles lists the files in p.Dir whose names match p.Glob, sorted: the
+// regular ones, and symlinks to a file of the same directory, which stay
+// links (their target is shipped when it matches too, or else as a file
+// the link names). A link elsewhere is shipped as the file it resolves to.
+// A directory with none is an error: the spec named it because something
+// loads from it.
+func pluginFiles(p spec.Plugins) ([]string, []pluginLink, error) {
+	glob := p.Glob
+	if glob == "" {
+		glob = "*.so"
+	}
+	ents, err := os.ReadDir(p.Dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plugins in %s: %w (install its package: make deps)", p.Dir, err)
+	}
+	files := map[string]bool{}
+	var links []pluginLink
+	for _, e := range ents {
+		if ok, _ := path.Match(glob, e.Name()); !ok {
+			continue
+		}
+		full := filepath.Join(p.Dir, e.Name())
+		switch {
+		case e.Type().IsRegular():
+			files[full] = true
+		case e.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(full)
+			if err != nil {
+				return nil, nil, fmt.Errorf("plugins in %s: %w", p.Dir, err)
+			}
+			st, err := os.Stat(full)
+			if err != nil || !st.Mode().IsRegular() {
+				return nil, nil, fmt.Errorf("plugins in %s: %s links to %s, which is no regular file", p.Dir, e.Name(), target)
+			}
+			if strings.Contains(target, "/") {
+				files[full] = true // AddFile follows the link
+				continue
+			}
+			links = append(links, pluginLink{path: full, target: target})
+			files[filepath.Join(p.Dir, target)] = true
+		}
+	}
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("plugins in %s: no file matches %q", p.Dir, glob)
+	}
+	out := make([]string, 0, len(files))
+	for f := range files {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out, links, nil
 }
 
 func hostPath(repo, p string) string {

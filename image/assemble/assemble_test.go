@@ -15,6 +15,8 @@ import (
 
 	"github.com/u-root/u-root/pkg/cpio"
 
+	"github.com/berth-node/berth/image/elfdeps"
+	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/internal/kotest"
 	"github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/manifest"
@@ -259,5 +261,98 @@ func TestBuildDisk(t *testing.T) {
 	back, err := manifest.Parse(mj)
 	if err != nil || back.Disk == nil || back.Disk.SHA256 != sums[1] {
 		t.Errorf("manifest.json disk entry %+v (%v)", back.Disk, err)
+	}
+}
+
+// A plugins directory ships every matching file at its own path with the
+// libraries those files need (found by no walk from a binary), and a
+// binary's links name it beside itself.
+func TestLayerPluginsAndLinks(t *testing.T) {
+	deps, err := elfdeps.Resolve([]string{"/bin/true"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var libc string
+	for _, d := range deps {
+		if d.Name == "libc.so.6" {
+			libc = d.Path
+		}
+	}
+	if libc == "" {
+		t.Fatalf("/bin/true needs no libc.so.6: %v", deps)
+	}
+	dir := t.TempDir()
+	data, err := os.ReadFile(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"libxt_a.so": data, "libxt_b.so": data, "README": []byte("not a plugin")} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// iptables ships some extensions as links to another (libxt_SNAT.so →
+	// libxt_NAT.so): dlopen by either name must work in the image.
+	if err := os.Symlink("libxt_a.so", filepath.Join(dir, "libxt_c.so")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(libc, filepath.Join(dir, "libxt_d.so")); err != nil {
+		t.Fatal(err)
+	}
+
+	tree := fstree.New()
+	l := spec.Layer{
+		Binaries: []spec.Binary{{Name: "multi", Src: "/bin/true", Dst: "/usr/sbin/multi", Links: []string{"one", "two"}}},
+		Plugins:  []spec.Plugins{{Dir: dir}},
+	}
+	m := &manifest.Manifest{Tools: map[string]string{}}
+	if err := addLayer(context.Background(), tree, l, Inputs{RepoRoot: "."}, m); err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string]manifest.File{}
+	for _, f := range tree.Manifest() {
+		byPath[f.Path] = f
+	}
+	for _, p := range []string{filepath.Join(dir, "libxt_a.so"), filepath.Join(dir, "libxt_b.so"), libc, "/lib64/ld-linux-x86-64.so.2"} {
+		if f, ok := byPath[p]; !ok || f.Link != "" {
+			t.Errorf("tree lacks file %s (%+v)", p, f)
+		}
+	}
+	if _, ok := byPath[filepath.Join(dir, "README")]; ok {
+		t.Error("tree has README, which is no *.so")
+	}
+	if l := byPath[filepath.Join(dir, "libxt_c.so")].Link; l != "libxt_a.so" {
+		t.Errorf("libxt_c.so links to %q, want libxt_a.so", l)
+	}
+	if f, ok := byPath[filepath.Join(dir, "libxt_d.so")]; !ok || f.Link != "" {
+		t.Errorf("libxt_d.so, a link out of the directory, is not shipped as the file: %+v", f)
+	}
+	for _, p := range []string{"/usr/sbin/one", "/usr/sbin/two"} {
+		if l := byPath[p].Link; l != "multi" {
+			t.Errorf("%s links to %q, want multi", p, l)
+		}
+	}
+
+	// Only the plugins: their own dependencies are walked.
+	tree = fstree.New()
+	if err := addLayer(context.Background(), tree, spec.Layer{Plugins: []spec.Plugins{{Dir: dir, Glob: "libxt_b*"}}}, Inputs{RepoRoot: "."}, m); err != nil {
+		t.Fatal(err)
+	}
+	if !tree.Has(filepath.Join(dir, "libxt_b.so")) || tree.Has(filepath.Join(dir, "libxt_a.so")) || !tree.Has("/lib64/ld-linux-x86-64.so.2") {
+		t.Errorf("glob libxt_b*: tree %v", tree.Manifest())
+	}
+	// A matching link brings its target even when the glob does not.
+	tree = fstree.New()
+	if err := addLayer(context.Background(), tree, spec.Layer{Plugins: []spec.Plugins{{Dir: dir, Glob: "libxt_c*"}}}, Inputs{RepoRoot: "."}, m); err != nil {
+		t.Fatal(err)
+	}
+	if !tree.Has(filepath.Join(dir, "libxt_c.so")) || !tree.Has(filepath.Join(dir, "libxt_a.so")) {
+		t.Errorf("glob libxt_c*: tree %v", tree.Manifest())
+	}
+
+	for _, p := range []spec.Plugins{{Dir: filepath.Join(dir, "absent")}, {Dir: dir, Glob: "*.none"}} {
+		if err := addLayer(context.Background(), fstree.New(), spec.Layer{Plugins: []spec.Plugins{p}}, Inputs{RepoRoot: "."}, m); err == nil || !strings.Contains(err.Error(), p.Dir) {
+			t.Errorf("plugins %+v: got %v, want an error naming the directory", p, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ package spec
 import (
 	"fmt"
 	"os"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,6 +52,10 @@ type Layer struct {
 	Binaries []Binary  `json:"binaries,omitempty"`
 	GoBuild  []GoBuild `json:"goBuild,omitempty"`
 	Busybox  *Busybox  `json:"busybox,omitempty"`
+	// Plugins are directories of shared objects that programs dlopen
+	// (iptables' extensions): no ELF walk from a binary finds them, so
+	// they are named here and copied with the libraries they need.
+	Plugins []Plugins `json:"plugins,omitempty"`
 	// Images are OCI image tarballs that berth imports into containerd
 	// after it is ready (no registry is needed for them).
 	Images []Image `json:"images,omitempty"`
@@ -96,6 +101,20 @@ type Binary struct {
 	Dst string `json:"dst,omitempty"`
 	// Tool records the program in the manifest's tools (name → Dst).
 	Tool bool `json:"tool,omitempty"`
+	// Links are symlinks to the program beside Dst, by name: a multi-call
+	// program's names (iptables, iptables-save... for xtables-nft-multi).
+	Links []string `json:"links,omitempty"`
+}
+
+// Plugins is every file in Dir whose name matches Glob, copied to the same
+// path, with the shared libraries the files need. A symlink to a file
+// beside it stays a link, and its target is shipped with it.
+type Plugins struct {
+	// Dir is absolute, on the build host and in the image alike: programs
+	// find their plugins by a compiled-in path.
+	Dir string `json:"dir"`
+	// Glob is a path.Match pattern for file names in Dir; "*.so" when empty.
+	Glob string `json:"glob,omitempty"`
 }
 
 // GoBuild is a Go main package of this module built static and copied in.
@@ -174,6 +193,19 @@ func (s *Spec) validate() error {
 			if b.Name == "" {
 				return fmt.Errorf("%s.binaries[%d]: name is required", where, i)
 			}
+			for _, ln := range b.Links {
+				if ln == "" || strings.Contains(ln, "/") {
+					return fmt.Errorf("%s.binaries[%d] (%s).links: %q must be a plain file name", where, i, b.Name, ln)
+				}
+			}
+		}
+		for i, p := range l.Plugins {
+			if !strings.HasPrefix(p.Dir, "/") {
+				return fmt.Errorf("%s.plugins[%d].dir %q: must be absolute", where, i, p.Dir)
+			}
+			if _, err := path.Match(p.Glob, ""); err != nil {
+				return fmt.Errorf("%s.plugins[%d].glob %q: %w", where, i, p.Glob, err)
+			}
 		}
 		for i, im := range l.Images {
 			if im.Name == "" || im.Src == "" || !strings.HasPrefix(im.Dst, "/") {
@@ -242,6 +274,7 @@ func merge(a, b Layer) Layer {
 		Binaries: append(append([]Binary(nil), a.Binaries...), b.Binaries...),
 		GoBuild:  append(append([]GoBuild(nil), a.GoBuild...), b.GoBuild...),
 		Busybox:  a.Busybox,
+		Plugins:  append(append([]Plugins(nil), a.Plugins...), b.Plugins...),
 		Images:   append(append([]Image(nil), a.Images...), b.Images...),
 	}
 	if b.Busybox != nil {

@@ -62,6 +62,9 @@ func TestParseErrors(t *testing.T) {
 		{"root: {dirs: [{path: x, mode: \"0755\"}]}\n", "root.dirs[0].path"},
 		{"root: {files: [{dst: /x, mode: \"0644\"}]}\n", "exactly one of src and content"},
 		{"variants: {test: {root: {files: [{dst: y, content: a, mode: \"0644\"}]}}}\n", "variants.test.root.files[0].dst"},
+		{"root: {plugins: [{dir: lib/xtables}]}\n", "root.plugins[0].dir"},
+		{"root: {plugins: [{dir: /x, glob: \"[\"}]}\n", "root.plugins[0].glob"},
+		{"root: {binaries: [{name: x, links: [a/b]}]}\n", "root.binaries[0] (x).links"},
 	} {
 		_, err := Parse([]byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
