@@ -70,6 +70,15 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	b.rep.Services = rep
 	b.repMu.Unlock()
 
+	// FORWARD's policy must be ACCEPT before kubelet starts, not before
+	// containerd: setting it loads nf_tables (over a second under TCG), so
+	// it runs beside containerd's start and kubelet waits for it below.
+	fwdDone := make(chan struct{})
+	b.goSafe(log, "forward-policy", func() {
+		defer close(fwdDone)
+		b.setForwardPolicy(ctx, log, rep)
+	})
+
 	jw := &joinWatcher{log: b.log.With("phase", "join"), registered: make(chan struct{})}
 	// OnChange needs the supervisor New returns.
 	var sup *supervise.Supervisor
@@ -87,6 +96,10 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 				b.repMu.Lock()
 				rep.Images = res
 				b.repMu.Unlock()
+				select {
+				case <-fwdDone:
+				case <-ctx.Done():
+				}
 				return err
 			},
 		},
@@ -116,7 +129,6 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		}
 		b.addService(s)
 	}
-	b.setForwardPolicy(ctx, log, rep)
 	sup.Start(ctx)
 	b.goSafe(jw.log, "join-watcher", func() { jw.run(ctx, sup) })
 
