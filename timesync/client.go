@@ -37,9 +37,10 @@ type Source struct {
 }
 
 // Sources is the list in priority order: the command line's (an operator
-// said so), DHCP's (the network's own), then the Amazon Time Sync
-// Service, always there as the fallback it is on EC2. Repeats are dropped.
-func Sources(config []string, dhcp4, dhcp6 []netip.Addr) []Source {
+// said so), DHCP's (the network's own; IPv6 ones from DHCPv6), then the
+// Amazon Time Sync Service, always there as the fallback it is on EC2.
+// Repeats are dropped.
+func Sources(config []string, dhcp []netip.Addr) []Source {
 	var out []Source
 	add := func(addr, origin string) {
 		if !slices.ContainsFunc(out, func(s Source) bool { return s.Addr == addr }) {
@@ -49,11 +50,12 @@ func Sources(config []string, dhcp4, dhcp6 []netip.Addr) []Source {
 	for _, a := range config {
 		add(a, OriginConfig)
 	}
-	for _, a := range dhcp4 {
-		add(netip.AddrPortFrom(a, 123).String(), OriginDHCP)
-	}
-	for _, a := range dhcp6 {
-		add(netip.AddrPortFrom(a, 123).String(), OriginDHCPv6)
+	for _, a := range dhcp {
+		origin := OriginDHCP
+		if a.Is6() {
+			origin = OriginDHCPv6
+		}
+		add(netip.AddrPortFrom(a, 123).String(), origin)
 	}
 	add(AmazonTimeSync4, OriginAmazon)
 	add(AmazonTimeSync6, OriginAmazon)

@@ -312,7 +312,7 @@ func TestClientNoSources(t *testing.T) {
 // with repeats dropped.
 func TestSources(t *testing.T) {
 	got := Sources([]string{"10.0.2.2:1123", "169.254.169.123:123"},
-		[]netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.2")}, []netip.Addr{netip.MustParseAddr("fd00::5")})
+		[]netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fd00::5")})
 	want := []Source{
 		{"10.0.2.2:1123", OriginConfig}, {"169.254.169.123:123", OriginConfig},
 		{"10.0.0.2:123", OriginDHCP}, {"[fd00::5]:123", OriginDHCPv6}, {AmazonTimeSync6, OriginAmazon},
