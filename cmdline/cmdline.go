@@ -47,11 +47,19 @@
 //	    The network: see the network package's ParseConfig. Default: DHCP
 //	    on the first Ethernet link. A bad value is ignored with a warning
 //	    naming the key; the other keys still apply.
+//	berth.ntp=HOST[:PORT][,HOST[:PORT]...]|off
+//	    NTP servers to ask before DHCP's and the Amazon Time Sync Service
+//	    (169.254.169.123, fd00:ec2::123); HOST is an IP address (IPv6 in
+//	    brackets when a port follows) or a DNS name, PORT defaults to 123.
+//	    off leaves the clock alone. A bad entry is named in a warning and
+//	    the whole key is ignored.
 package cmdline
 
 import (
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -231,6 +239,71 @@ type Config struct {
 	LogLevel   slog.Level
 	Exec       [][]string
 	DebugShell string
+	NTP        NTP
+}
+
+// NTP is berth.ntp.
+type NTP struct {
+	// Off: no time sync at all.
+	Off bool
+	// Servers are host:port, in the order given.
+	Servers []string
+}
+
+// maxNTPServers bounds berth.ntp: more would only slow the first burst.
+const maxNTPServers = 8
+
+// ParseNTP decodes a berth.ntp value; an error names the entry at fault.
+func ParseNTP(v string) (NTP, error) {
+	if v == "off" {
+		return NTP{Off: true}, nil
+	}
+	if v == "" {
+		return NTP{}, fmt.Errorf("berth.ntp=%q: want HOST[:PORT],... or off", v)
+	}
+	entries := strings.Split(v, ",")
+	if len(entries) > maxNTPServers {
+		return NTP{}, fmt.Errorf("berth.ntp=%q: %d servers, at most %d", v, len(entries), maxNTPServers)
+	}
+	var out NTP
+	for i, e := range entries {
+		addr, err := ntpServer(e)
+		if err != nil {
+			return NTP{}, fmt.Errorf("berth.ntp=%q: entry %d %q: %w", v, i+1, e, err)
+		}
+		out.Servers = append(out.Servers, addr)
+	}
+	return out, nil
+}
+
+// ntpServer checks one berth.ntp entry and returns it as host:port.
+func ntpServer(e string) (string, error) {
+	if e == "" {
+		return "", fmt.Errorf("empty")
+	}
+	host, port := e, "123"
+	if a, err := netip.ParseAddr(e); err == nil {
+		// A bare IPv6 address: its colons are not a port.
+		host = a.String()
+	} else if h, p, err := net.SplitHostPort(e); err == nil {
+		host, port = h, p
+	} else if strings.ContainsAny(e, ":[]") {
+		return "", fmt.Errorf("want HOST, HOST:PORT, IPV6 or [IPV6]:PORT: %w", err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %q: want 1 to 65535", port)
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() {
+			return "", fmt.Errorf("address %s: want a unicast address without a zone", host)
+		}
+		return netip.AddrPortFrom(a, uint16(n)).String(), nil
+	}
+	if err := syntax.DNSName(host); err != nil {
+		return "", fmt.Errorf("want an IP address or a DNS name: %w", err)
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // isKnown reports whether key is one of berth's keys, for the unknown-key
@@ -240,7 +313,8 @@ func isKnown(key string) bool {
 	case "berth.onfail", "berth.root", "berth.verity", "berth.loglevel", "berth.exec", "berth.debugshell",
 		"berth.imds", "berth.config",
 		"berth.net", "berth.ip", "berth.gw", "berth.dns", "berth.mtu", "berth.iface",
-		"berth.hostname", "berth.ipv6", "berth.net.timeout":
+		"berth.hostname", "berth.ipv6", "berth.net.timeout",
+		"berth.ntp":
 		return true
 	}
 	return false
@@ -305,6 +379,14 @@ func Decode(c *Cmdline) (Config, []string) {
 			warns = append(warns, fmt.Sprintf("berth.debugshell=%q: want a tty name under /dev such as ttyS1; ignored", v))
 		} else {
 			cfg.DebugShell = v
+		}
+	}
+	if v, ok := c.Get("berth.ntp"); ok {
+		n, err := ParseNTP(v)
+		if err != nil {
+			warns = append(warns, err.Error()+"; ignored")
+		} else {
+			cfg.NTP = n
 		}
 	}
 	return cfg, warns

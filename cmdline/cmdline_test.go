@@ -2,6 +2,7 @@ package cmdline
 
 import (
 	"log/slog"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -203,6 +204,73 @@ func FuzzParse(f *testing.F) {
 		for _, w := range warns {
 			if strings.ContainsAny(w, "\n\r") {
 				t.Fatalf("warning %q spans lines", w)
+			}
+		}
+	})
+}
+
+func TestParseNTP(t *testing.T) {
+	good := map[string][]string{
+		"10.0.2.2:1123":                      {"10.0.2.2:1123"},
+		"169.254.169.123":                    {"169.254.169.123:123"},
+		"fd00:ec2::123":                      {"[fd00:ec2::123]:123"},
+		"[fd00:ec2::123]:4123,time.aws.com":  {"[fd00:ec2::123]:4123", "time.aws.com:123"},
+		"time.example.internal:123,10.0.0.1": {"time.example.internal:123", "10.0.0.1:123"},
+	}
+	for in, want := range good {
+		got, err := ParseNTP(in)
+		if err != nil || got.Off || !slices.Equal(got.Servers, want) {
+			t.Errorf("ParseNTP(%q) = %+v, %v; want %q", in, got, err, want)
+		}
+	}
+	if got, err := ParseNTP("off"); err != nil || !got.Off {
+		t.Errorf("ParseNTP(off) = %+v, %v", got, err)
+	}
+	bad := map[string]string{
+		"":                        "want HOST",
+		"10.0.2.2:0":              `entry 1 "10.0.2.2:0": port "0"`,
+		"10.0.0.1,10.0.2.2:99999": `entry 2 "10.0.2.2:99999": port`,
+		"a,,b":                    `entry 2 "": empty`,
+		"1.2.3.4:":                `entry 1 "1.2.3.4:": port ""`,
+		"[fd00::1":                `entry 1 "[fd00::1"`,
+		"a:b:c":                   `entry 1 "a:b:c"`,
+		"bad_name!":               `entry 1 "bad_name!": want an IP address or a DNS name`,
+		"0.0.0.0":                 "unicast",
+		"fe80::1%eth0":            "zone",
+		"a,b,c,d,e,f,g,h,i":       "at most 8",
+	}
+	for in, want := range bad {
+		_, err := ParseNTP(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseNTP(%q) error %v, want it to contain %q", in, err, want)
+		}
+	}
+	cfg, warns := Decode(Parse("berth.ntp=10.0.2.2:1123"))
+	if len(warns) != 0 || !slices.Equal(cfg.NTP.Servers, []string{"10.0.2.2:1123"}) {
+		t.Errorf("Decode berth.ntp: %+v %q", cfg.NTP, warns)
+	}
+	cfg, warns = Decode(Parse("berth.ntp=10.0.2.2:x"))
+	if len(warns) != 1 || !strings.Contains(warns[0], `"10.0.2.2:x"`) || cfg.NTP.Servers != nil {
+		t.Errorf("Decode bad berth.ntp: %+v %q, want one warning naming the entry", cfg.NTP, warns)
+	}
+}
+
+func FuzzParseNTP(f *testing.F) {
+	for _, s := range []string{"10.0.2.2:1123", "fd00:ec2::123", "[::1]:5,a.b", "off", "a,,b", "[", "1.2.3.4:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseNTP(s)
+		if err != nil {
+			return
+		}
+		for _, a := range n.Servers {
+			// What comes out must be what the NTP library can dial.
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				t.Errorf("ParseNTP(%q) gave %q, not host:port: %v", s, a, err)
+			}
+			if syntax.NoControl(a) != nil {
+				t.Errorf("ParseNTP(%q) gave %q with a control character", s, a)
 			}
 		}
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/safe"
 	"github.com/berth-node/berth/shutdown"
+	"github.com/berth-node/berth/timesync"
 	"github.com/berth-node/berth/version"
 )
 
@@ -87,6 +88,7 @@ type nodeState struct {
 	config   *nodeconfig.Result
 	plan     *plan.Plan
 	storage  *localstorage.Result
+	time     *timesync.Client
 }
 
 // phase is one step of the boot pipeline. A fatal phase's error ends boot
@@ -106,6 +108,7 @@ func pipeline() []phase {
 		{name: "modules", fatal: false, run: phaseModules},
 		{name: "root", fatal: true, run: phaseRoot},
 		{name: "network", fatal: false, run: phaseNetwork},
+		{name: "time", fatal: false, run: phaseTime},
 		{name: "config", fatal: true, run: phaseConfig},
 		{name: "plan", fatal: true, run: phasePlan},
 		{name: "storage", fatal: true, run: phaseStorage},

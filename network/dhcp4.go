@@ -29,6 +29,7 @@ func requestOpts() dhcpv4.Modifier {
 		dhcpv4.OptionRebindingTimeValue,
 		dhcpv4.OptionDNSDomainSearchList,
 		dhcpv4.OptionClasslessStaticRoute,
+		dhcpv4.OptionNTPServers,
 	)
 }
 

@@ -30,6 +30,8 @@ type Lease6 struct {
 	Acquired  time.Time     `json:"acquired"`
 	// Warnings are options berth ignored, and why.
 	Warnings []string `json:"warnings,omitempty"`
+	// NTP are option 56's server addresses (RFC 5908), for the time phase.
+	NTP []netip.Addr `json:"ntp,omitempty"`
 }
 
 // Lease6FromReply picks the first usable IA_NA address of a Reply.
@@ -92,6 +94,14 @@ func Lease6FromReply(m *dhcpv6.Message, now time.Time) (Lease6, error) {
 	if s := m.Options.DomainSearchList(); s != nil {
 		l.Search = searchList(s.Labels, "option 24", &l.Warnings)
 	}
+	for _, d := range m.Options.NTPServers() {
+		a, ok := netip.AddrFromSlice(d)
+		if msg := badServer(a.Unmap()); !ok || msg != "" {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 56: NTP server %q is not a unicast address; dropped", d.String()))
+			continue
+		}
+		l.NTP = append(l.NTP, a.Unmap())
+	}
 	return l, nil
 }
 
@@ -123,7 +133,7 @@ func (e *env) dhcp6(ctx context.Context, log *slog.Logger, ifname string, mac ne
 	start := time.Now()
 	for try := 0; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, tryTimeout(try))
-		m, err := c.RapidSolicit(tctx, id)
+		m, err := c.RapidSolicit(tctx, id, dhcpv6.WithRequestedOptions(dhcpv6.OptionNTPServer))
 		cancel()
 		if err == nil {
 			return m, nil

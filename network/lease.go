@@ -42,6 +42,8 @@ type Lease struct {
 	Acquired time.Time     `json:"acquired"`
 	// Warnings are options berth ignored, and why.
 	Warnings []string `json:"warnings,omitempty"`
+	// NTP are option 42's servers, for the time phase.
+	NTP []netip.Addr `json:"ntp,omitempty"`
 }
 
 // defaultLeaseTime is used when an ACK carries no option 51; RFC 2131
@@ -130,6 +132,18 @@ func LeaseFromACK(ack *dhcpv4.DHCPv4, now time.Time) (Lease, error) {
 			continue
 		}
 		l.DNS = append(l.DNS, a)
+	}
+	for _, d := range ack.NTPServers() {
+		a, ok := netip.AddrFromSlice(d.To4())
+		if !ok {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 42: NTP server %q is not an IPv4 address; dropped", d.String()))
+			continue
+		}
+		if msg := badServer(a); msg != "" {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("option 42: NTP server %q %s; dropped", a, msg))
+			continue
+		}
+		l.NTP = append(l.NTP, a)
 	}
 	if d := ack.DomainName(); d != "" {
 		if err := syntax.DNSName(d); err != nil {

@@ -46,6 +46,9 @@ type Result struct {
 	DNS       []string `json:"dns,omitempty"`
 	Search    []string `json:"search,omitempty"`
 	Hostname  string   `json:"hostname,omitempty"`
+	// NTP are the NTP servers DHCPv4 (option 42) and DHCPv6 (option 56)
+	// gave, for the time phase.
+	NTP []string `json:"ntp,omitempty"`
 	// HostnameSource says where Hostname came from: dhcp or config (the
 	// command line). The config phase may set another from IMDS later; the
 	// boot report's config section says so.
@@ -195,6 +198,9 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 			res.Gateway = lease.Router.String()
 		}
 		res.DHCPServer = lease.Server.String()
+		for _, a := range lease.NTP {
+			res.NTP = append(res.NTP, a.String())
+		}
 		res.LeaseTime, res.T1, res.T2 = ms(lease.Time), ms(lease.T1), ms(lease.T2)
 		if hostname == "" && lease.Hostname != "" {
 			hostname = lease.Hostname
@@ -224,6 +230,9 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 				}
 				res.Addresses = append(res.Addresses, netip.PrefixFrom(l6.Address, 128).String())
 				res.DHCPv6Server = l6.Server
+				for _, a := range l6.NTP {
+					res.NTP = append(res.NTP, a.String())
+				}
 				dns = append(dns, l6.DNS...)
 				search = append(search, l6.Search...)
 				dns6, search6 = l6.DNS, l6.Search

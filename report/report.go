@@ -57,6 +57,7 @@ type Report struct {
 	Root     any    `json:"root,omitempty"`
 	Config   any    `json:"config,omitempty"`
 	Network  any    `json:"network,omitempty"`
+	Time     any    `json:"time,omitempty"`
 	Storage  any    `json:"storage,omitempty"`
 	Host     any    `json:"host,omitempty"`
 	Services any    `json:"services,omitempty"`
