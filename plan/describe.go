@@ -70,7 +70,15 @@ func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 	fmt.Fprintf(&b, "shutdown: pods get %s after SIGTERM, each stop step up to %s\n", p.Shutdown.PodGrace, p.Shutdown.StepTimeout)
 	b.WriteString("\nsysctls:\n")
 	for _, s := range p.Sysctls {
-		fmt.Fprintf(&b, "  %s = %s\n", s.Key, s.Value)
+		fmt.Fprintf(&b, "  %s = %s", s.Key, s.Value)
+		// What happens when the write fails: fatal, or a warning.
+		if s.Required {
+			b.WriteString(" (required)")
+		}
+		if s.Module != "" {
+			fmt.Fprintf(&b, " (module %s)", s.Module)
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\nwarnings:\n")
 	if len(p.Warnings) == 0 {
