@@ -344,22 +344,21 @@ func Build(in Inputs) (*Plan, error) {
 		p.Warnings = append(p.Warnings, "image manifest names no sandbox image; containerd uses its built-in pause image, which needs a registry")
 	}
 	data, err = containerd.Config(containerd.ConfigInputs{
-		Schema:          p.ContainerdSchema,
-		SandboxImage:    in.Manifest.SandboxImage,
-		BaseRuntimeSpec: len(spec.Containerd.BaseRuntimeSpec) > 0,
-		User:            spec.Containerd.Config,
+		Schema:       p.ContainerdSchema,
+		SandboxImage: in.Manifest.SandboxImage,
+		User:         spec.Containerd.Config,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("spec.%w", err)
 	}
 	add(containerd.ConfigPath, ModeFor(containerd.ConfigPath), data)
-	if len(spec.Containerd.BaseRuntimeSpec) > 0 {
-		data, err := containerd.BaseRuntimeSpec(spec.Containerd.BaseRuntimeSpec)
-		if err != nil {
-			return nil, fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
-		}
-		add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
+	// The base runtime spec on every node, as nodeadm writes it: the
+	// default carries pods' RLIMIT_NOFILE 65536/1048576.
+	data, err = containerd.BaseRuntimeSpec(spec.Containerd.BaseRuntimeSpec)
+	if err != nil {
+		return nil, fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
 	}
+	add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
 
 	// Name resolution: only when the user asked; otherwise the network
 	// phase's DHCP resolv.conf stands.
