@@ -96,6 +96,11 @@ func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 		fmt.Fprintf(&b, "    depends-on: %s\n", orNone(strings.Join(s.DependsOn, ", ")))
 		fmt.Fprintf(&b, "    ready: %s %s\n", s.Ready.Kind, s.Ready.Target)
 		fmt.Fprintf(&b, "    stop-timeout: %s\n", s.StopTimeout)
+		limits := make([]string, len(s.Rlimits))
+		for i, l := range s.Rlimits {
+			limits[i] = l.String()
+		}
+		fmt.Fprintf(&b, "    rlimits: %s\n", orNone(strings.Join(limits, " ")))
 		b.WriteString("    argv:\n")
 		for _, a := range s.Argv {
 			fmt.Fprintf(&b, "      %s\n", o.arg(a))

@@ -47,6 +47,7 @@ import (
 	"github.com/berth-node/berth/runtime/containerd"
 	"github.com/berth-node/berth/runtime/kubelet"
 	"github.com/berth-node/berth/runtime/kubelet/maxpods"
+	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/syntax"
 )
 
@@ -137,6 +138,9 @@ type Service struct {
 	DependsOn   []string
 	Ready       Probe
 	StopTimeout time.Duration
+	// Rlimits are set before the service's first instruction (what
+	// systemd's Limit*= settings do); none keeps PID 1's.
+	Rlimits []rlimit.Limit
 }
 
 // DNS is the name resolution the plan decided: the NodeConfig's
@@ -403,6 +407,7 @@ func Build(in Inputs) (*Plan, error) {
 			OOMScoreAdj: -999,
 			Ready:       Probe{Kind: ProbeContainerdVersion, Target: containerd.Socket},
 			StopTimeout: 30 * time.Second,
+			Rlimits:     containerd.Rlimits(),
 		},
 		{
 			Name: "kubelet",
@@ -421,6 +426,7 @@ func Build(in Inputs) (*Plan, error) {
 			DependsOn:   []string{"containerd"},
 			Ready:       Probe{Kind: ProbeHTTP, Target: kubelet.HealthzURL},
 			StopTimeout: 30 * time.Second,
+			Rlimits:     kubelet.Rlimits(),
 		},
 	}
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/syntax"
 )
 
@@ -316,5 +317,19 @@ func defaultSpec() map[string]any {
 				"devices": []any{map[string]any{"allow": false, "access": "rwm"}},
 			},
 		},
+	}
+}
+
+// Rlimits are containerd's own limits, as containerd.service gives them
+// (LimitNOFILE=infinity, LimitNPROC=infinity, LimitCORE=infinity; AL2023
+// and Bottlerocket ship that unit). containerd-shim and runc inherit them,
+// and pods start from the base runtime spec's, not these. systemd turns
+// NOFILE infinity into fs.nr_open, which is 1048576 unless changed; the
+// kernel refuses more, so that is the value.
+func Rlimits() []rlimit.Limit {
+	return []rlimit.Limit{
+		{Resource: "core", Soft: rlimit.Infinity, Hard: rlimit.Infinity},
+		{Resource: "nofile", Soft: 1048576, Hard: 1048576},
+		{Resource: "nproc", Soft: rlimit.Infinity, Hard: rlimit.Infinity},
 	}
 }
