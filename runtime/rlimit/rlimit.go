@@ -32,12 +32,18 @@ const Command = "rlimit-exec"
 // Infinity is RLIM_INFINITY: no limit (systemd's "infinity").
 const Infinity = unix.RLIM_INFINITY
 
-// resources are the limits berth sets, by the name systemd's Limit*=
-// settings use (lower case).
-var resources = map[string]int{
-	"core":   unix.RLIMIT_CORE,
-	"nofile": unix.RLIMIT_NOFILE,
-	"nproc":  unix.RLIMIT_NPROC,
+// resource is the RLIMIT_ number of a limit berth sets, by the name
+// systemd's Limit*= settings use (lower case); false for another.
+func resource(name string) (int, bool) {
+	switch name {
+	case "core":
+		return unix.RLIMIT_CORE, true
+	case "nofile":
+		return unix.RLIMIT_NOFILE, true
+	case "nproc":
+		return unix.RLIMIT_NPROC, true
+	}
+	return 0, false
 }
 
 // Limit is one resource limit.
@@ -63,7 +69,7 @@ func value(v uint64) string {
 
 // Check says what is wrong with l, if anything.
 func (l Limit) Check() error {
-	if _, ok := resources[l.Resource]; !ok {
+	if _, ok := resource(l.Resource); !ok {
 		return fmt.Errorf("rlimit %q: unknown resource (known: core, nofile, nproc)", l.Resource)
 	}
 	if l.Soft > l.Hard {
@@ -145,9 +151,10 @@ func Exec(limits []Limit, argv, env []string) error {
 		if err := l.Check(); err != nil {
 			return err
 		}
+		res, _ := resource(l.Resource)
 		// syscall's, not unix's: it also stops syscall.Exec from
 		// restoring the soft NOFILE the Go runtime found at start.
-		if err := syscall.Setrlimit(resources[l.Resource], &syscall.Rlimit{Cur: l.Soft, Max: l.Hard}); err != nil {
+		if err := syscall.Setrlimit(res, &syscall.Rlimit{Cur: l.Soft, Max: l.Hard}); err != nil {
 			return fmt.Errorf("setting rlimit %s for %s: %w", l, argv[0], err)
 		}
 	}
