@@ -12,6 +12,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/berth-node/berth/runtime/rlimit"
 )
 
 func main() {
@@ -19,6 +21,12 @@ func main() {
 		pid1() // never returns
 	}
 	args := os.Args[1:]
+	// The supervisor starts services through berth to set their rlimits;
+	// not a CLI command, so no signal handling stands between berth and
+	// the exec.
+	if len(args) > 0 && args[0] == rlimit.Command {
+		os.Exit(cmdRlimitExec(args[1:], os.Stderr))
+	}
 	// The kernel runs /sbin/modprobe (a link to berth) to load modules on
 	// demand.
 	if filepath.Base(os.Args[0]) == "modprobe" {

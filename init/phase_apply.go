@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-node/berth/fsutil"
 	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/runtime/kubelet"
 )
 
 // phaseApply writes the plan's files, atomically, and its description.
@@ -26,18 +27,43 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), plan.DescribeMode); err != nil {
 		return err
 	}
-	var errs []error
-	for _, s := range p.Sysctls {
-		if err := writeSysctl(s.Key, s.Value); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	rep := b.configReport()
+	errs := applySysctls(ctx, b, log, p.Sysctls)
 	for _, f := range p.Files {
 		rep.Files = append(rep.Files, f.Path)
 	}
 	log.Info("files written", "count", len(p.Files), "plan", plan.DescribePath)
 	return errors.Join(errs...)
+}
+
+// applySysctls writes the plan's sysctls and returns the errors of the
+// required ones. The modules some keys live in are loaded first: the
+// modules phase's preload list may not have them, and a key that does not
+// exist yet cannot be written. Any other failure is logged and put in the
+// report's warnings, naming the key; boot goes on without it.
+func applySysctls(ctx context.Context, b *boot, log *slog.Logger, sysctls []kubelet.Sysctl) []error {
+	if mods := kubelet.SysctlModules(sysctls); len(mods) > 0 {
+		if err := b.loadModules(ctx, log, mods...); err != nil {
+			log.Warn("loading the modules sysctls need", "modules", mods, "err", err)
+		}
+	}
+	var errs []error
+	for _, s := range sysctls {
+		err := writeSysctl(s.Key, s.Value)
+		switch {
+		case err == nil:
+		case s.Required:
+			errs = append(errs, err)
+		default:
+			if s.Module != "" {
+				err = fmt.Errorf("%w (the key comes with module %s)", err, s.Module)
+			}
+			log.Warn("sysctl not set", "key", s.Key, "err", err)
+			rep := b.configReport()
+			rep.SysctlErrors = append(rep.SysctlErrors, err.Error())
+		}
+	}
+	return errs
 }
 
 // writeSysctl sets one kernel parameter. /proc/sys takes no temporary

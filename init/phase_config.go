@@ -25,6 +25,8 @@ type configReport struct {
 	Files   []string           `json:"files,omitempty"`
 	Plan    *planSummary       `json:"plan,omitempty"`
 	Skipped string             `json:"skipped,omitempty"`
+	// SysctlErrors are the optional sysctls the apply phase could not set.
+	SysctlErrors []string `json:"sysctlErrors,omitempty"`
 	// Hostname is the node's hostname once the config phase set it from
 	// IMDS; the network section keeps what DHCP or the command line gave.
 	Hostname       string                 `json:"hostname,omitempty"`

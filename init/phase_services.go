@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-node/berth/bootlog"
 	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/runtime/kubelet"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/supervise"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
@@ -90,6 +91,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		Verbose:    b.cfg.LogLevel <= slog.LevelDebug,
 		LogDir:     supervise.DefaultLogDir,
 		CgroupRoot: cgroup.DefaultRoot,
+		RlimitExec: kubelet.BerthPath,
 		AfterReady: map[string]func(context.Context) error{
 			"containerd": func(ctx context.Context) error {
 				res, err := importImages(ctx, log, b.reaper, b.node.manifest)

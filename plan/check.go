@@ -135,6 +135,11 @@ func (p *Plan) checkRendered() error {
 				bad(fmt.Sprintf("service %s env[%d]", s.Name, i), err)
 			}
 		}
+		for _, l := range s.Rlimits {
+			if err := l.Check(); err != nil {
+				bad("service "+s.Name, err)
+			}
+		}
 	}
 	facts := []struct{ name, v string }{
 		{"node name", p.NodeName}, {"node IP", p.NodeIP}, {"provider ID", p.ProviderID}, {"cluster DNS", p.ClusterDNS},

@@ -70,7 +70,15 @@ func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 	fmt.Fprintf(&b, "shutdown: pods get %s after SIGTERM, each stop step up to %s\n", p.Shutdown.PodGrace, p.Shutdown.StepTimeout)
 	b.WriteString("\nsysctls:\n")
 	for _, s := range p.Sysctls {
-		fmt.Fprintf(&b, "  %s = %s\n", s.Key, s.Value)
+		fmt.Fprintf(&b, "  %s = %s", s.Key, s.Value)
+		// What happens when the write fails: fatal, or a warning.
+		if s.Required {
+			b.WriteString(" (required)")
+		}
+		if s.Module != "" {
+			fmt.Fprintf(&b, " (module %s)", s.Module)
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\nwarnings:\n")
 	if len(p.Warnings) == 0 {
@@ -88,6 +96,11 @@ func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 		fmt.Fprintf(&b, "    depends-on: %s\n", orNone(strings.Join(s.DependsOn, ", ")))
 		fmt.Fprintf(&b, "    ready: %s %s\n", s.Ready.Kind, s.Ready.Target)
 		fmt.Fprintf(&b, "    stop-timeout: %s\n", s.StopTimeout)
+		limits := make([]string, len(s.Rlimits))
+		for i, l := range s.Rlimits {
+			limits[i] = l.String()
+		}
+		fmt.Fprintf(&b, "    rlimits: %s\n", orNone(strings.Join(limits, " ")))
 		b.WriteString("    argv:\n")
 		for _, a := range s.Argv {
 			fmt.Fprintf(&b, "      %s\n", o.arg(a))

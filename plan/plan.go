@@ -47,6 +47,7 @@ import (
 	"github.com/berth-node/berth/runtime/containerd"
 	"github.com/berth-node/berth/runtime/kubelet"
 	"github.com/berth-node/berth/runtime/kubelet/maxpods"
+	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/syntax"
 )
 
@@ -137,6 +138,9 @@ type Service struct {
 	DependsOn   []string
 	Ready       Probe
 	StopTimeout time.Duration
+	// Rlimits are set before the service's first instruction (what
+	// systemd's Limit*= settings do); none keeps PID 1's.
+	Rlimits []rlimit.Limit
 }
 
 // DNS is the name resolution the plan decided: the NodeConfig's
@@ -344,22 +348,21 @@ func Build(in Inputs) (*Plan, error) {
 		p.Warnings = append(p.Warnings, "image manifest names no sandbox image; containerd uses its built-in pause image, which needs a registry")
 	}
 	data, err = containerd.Config(containerd.ConfigInputs{
-		Schema:          p.ContainerdSchema,
-		SandboxImage:    in.Manifest.SandboxImage,
-		BaseRuntimeSpec: len(spec.Containerd.BaseRuntimeSpec) > 0,
-		User:            spec.Containerd.Config,
+		Schema:       p.ContainerdSchema,
+		SandboxImage: in.Manifest.SandboxImage,
+		User:         spec.Containerd.Config,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("spec.%w", err)
 	}
 	add(containerd.ConfigPath, ModeFor(containerd.ConfigPath), data)
-	if len(spec.Containerd.BaseRuntimeSpec) > 0 {
-		data, err := containerd.BaseRuntimeSpec(spec.Containerd.BaseRuntimeSpec)
-		if err != nil {
-			return nil, fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
-		}
-		add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
+	// The base runtime spec on every node, as nodeadm writes it: the
+	// default carries pods' RLIMIT_NOFILE 65536/1048576.
+	data, err = containerd.BaseRuntimeSpec(spec.Containerd.BaseRuntimeSpec)
+	if err != nil {
+		return nil, fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
 	}
+	add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
 
 	// Name resolution: only when the user asked; otherwise the network
 	// phase's DHCP resolv.conf stands.
@@ -404,6 +407,7 @@ func Build(in Inputs) (*Plan, error) {
 			OOMScoreAdj: -999,
 			Ready:       Probe{Kind: ProbeContainerdVersion, Target: containerd.Socket},
 			StopTimeout: 30 * time.Second,
+			Rlimits:     containerd.Rlimits(),
 		},
 		{
 			Name: "kubelet",
@@ -422,6 +426,7 @@ func Build(in Inputs) (*Plan, error) {
 			DependsOn:   []string{"containerd"},
 			Ready:       Probe{Kind: ProbeHTTP, Target: kubelet.HealthzURL},
 			StopTimeout: 30 * time.Second,
+			Rlimits:     kubelet.Rlimits(),
 		},
 	}
 

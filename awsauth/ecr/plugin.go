@@ -50,11 +50,14 @@ var MatchImages = []string{
 	"*.dkr.ecr.*.sc2s.sgov.gov",
 	"*.dkr.ecr.*.cloud.adc-e.uk",
 	"*.dkr.ecr.*.csp.hci.ic.gov",
+	// The AWS European Sovereign Cloud (nodeadm added it after the list
+	// above; its API is api.ecr.<region>.amazonaws.eu, as elsewhere).
+	"*.dkr.ecr.*.amazonaws.eu",
 }
 
 // hostRE matches the registry hosts of MatchImages, capturing the account,
 // the dkr label (which says FIPS or dual-stack), the region and the domain.
-var hostRE = regexp.MustCompile(`^([0-9]{12})\.(dkr\.ecr|dkr\.ecr-fips|dkr-ecr|dkr-ecr-fips)\.([a-z0-9][a-z0-9-]*)\.(amazonaws\.com|amazonaws\.com\.cn|on\.aws|on\.amazonwebservices\.com\.cn|c2s\.ic\.gov|sc2s\.sgov\.gov|cloud\.adc-e\.uk|csp\.hci\.ic\.gov)$`)
+var hostRE = regexp.MustCompile(`^([0-9]{12})\.(dkr\.ecr|dkr\.ecr-fips|dkr-ecr|dkr-ecr-fips)\.([a-z0-9][a-z0-9-]*)\.(amazonaws\.com|amazonaws\.com\.cn|on\.aws|on\.amazonwebservices\.com\.cn|c2s\.ic\.gov|sc2s\.sgov\.gov|cloud\.adc-e\.uk|csp\.hci\.ic\.gov|amazonaws\.eu)$`)
 
 // Registry is an ECR registry named in an image reference.
 type Registry struct {

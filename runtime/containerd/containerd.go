@@ -16,6 +16,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/syntax"
 )
 
@@ -58,9 +59,6 @@ type ConfigInputs struct {
 	// SandboxImage is the pause image, from the image manifest; empty
 	// leaves containerd's built-in default.
 	SandboxImage string
-	// BaseRuntimeSpec says whether BaseRuntimeSpecPath is written and so
-	// referenced from the runc runtime.
-	BaseRuntimeSpec bool
 	// User is the user's containerd.config TOML, deep-merged last.
 	User string
 }
@@ -149,16 +147,16 @@ func tablePath(path []string) string {
 	return "table " + b.String()
 }
 
-func runcRuntime(in ConfigInputs) map[string]any {
+func runcRuntime() map[string]any {
 	r := map[string]any{
 		"runtime_type": "io.containerd.runc.v2",
 		// berth has no systemd: runc manages cgroups through cgroupfs, as
 		// kubelet's cgroupDriver does; the two must agree.
 		"options": map[string]any{"SystemdCgroup": false},
 	}
-	if in.BaseRuntimeSpec {
-		r["base_runtime_spec"] = BaseRuntimeSpecPath
-	}
+	// Always: the default spec carries EKS's file-descriptor limits, which
+	// containerd's built-in one does not.
+	r["base_runtime_spec"] = BaseRuntimeSpecPath
 	return r
 }
 
@@ -177,7 +175,7 @@ func configV2(in ConfigInputs) map[string]any {
 		"containerd": map[string]any{
 			"default_runtime_name":    "runc",
 			"discard_unpacked_layers": true,
-			"runtimes":                map[string]any{"runc": runcRuntime(in)},
+			"runtimes":                map[string]any{"runc": runcRuntime()},
 		},
 		"registry": map[string]any{"config_path": registryConfigPath},
 		"cni":      map[string]any{"bin_dir": CNIBinDir, "conf_dir": CNIConfDir},
@@ -202,7 +200,7 @@ func configV3(in ConfigInputs) map[string]any {
 	runtime := map[string]any{
 		"containerd": map[string]any{
 			"default_runtime_name": "runc",
-			"runtimes":             map[string]any{"runc": runcRuntime(in)},
+			"runtimes":             map[string]any{"runc": runcRuntime()},
 		},
 		"cni": map[string]any{"bin_dir": CNIBinDir, "conf_dir": CNIConfDir},
 	}
@@ -229,11 +227,18 @@ func MergeTables(dst, src map[string]any) {
 	}
 }
 
-// BaseRuntimeSpec renders the base OCI runtime spec: containerd's default
-// Linux spec (with EKS's file-descriptor limits) with the user's
+// BaseRuntimeSpec renders the base OCI runtime spec, written on every
+// node as nodeadm writes its base-runtime-spec.json: containerd's default
+// Linux spec with RLIMIT_NOFILE 65536/1048576, and the user's
 // containerd.baseRuntimeSpec merged over it object by object. containerd
 // uses this file as the whole starting spec for every container, so the
 // user's partial document must never be written on its own.
+//
+// nodeadm merges with mergo.Merge(WithOverride) on the decoded maps:
+// objects merge key by key, arrays and scalars (false, 0 and null
+// included) replace. MergeTables is that rule; the one difference is an
+// object over a scalar, which mergo leaves as the scalar and berth
+// replaces, as the user wrote.
 func BaseRuntimeSpec(user map[string]json.RawMessage) ([]byte, error) {
 	spec := defaultSpec()
 	if len(user) > 0 {
@@ -312,5 +317,19 @@ func defaultSpec() map[string]any {
 				"devices": []any{map[string]any{"allow": false, "access": "rwm"}},
 			},
 		},
+	}
+}
+
+// Rlimits are containerd's own limits, as containerd.service gives them
+// (LimitNOFILE=infinity, LimitNPROC=infinity, LimitCORE=infinity; AL2023
+// and Bottlerocket ship that unit). containerd-shim and runc inherit them,
+// and pods start from the base runtime spec's, not these. systemd turns
+// NOFILE infinity into fs.nr_open, which is 1048576 unless changed; the
+// kernel refuses more, so that is the value.
+func Rlimits() []rlimit.Limit {
+	return []rlimit.Limit{
+		{Resource: "core", Soft: rlimit.Infinity, Hard: rlimit.Infinity},
+		{Resource: "nofile", Soft: 1048576, Hard: 1048576},
+		{Resource: "nproc", Soft: rlimit.Infinity, Hard: rlimit.Infinity},
 	}
 }

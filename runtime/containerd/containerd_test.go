@@ -62,7 +62,7 @@ func TestConfigSchemas(t *testing.T) {
 			[]string{"plugins", "io.containerd.cri.v1.runtime", "containerd", "runtimes", "runc"},
 			[]string{"plugins", "io.containerd.cri.v1.runtime", "cni"}},
 	} {
-		out, err := Config(ConfigInputs{Schema: tc.schema, SandboxImage: "localhost/pause:3.10", BaseRuntimeSpec: true})
+		out, err := Config(ConfigInputs{Schema: tc.schema, SandboxImage: "localhost/pause:3.10"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,10 +90,10 @@ func TestConfigSchemas(t *testing.T) {
 	if _, err := Config(ConfigInputs{Schema: 4}); err == nil {
 		t.Error("schema 4 accepted")
 	}
-	// No base spec: not referenced.
+	// No sandbox image: no pin. The base spec is referenced on every node.
 	out, _ := Config(ConfigInputs{Schema: 3})
-	if bytes.Contains(out, []byte("base_runtime_spec")) || bytes.Contains(out, []byte("pinned_images")) {
-		t.Errorf("optional keys written:\n%s", out)
+	if bytes.Contains(out, []byte("pinned_images")) || !bytes.Contains(out, []byte("base_runtime_spec")) {
+		t.Errorf("without a sandbox image:\n%s", out)
 	}
 }
 
@@ -160,6 +160,26 @@ func TestBaseRuntimeSpec(t *testing.T) {
 	}
 	if len(spec.Process.Rlimits) != 1 || spec.Process.Rlimits[0].Soft != 1024 {
 		t.Errorf("user rlimits not applied: %+v", spec.Process.Rlimits)
+	}
+	// nodeadm's merge (mergo WithOverride): objects merge, arrays and
+	// scalars replace, false and null included.
+	out, err = BaseRuntimeSpec(map[string]json.RawMessage{
+		"process": json.RawMessage(`{"noNewPrivileges":false,"cwd":null}`),
+		"linux":   json.RawMessage(`{"maskedPaths":[]}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	proc := m["process"].(map[string]any)
+	if proc["noNewPrivileges"] != false || proc["cwd"] != nil || proc["rlimits"] == nil {
+		t.Errorf("process after merge: %v", proc)
+	}
+	if mp := m["linux"].(map[string]any)["maskedPaths"].([]any); len(mp) != 0 {
+		t.Errorf("maskedPaths after merge: %v", mp)
 	}
 	def, err := BaseRuntimeSpec(nil)
 	if err != nil || !bytes.Contains(def, []byte(`"soft": 65536`)) {

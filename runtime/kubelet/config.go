@@ -51,34 +51,6 @@ type ConfigInputs struct {
 	CPUs int
 }
 
-// Sysctl is one kernel tunable, by its dotted name.
-type Sysctl struct {
-	Key   string
-	Value string
-}
-
-// Sysctls are the kernel tunables kubelet needs before it starts, sorted by
-// key. protectKernelDefaults (nodeadm's default, kept) makes kubelet refuse
-// to start unless the first six are already set (kubelet's
-// setupKernelTunables); forwarding is what pod networking and kube-proxy
-// expect, which AL2023 sets from sysctl.d.
-func Sysctls(ipv6 bool) []Sysctl {
-	out := []Sysctl{
-		{"kernel.keys.root_maxbytes", "25000000"},
-		{"kernel.keys.root_maxkeys", "1000000"},
-		{"kernel.panic", "10"},
-		{"kernel.panic_on_oops", "1"},
-		{"net.ipv4.ip_forward", "1"},
-	}
-	if ipv6 {
-		out = append(out, Sysctl{"net.ipv6.conf.all.forwarding", "1"})
-	}
-	return append(out,
-		Sysctl{"vm.overcommit_memory", "1"},
-		Sysctl{"vm.panic_on_oom", "0"},
-	)
-}
-
 // ProviderID is the cloud provider ID the AWS cloud controller expects.
 func ProviderID(availabilityZone, instanceID string) string {
 	return fmt.Sprintf("aws:///%s/%s", availabilityZone, instanceID)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/runtime/reaper"
+	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
 	"github.com/berth-node/berth/runtime/supervise/logring"
 	"github.com/berth-node/berth/runtime/supervise/rotate"
@@ -406,7 +407,13 @@ func (s *Service) start() (*reaper.Process, chan struct{}, error) {
 	s.killReason = ""
 	s.readyAt = time.Time{}
 
-	cmd := exec.Command(s.spec.Argv[0], s.spec.Argv[1:]...)
+	argv := s.spec.Argv
+	if len(s.spec.Rlimits) > 0 {
+		// Through berth, which sets them and execs the service in the
+		// same process: see package rlimit for why not prlimit(2).
+		argv = rlimit.Args(s.sup.opts.RlimitExec, s.spec.Rlimits, argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	// The plan's Env is the whole environment; a nil Env would hand the
 	// service berth's own.
 	cmd.Env = append([]string{}, s.spec.Env...)

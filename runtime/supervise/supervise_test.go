@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/runtime/reaper"
+	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
 	"github.com/berth-node/berth/shutdown"
 	"golang.org/x/sys/unix"
@@ -31,6 +32,16 @@ var _ shutdown.Stopper = (*Service)(nil)
 var testReaper *reaper.Reaper
 
 func TestMain(m *testing.M) {
+	// The test binary doubles as berth's rlimit-exec helper
+	// (TestServiceRlimits), as berth does on a node.
+	if len(os.Args) > 1 && os.Args[1] == rlimit.Command {
+		limits, argv, err := rlimit.ParseArgs(os.Args[2:])
+		if err == nil {
+			err = rlimit.Exec(limits, argv, os.Environ())
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "prctl(PR_SET_CHILD_SUBREAPER):", err)
 		os.Exit(2)
@@ -572,5 +583,52 @@ func TestCrashLoopPlainLastLine(t *testing.T) {
 	waitFor(t, "two restarts", 10*time.Second, func() bool { return svc.Status().Restarts >= 2 })
 	if st := svc.Status(); st.LastErrorLine != why {
 		t.Errorf("last error line %q, want the plain last line %q", st.LastErrorLine, why)
+	}
+}
+
+// TestServiceRlimits: a service with rlimits gets exactly those, on every
+// start, in the pid the supervisor tracks (the helper execs in place), and
+// the console names the service's argv, not the helper's. Limits within
+// the test's own hard ones: raising needs CAP_SYS_RESOURCE.
+func TestServiceRlimits(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nofile unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile); err != nil {
+		t.Fatal(err)
+	}
+	want := rlimit.Limit{Resource: "nofile", Soft: nofile.Max/2 + 1, Hard: nofile.Max}
+	dir := t.TempDir()
+	h := newHarness(t, []plan.Service{{
+		Name: "lim",
+		Argv: sh(`grep "Max open files" /proc/self/limits; echo "pid $$"; touch "$D/up"; exec sleep 60`),
+		Env:  append([]string{"D=" + dir}, testEnv...), StopTimeout: 5 * time.Second,
+		Rlimits: []rlimit.Limit{want},
+	}}, Options{RlimitExec: self, Probers: map[string]Prober{"lim": fileProber(filepath.Join(dir, "up"))}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.sup.WaitReady(ctx, "lim"); err != nil {
+		t.Fatal(err)
+	}
+	svc := h.sup.Service("lim")
+	waitFor(t, "the limits line", 5*time.Second, func() bool { return len(svc.Tail(0)) >= 2 })
+	tail := svc.Tail(0)
+	if f := strings.Fields(tail[0]); len(f) < 5 || f[3] != strconv.FormatUint(want.Soft, 10) || f[4] != strconv.FormatUint(want.Hard, 10) {
+		t.Errorf("service sees %q, want %s", tail[0], want)
+	}
+	if got := fmt.Sprintf("pid %d", svc.Status().PID); tail[1] != got {
+		t.Errorf("service says %q, supervisor tracks %q", tail[1], got)
+	}
+	if log := h.console.String(); strings.Contains(log, rlimit.Command) {
+		t.Errorf("console shows the helper:\n%s", log)
+	}
+
+	// Without a helper to set them, the plan's limits are an error, not
+	// silently dropped.
+	if _, err := New([]plan.Service{{Name: "x", Argv: []string{"/bin/true"}, Rlimits: []rlimit.Limit{want}}},
+		Options{Reaper: testReaper}); err == nil || !strings.Contains(err.Error(), "RlimitExec") {
+		t.Errorf("New without RlimitExec: %v", err)
 	}
 }

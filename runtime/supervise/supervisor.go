@@ -86,6 +86,10 @@ type Options struct {
 	// rewrites /run/berth/boot.json so restarts show there). It is called
 	// without locks held and must not block.
 	OnChange func(service string, state State)
+	// RlimitExec is the program that sets a service's Rlimits and execs
+	// it (berth itself, kubelet.BerthPath; see package rlimit). Required
+	// when a service has Rlimits.
+	RlimitExec string
 	// Probers replace the plan's probe for a service (tests).
 	Probers map[string]Prober
 	// TailLines are shown on the console at each exit (20); the ring keeps
@@ -195,6 +199,14 @@ func (sup *Supervisor) newService(spec plan.Service) (*Service, error) {
 	if !filepath.IsAbs(spec.Argv[0]) {
 		// PID 1 has no PATH worth trusting; the plan names binaries fully.
 		return nil, fmt.Errorf("argv[0] %q: not an absolute path", spec.Argv[0])
+	}
+	if len(spec.Rlimits) > 0 && sup.opts.RlimitExec == "" {
+		return nil, errors.New("rlimits: no Options.RlimitExec to set them with")
+	}
+	for _, l := range spec.Rlimits {
+		if err := l.Check(); err != nil {
+			return nil, err
+		}
 	}
 	prober, ok := sup.opts.Probers[spec.Name]
 	if !ok {
