@@ -29,6 +29,9 @@ func main() {
 				log.Error("hostcheck failed", "err", err)
 				os.Exit(1)
 			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			<-ctx.Done()
+			stop()
 			return
 		case "probe-version":
 			fmt.Println(probeVersion)
