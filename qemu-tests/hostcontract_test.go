@@ -86,7 +86,7 @@ func hcRows() []hcRow {
 			if err != nil || strings.TrimSpace(out) != "berth demo probe ok" {
 				return fmt.Errorf("running the plugin the pod copied into /opt/cni/bin: %q, %v", out, err)
 			}
-			if _, err := h.sh("cp /bin/busybox /opt/cni/bin/bb-probe && /opt/cni/bin/bb-probe true && test -x /opt/cni/bin/bridge && touch /opt/csi/.probe"); err != nil {
+			if _, err := h.sh("cp /bin/busybox /opt/cni/bin/true && /opt/cni/bin/true && test -x /opt/cni/bin/bridge && touch /opt/csi/.probe"); err != nil {
 				return fmt.Errorf("writing and running on the host: %w", err)
 			}
 			return nil
@@ -149,7 +149,7 @@ func hcRows() []hcRow {
 				{"iptables -t nat -A BERTH-PROBE -m addrtype --dst-type LOCAL -j RETURN", "xt_addrtype"},
 				{"iptables -t mangle -A PREROUTING -m connmark --mark 0x80/0x80 -j RETURN", "xt_connmark"},
 				{"iptables -t filter -A INPUT -p tcp -m multiport --dports 1,2 -j ACCEPT", "xt_multiport"},
-				{"ip6tables -t nat -N BERTH-PROBE && ip6tables -t nat -A BERTH-PROBE -m statistic --mode random --probability 0.5 -j RETURN", "ip6table_nat"},
+				{"ip6tables -t nat -N BERTH-PROBE && ip6tables -t nat -A BERTH-PROBE -m statistic --mode random --probability 0.5 -j RETURN", ""},
 				{"nft add table ip berthprobe && nft 'add chain ip berthprobe post { type nat hook postrouting priority 100 ; }' && nft add rule ip berthprobe post ct state established accept && nft add rule ip berthprobe post masquerade", "nft_ct"},
 				{"ip link add bp-dummy type dummy", "dummy"},
 				{"ip link add bp-vx type vxlan id 42 dstport 4789 dev eth0", "vxlan"},
@@ -208,7 +208,7 @@ func hcRows() []hcRow {
 			}
 			for k, v := range planned {
 				got, err := h.sh("cat /proc/sys/" + strings.ReplaceAll(k, ".", "/"))
-				if err != nil || strings.Join(strings.Fields(got), " ") != v {
+				if err != nil || sysctlValue(k, got) != sysctlValue(k, v) {
 					errs = append(errs, fmt.Sprintf("%s = %q in /proc/sys, planned %q (%v)", k, got, v, err))
 				}
 			}
@@ -224,7 +224,7 @@ func hcRows() []hcRow {
 			}
 			// The soft limit the pod was given is in the OCI spec runc
 			// applied (the probe is a Go program, which raises its own).
-			out, err := h.sh(`for f in /run/containerd/io.containerd.runtime.v2.task/k8s.io/*/config.json; do grep -q '"hostcheck"' $f && cat $f; done; true`)
+			out, err := h.sh(`for f in /run/containerd/io.containerd.runtime.v2.task/k8s.io/*/config.json; do grep -q '"args":\["/demo","hostcheck"\]' $f && cat $f; done; true`)
 			if err != nil {
 				return err
 			}
@@ -318,6 +318,9 @@ func parseMountInfo(s string) map[string]string {
 // planSysctls reads the sysctls section of plan.txt ("  key = value").
 var sysctlLine = regexp.MustCompile(`^\s+([a-z0-9_.\-]+) = (.*)$`)
 
+// The plan's annotations, " (required)" and " (module x)", follow the value.
+var sysctlNote = regexp.MustCompile(`( \((required|module [a-z0-9_]+)\))+$`)
+
 func planSysctls(planTxt string) map[string]string {
 	out := map[string]string{}
 	in := false
@@ -327,12 +330,39 @@ func planSysctls(planTxt string) map[string]string {
 			in = true
 		case in && sysctlLine.MatchString(l):
 			m := sysctlLine.FindStringSubmatch(l)
-			out[m[1]] = strings.Join(strings.Fields(m[2]), " ")
+			out[m[1]] = sysctlNote.ReplaceAllString(m[2], "")
 		case in && strings.TrimSpace(l) != "":
 			in = false
 		}
 	}
 	return out
+}
+
+// sysctlValue is a sysctl's value in a form to compare: whitespace runs
+// as one space, and port lists as the sorted ports they name (the kernel
+// shows ip_local_reserved_ports as ranges, "9808-9809").
+func sysctlValue(key, v string) string {
+	v = strings.Join(strings.Fields(v), " ")
+	if !strings.HasSuffix(key, "_ports") {
+		return v
+	}
+	var ports []int
+	for _, part := range strings.Split(v, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || b < a || b-a > 65535 {
+			return v
+		}
+		for p := a; p <= b; p++ {
+			ports = append(ports, p)
+		}
+	}
+	slices.Sort(ports)
+	return fmt.Sprint(ports)
 }
 
 // hostcheckPod is the privileged pod that does what the add-ons do, with
@@ -360,7 +390,7 @@ func hostcheckPod(node string) map[string]any {
 			"restartPolicy": "Never",
 			// The probe waits for its SIGTERM after writing the results.
 			"terminationGracePeriodSeconds": 2,
-			"hostNetwork":   true,
+			"hostNetwork":                   true,
 			"volumes": []any{
 				hp("cni-bin", "/opt/cni/bin", "Directory"),
 				hp("cni-net", "/etc/cni/net.d", "Directory"),
@@ -403,14 +433,18 @@ func TestHostContract(t *testing.T) {
 func hostContract(t *testing.T, cluster *controlplane.Cluster, onDisk bool) {
 	info := cluster.Info()
 	ntp := startNTPFixture(t)
-	_, imdsURL := startIMDS(t, mimeUserData(joinNodeConfig(info)))
+	// RAID0 over the instance-store disk: containerd's and kubelet's state
+	// move onto it, and its mounts must be shared too.
+	nc := joinNodeConfig(info) + "  instance:\n    localStorage:\n      strategy: RAID0\n"
+	_, imdsURL := startIMDS(t, mimeUserData(nc))
 	args := "berth.imds=" + imdsURL + " " + ntp.cmdline()
 	dir := qemu.ImageDir(t)
 	var cfg qemu.Config
 	if onDisk {
 		img, res := testDiskWith(t, dir, "console=ttyS0 quiet berth.onfail=halt berth.debugshell=ttyS1 "+args)
-		// Room on the data partition for containerd's and kubelet's state.
-		cfg = uefiConfig(copyDisk(t, img, res.Layout.Size()+1<<30))
+		// Room on the data partition for kubelet's ephemeral-storage
+		// reservation (sparse: the file takes what the guest writes).
+		cfg = uefiConfig(copyDisk(t, img, res.Layout.Size()+8<<30))
 	} else {
 		cfg = qemu.ImageConfig(dir, args)
 		cfg.Shell = true
@@ -419,7 +453,7 @@ func hostContract(t *testing.T, cluster *controlplane.Cluster, onDisk bool) {
 	// An instance-store disk (its mounts must be shared too) and the
 	// stand-in EBS volume.
 	cfg.Disks = append(cfg.Disks,
-		qemu.Disk{Path: sparseDisk(t, t.TempDir(), "is0", 1<<30), Interface: "nvme", Serial: "berth-is-hc0"},
+		qemu.Disk{Path: sparseDisk(t, t.TempDir(), "is0", 8<<30), Interface: "nvme", Serial: "berth-is-hc0"},
 		nvmeDisk(t, hcSerial))
 	cfg.MemoryMB = 2048
 	cfg.Timeout = 15 * time.Minute
@@ -467,5 +501,19 @@ func hostContract(t *testing.T, cluster *controlplane.Cluster, onDisk bool) {
 	}
 	if failed > 0 {
 		t.Logf("console tail:\n%s", vm.ConsoleTail(40))
+	}
+}
+
+func TestSysctlValueAndPlan(t *testing.T) {
+	if a, b := sysctlValue("net.ipv4.ip_local_reserved_ports", "2703,9808-9809"), sysctlValue("net.ipv4.ip_local_reserved_ports", "9809,2703,9808"); a != b {
+		t.Errorf("port ranges: %q != %q", a, b)
+	}
+	if sysctlValue("vm.max_map_count", " 524288\n") != "524288" {
+		t.Error("whitespace not trimmed")
+	}
+	p := planSysctls("x:\n  a = 1\n\nsysctls:\n  kernel.panic = 10 (required)\n  net.netfilter.nf_conntrack_max = 1048576 (module nf_conntrack)\n  fs.x = 1 2\n\nwarnings:\n  none\n")
+	want := map[string]string{"kernel.panic": "10", "net.netfilter.nf_conntrack_max": "1048576", "fs.x": "1 2"}
+	if fmt.Sprint(p) != fmt.Sprint(want) {
+		t.Errorf("planSysctls = %v, want %v", p, want)
 	}
 }
