@@ -30,7 +30,7 @@ func CredentialProviderConfig() ([]byte, error) {
 		TypeMeta: metav1.TypeMeta{APIVersion: credentialProviderConfigAPI, Kind: "CredentialProviderConfig"},
 		Providers: []kubeletv1.CredentialProvider{{
 			Name:                 ecr.ProviderName,
-			MatchImages:          append([]string(nil), ecr.MatchImages...),
+			MatchImages:          ecr.MatchImages(false),
 			DefaultCacheDuration: &metav1.Duration{Duration: credentialProviderCache},
 			APIVersion:           ecr.PluginAPIVersion,
 		}},

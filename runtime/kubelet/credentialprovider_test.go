@@ -32,7 +32,7 @@ func TestCredentialProviderConfig(t *testing.T) {
 		p.DefaultCacheDuration == nil || p.DefaultCacheDuration.Duration != 12*time.Hour {
 		t.Errorf("provider %+v", p)
 	}
-	if !slices.Equal(p.MatchImages, ecr.MatchImages) || !slices.Contains(p.MatchImages, "*.dkr.ecr.*.amazonaws.com") {
+	if !slices.Equal(p.MatchImages, ecr.MatchImages(false)) || !slices.Contains(p.MatchImages, "*.dkr.ecr.*.amazonaws.com") {
 		t.Errorf("matchImages %q", p.MatchImages)
 	}
 }
