@@ -1,9 +1,9 @@
 // Package awsauth runs berth's two AWS credential plugins end to end:
 // `berth eks-token` (kubelet's exec credential plugin for EKS) and
 // `berth ecr-credential-provider` (kubelet's image credential provider for
-// ECR). It wires the instance role credentials from IMDS (creds) to the
-// signers (ekstoken, ecr); the CLI in init only parses flags and moves
-// bytes between stdin, stdout and these functions.
+// ECR and ECR Public). It wires the instance role credentials from IMDS
+// (creds) to the signers (ekstoken, ecr); the CLI in init only parses
+// flags and moves bytes between stdin, stdout and these functions.
 package awsauth
 
 import (
@@ -154,11 +154,14 @@ func ECRCredentials(ctx context.Context, request []byte, o Options) ([]byte, err
 	if err != nil {
 		return nil, fmt.Errorf("ecr-credential-provider: %w", err)
 	}
-	ep := endpointOverride(o.Getenv, "ECR")
+	// AWS_ENDPOINT_URL_ECR or AWS_ENDPOINT_URL_ECR_PUBLIC: each service
+	// its own override, as the AWS SDKs read them, so a test endpoint for
+	// one never receives the other's signed call.
+	ep := endpointOverride(o.Getenv, reg.API.EndpointEnv())
 	if ep == "" {
 		ep = reg.APIEndpoint()
 	}
-	cl := ecr.Client{Endpoint: ep, Region: reg.Region, Creds: creds.AWS(cr), HTTP: o.HTTP, Clock: o.Clock}
+	cl := ecr.Client{API: reg.API, Endpoint: ep, Region: reg.Region, Creds: creds.AWS(cr), HTTP: o.HTTP, Clock: o.Clock}
 	auth, err := cl.GetAuthorizationToken(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ecr-credential-provider: registry %s: %w", reg.Host, err)

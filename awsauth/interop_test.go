@@ -75,4 +75,19 @@ func TestAgainstStandIns(t *testing.T) {
 	if !ok || !st.ECR.ValidCredentials(a.Username, a.Password) {
 		t.Errorf("the registry refuses the login in %s", resp)
 	}
+
+	// ECR Public, through the stack's own endpoint for it.
+	env["AWS_ENDPOINT_URL_ECR_PUBLIC"] = st.ECRPublicURL
+	req = `{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"public.ecr.aws/eks/pause:3.10"}`
+	resp, err = ECRCredentials(context.Background(), []byte(req), Options{IMDS: []string{imdsURL}, Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Auth = nil
+	if err := json.Unmarshal(resp, &r); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := r.Auth["public.ecr.aws"]; !ok || !st.ECR.ValidCredentials(a.Username, a.Password) {
+		t.Errorf("the registry refuses the ECR Public login in %s", resp)
+	}
 }

@@ -137,3 +137,45 @@ func TestRenderHelpSaysOutIsNotRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderCredentialProviderGate: `berth render --manifest` writes the
+// image credential provider config the plan goldens hold, with ECR Public's
+// hosts for kubelet 1.35 and without them for 1.31, and without them (and a
+// warning) when the manifest names no kubelet.
+func TestRenderCredentialProviderGate(t *testing.T) {
+	const cfgPath = "etc/eks/image-credential-provider/config.json"
+	for _, tc := range []struct {
+		kubelet, golden string
+	}{
+		{"v1.35.4", "../plan/testdata/golden/eksctl/" + cfgPath},
+		{"v1.31.9", "../plan/testdata/golden/kubelet-1.31/" + cfgPath},
+		{"", "../plan/testdata/golden/kubelet-1.31/" + cfgPath},
+	} {
+		man := filepath.Join(t.TempDir(), "manifest.json")
+		comps := `{"containerd":"v2.2.3"}`
+		if tc.kubelet != "" {
+			comps = `{"containerd":"v2.2.3","kubelet":"` + tc.kubelet + `"}`
+		}
+		if err := os.WriteFile(man, []byte(`{"berthVersion":"v0.1.0","kernelVersion":"6.1.0","components":`+comps+`}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, printed, out := runRender(t, "--config", "../plan/testdata/userdata/plain.yaml", "--manifest", man)
+		if code != 0 {
+			t.Fatalf("kubelet %q: render exit %d:\n%s", tc.kubelet, code, printed)
+		}
+		got, err := os.ReadFile(filepath.Join(out, cfgPath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(tc.golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("kubelet %q: %s differs from %s:\n%s", tc.kubelet, cfgPath, tc.golden, got)
+		}
+		if warned := strings.Contains(printed, "names no kubelet version"); warned != (tc.kubelet == "") {
+			t.Errorf("kubelet %q: warning shown %v:\n%s", tc.kubelet, warned, printed)
+		}
+	}
+}

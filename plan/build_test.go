@@ -159,6 +159,24 @@ func TestBootstrapToken(t *testing.T) {
 	}
 }
 
+// A manifest without a kubelet version still gets nodeadm's ECR patterns,
+// without ECR Public's, and says so.
+func TestCredentialProviderWithoutKubeletVersion(t *testing.T) {
+	in := caseByName(t, "eksctl").inputs(t)
+	delete(in.Manifest.Components, "kubelet")
+	p, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fileData(p, kubelet.CredentialProviderConfigPath)
+	if !bytes.Contains(cfg, []byte(`"*.dkr.ecr.*.amazonaws.com"`)) || bytes.Contains(cfg, []byte("public.ecr.aws")) {
+		t.Errorf("config.json:\n%s", cfg)
+	}
+	if !strings.Contains(strings.Join(p.Warnings, "\n"), "image manifest names no kubelet version") {
+		t.Errorf("warnings %q", p.Warnings)
+	}
+}
+
 func TestBuildErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -173,6 +191,7 @@ func TestBuildErrors(t *testing.T) {
 		{"no cpus", func(in *Inputs) { in.Host.CPUs = 0 }, "CPUs"},
 		{"no region", func(in *Inputs) { in.Instance.Region = "" }, "region"},
 		{"bad containerd version", func(in *Inputs) { in.Manifest.Components["containerd"] = "nightly" }, "containerd version"},
+		{"bad kubelet version", func(in *Inputs) { in.Manifest.Components["kubelet"] = "nightly" }, `kubelet version "nightly" from the image manifest`},
 		{"bad token", func(in *Inputs) {
 			in.Config.Metadata = map[string]json.RawMessage{"annotations": json.RawMessage(`{"berth.dev/bootstrap-token":"secret-but-wrong"}`)}
 		}, "bootstrap token of the form"},

@@ -329,8 +329,14 @@ func Build(in Inputs) (*Plan, error) {
 
 	// Image credential provider: ECR logins from the instance role, as
 	// nodeadm configures, whatever the join; kubelet runs it only for
-	// images in ECR.
-	data, err = kubelet.CredentialProviderConfig()
+	// images in ECR, and in ECR Public from kubelet 1.32, as nodeadm.
+	ecrPublic := false
+	if kv := in.Manifest.Components["kubelet"]; kv == "" {
+		p.Warnings = append(p.Warnings, "image manifest names no kubelet version; the image credential provider config leaves out ECR Public (public.ecr.aws, ecr-public.aws.com), which nodeadm matches from kubelet 1.32")
+	} else if ecrPublic, err = kubelet.ServesECRPublic(kv); err != nil {
+		return nil, err
+	}
+	data, err = kubelet.CredentialProviderConfig(ecrPublic)
 	if err != nil {
 		return nil, err
 	}

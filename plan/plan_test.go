@@ -72,6 +72,11 @@ func goldenCases() []goldenCase {
 			m.Components["containerd"] = "1.7.27"
 		}, host: twoCPU},
 		{name: "instance-id-node-name", userData: "instance-id-node-name.yaml", host: twoCPU},
+		// Below kubelet 1.32 the image credential provider config is
+		// nodeadm's without ECR Public (the base manifest's 1.35 has it).
+		{name: "kubelet-1.31", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.31.9"
+		}, host: twoCPU},
 		// The storage module list and the pod grace period show in plan.txt.
 		{name: "raid10-grace", userData: "raid10-grace.yaml", instance: func(m *imds.Metadata) {
 			m.InstanceType = "i4i.8xlarge"

@@ -8,17 +8,22 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	stubecr "github.com/berth-node/berth/qemu-tests/awsstub/ecr"
+	"github.com/berth-node/berth/qemu-tests/awsstub/sigv4"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -73,6 +78,16 @@ func TestParseImage(t *testing.T) {
 		{"123456789012.dkr.ecr.us-iso-east-1.c2s.ic.gov/app",
 			Registry{Host: "123456789012.dkr.ecr.us-iso-east-1.c2s.ic.gov", Account: "123456789012", Region: "us-iso-east-1", Domain: "c2s.ic.gov"},
 			"https://api.ecr.us-iso-east-1.c2s.ic.gov"},
+		// ECR Public: one API in us-east-1, the host kept as written.
+		{"public.ecr.aws/eks/pause:3.10",
+			Registry{Host: "public.ecr.aws", API: Public, Region: "us-east-1"},
+			"https://api.ecr-public.us-east-1.amazonaws.com"},
+		{"https://ecr-public.aws.com/docker/library/redis@sha256:abc",
+			Registry{Host: "ecr-public.aws.com", API: Public, Region: "us-east-1"},
+			"https://api.ecr-public.us-east-1.amazonaws.com"},
+		{"Public.ECR.aws:443/eks/pause",
+			Registry{Host: "Public.ECR.aws:443", API: Public, Region: "us-east-1"},
+			"https://api.ecr-public.us-east-1.amazonaws.com"},
 	} {
 		got, err := ParseImage(tc.image)
 		if err != nil {
@@ -87,7 +102,9 @@ func TestParseImage(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{
-		"", "nginx:latest", "docker.io/library/nginx", "public.ecr.aws/eks/pause:3.9",
+		"", "nginx:latest", "docker.io/library/nginx",
+		"public.ecr.aws.evil.com/eks/pause", "evil.public.ecr.aws/eks/pause", "ecr-public.aws.com.cn/x",
+		"public.ecr.aws:/eks/pause", "evil.com/public.ecr.aws/eks/pause",
 		"12345678901.dkr.ecr.us-east-1.amazonaws.com/app", // 11 digits
 		"123456789012.dkr.ecr.us-east-1.amazonaws.com.evil.com/app",
 		"123456789012.dkr.ecr.us-east-1.amazonaws.com:/app",
@@ -118,7 +135,7 @@ func globMatch(pattern, host string) bool {
 // Every host kubelet sends the plugin (one matching a MatchImages pattern)
 // must parse, or kubelet would call the plugin for images it cannot serve.
 func TestMatchImagesAgreeWithParser(t *testing.T) {
-	for _, pat := range MatchImages {
+	for _, pat := range MatchImages(true) {
 		host := strings.Replace(strings.Replace(pat, "*", "123456789012", 1), "*", "ap-southeast-2", 1)
 		if !globMatch(pat, host) {
 			t.Fatalf("test bug: %s does not match %s", host, pat)
@@ -126,6 +143,22 @@ func TestMatchImagesAgreeWithParser(t *testing.T) {
 		if _, err := ParseImage(host + "/app:v1"); err != nil {
 			t.Errorf("pattern %s: kubelet would send %s, which the plugin refuses: %v", pat, host, err)
 		}
+	}
+}
+
+// ECR Public's hosts are the gated addition and nothing else differs; each
+// call's slice is the caller's own.
+func TestMatchImagesGate(t *testing.T) {
+	without, with := MatchImages(false), MatchImages(true)
+	if !slices.Equal(with, append(slices.Clone(without), "public.ecr.aws", "ecr-public.aws.com")) {
+		t.Errorf("MatchImages(true) = %q", with)
+	}
+	if slices.Contains(without, "public.ecr.aws") || !slices.Contains(without, "*.dkr.ecr.*.amazonaws.eu") {
+		t.Errorf("MatchImages(false) = %q", without)
+	}
+	without[0] = "changed"
+	if MatchImages(false)[0] != "*.dkr.ecr.*.amazonaws.com" {
+		t.Error("a caller's change reached the next call")
 	}
 }
 
@@ -186,6 +219,9 @@ func FuzzCredentialProviderRequest(f *testing.F) {
 	if b, err := os.ReadFile("testdata/request.json"); err == nil {
 		f.Add(b)
 	}
+	for _, image := range []string{"public.ecr.aws/eks/pause:3.10", "https://ECR-PUBLIC.aws.com:443/a@sha256:00", "public.ecr.aws.evil/x"} {
+		f.Add([]byte(`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"` + image + `"}`))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := ParseRequest(b)
 		if err != nil {
@@ -198,7 +234,22 @@ func FuzzCredentialProviderRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if reg.Host == "" || len(reg.Account) != 12 || reg.Region == "" || !strings.HasPrefix(reg.APIEndpoint(), "https://") {
+		if reg.Host == "" || reg.Region == "" || !strings.HasPrefix(reg.APIEndpoint(), "https://") {
+			t.Fatalf("ParseImage(%q) = %+v", req.Image, reg)
+		}
+		// A public registry is exactly one of the two hosts, signed for
+		// us-east-1; any other is a private one with its account.
+		name := strings.ToLower(reg.Host)
+		if h, _, err := net.SplitHostPort(name); err == nil {
+			name = h
+		}
+		public := name == "public.ecr.aws" || name == "ecr-public.aws.com"
+		switch {
+		case public != (reg.API == Public):
+			t.Fatalf("ParseImage(%q) = %+v: API does not follow the host", req.Image, reg)
+		case public && (reg.Region != "us-east-1" || reg.Account != "" || reg.APIEndpoint() != "https://api.ecr-public.us-east-1.amazonaws.com"):
+			t.Fatalf("ParseImage(%q) = %+v", req.Image, reg)
+		case !public && len(reg.Account) != 12:
 			t.Fatalf("ParseImage(%q) = %+v", req.Image, reg)
 		}
 		now := time.Unix(0, 0)
@@ -211,26 +262,66 @@ func FuzzCredentialProviderRequest(f *testing.F) {
 
 func TestParseAuthorizationToken(t *testing.T) {
 	tok := base64.StdEncoding.EncodeToString([]byte("AWS:secret:with:colons"))
-	a, err := ParseAuthorizationToken([]byte(`{"authorizationData":[{"authorizationToken":"` + tok + `","expiresAt":1.7956e9,"proxyEndpoint":"https://x"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Username != "AWS" || a.Password != "secret:with:colons" || a.ExpiresAt.Unix() != 1795600000 {
-		t.Errorf("got %+v", a)
-	}
-	for _, bad := range []string{
-		`{}`, `{"authorizationData":[]}`,
-		`{"authorizationData":[{"authorizationToken":"!!","expiresAt":1}]}`,
-		`{"authorizationData":[{"authorizationToken":"` + base64.StdEncoding.EncodeToString([]byte("nocolon")) + `","expiresAt":1}]}`,
-		`{"authorizationData":[{"authorizationToken":"` + tok + `","expiresAt":"soon"}]}`,
+	for api, answer := range map[API]string{
+		Private: `{"authorizationData":[{"authorizationToken":"` + tok + `","expiresAt":1.7956e9,"proxyEndpoint":"https://x"}]}`,
+		Public:  `{"authorizationData":{"authorizationToken":"` + tok + `","expiresAt":1.7956e9}}`,
 	} {
-		_, err := ParseAuthorizationToken([]byte(bad))
-		if err == nil {
-			t.Errorf("ParseAuthorizationToken(%s) succeeded", bad)
+		a, err := ParseAuthorizationToken(api, []byte(answer))
+		if err != nil {
+			t.Fatalf("%s: %v", api, err)
+		}
+		if a.Username != "AWS" || a.Password != "secret:with:colons" || a.ExpiresAt.Unix() != 1795600000 {
+			t.Errorf("%s: got %+v", api, a)
+		}
+	}
+	for _, bad := range []struct {
+		api  API
+		in   string
+		want string
+	}{
+		{Private, `{}`, "ECR GetAuthorizationToken answer: no authorizationData"},
+		{Private, `{"authorizationData":[]}`, "ECR GetAuthorizationToken answer: no authorizationData"},
+		{Private, `{"authorizationData":{"authorizationToken":"` + tok + `","expiresAt":1}}`, "ECR GetAuthorizationToken answer: authorizationData is not a list"},
+		{Private, `{"authorizationData":[{"authorizationToken":"!!","expiresAt":1}]}`, "authorizationData[0].authorizationToken is not base64"},
+		{Private, `{"authorizationData":[{"authorizationToken":"` + base64.StdEncoding.EncodeToString([]byte("nocolon")) + `","expiresAt":1}]}`, "is not user:password"},
+		{Private, `{"authorizationData":[{"authorizationToken":"` + tok + `","expiresAt":"soon"}]}`, "not the expected JSON"},
+		{Public, `{}`, "ECR Public GetAuthorizationToken answer: no authorizationData"},
+		{Public, `{"authorizationData":null}`, "ECR Public GetAuthorizationToken answer: no authorizationData"},
+		{Public, `{"authorizationData":[{"authorizationToken":"` + tok + `","expiresAt":1}]}`, "ECR Public GetAuthorizationToken answer: authorizationData is not an object"},
+		{Public, `{"authorizationData":{"authorizationToken":"!!","expiresAt":1}}`, "ECR Public GetAuthorizationToken answer: authorizationData.authorizationToken is not base64"},
+		{Public, `{"authorizationData":{"authorizationToken":"` + tok + `"}}`, "ECR Public GetAuthorizationToken answer: authorizationData.expiresAt \"\" is not epoch seconds"},
+	} {
+		_, err := ParseAuthorizationToken(bad.api, []byte(bad.in))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s %s: err %v, want one containing %q", bad.api, bad.in, err, bad.want)
 		} else if strings.Contains(err.Error(), "secret") {
 			t.Errorf("error quotes the token: %v", err)
 		}
 	}
+}
+
+// The answer parser never panics and never quotes the token, for either
+// service's shape.
+func FuzzAuthorizationToken(f *testing.F) {
+	tok := base64.StdEncoding.EncodeToString([]byte("AWS:secret"))
+	f.Add(false, []byte(`{"authorizationData":[{"authorizationToken":"`+tok+`","expiresAt":1.7956e9}]}`))
+	f.Add(true, []byte(`{"authorizationData":{"authorizationToken":"`+tok+`","expiresAt":1795600000}}`))
+	f.Fuzz(func(t *testing.T, public bool, b []byte) {
+		api := Private
+		if public {
+			api = Public
+		}
+		a, err := ParseAuthorizationToken(api, b)
+		if err != nil {
+			if strings.Contains(err.Error(), "secret") {
+				t.Fatalf("error quotes the token: %v", err)
+			}
+			return
+		}
+		if a.Username == "" || a.Password == "" || a.ExpiresAt.IsZero() {
+			t.Fatalf("accepted %+v", a)
+		}
+	})
 }
 
 // fakeECR checks what GetAuthorizationToken must send and answers like
@@ -283,6 +374,36 @@ func TestClient(t *testing.T) {
 	c.Region = "us-east-1"
 	if _, err := c.GetAuthorizationToken(context.Background()); err == nil || !strings.Contains(err.Error(), "InvalidSignatureException") {
 		t.Errorf("wrong region: %v", err)
+	}
+}
+
+// TestClientPublic: ECR Public's call, as the ECR stand-in checks it
+// (target, signature for ecr-public in us-east-1, session token), and its
+// answer's one-object shape parsed.
+func TestClientPublic(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	stub, err := stubecr.New(stubecr.Config{Credentials: sigv4.Credentials{AccessKeyID: "ASIAEXAMPLE", SecretAccessKey: "secret", SessionToken: "TOKEN"},
+		Account: "111122223333", Region: "eu-central-1", Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(stub.Public())
+	defer srv.Close()
+	c := Client{API: Public, Endpoint: srv.URL, Region: PublicRegion, Clock: func() time.Time { return now },
+		Creds: aws.Credentials{AccessKeyID: "ASIAEXAMPLE", SecretAccessKey: "secret", SessionToken: "TOKEN"}}
+	a, err := c.GetAuthorizationToken(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Username != "AWS" || !stub.ValidCredentials(a.Username, a.Password) || !a.ExpiresAt.Equal(now.Add(12*time.Hour)) {
+		t.Errorf("got %+v", a)
+	}
+	// Signed for the node's region instead: refused, and the error names
+	// the service and ECR Public's error type.
+	c.Region = "eu-central-1"
+	_, err = c.GetAuthorizationToken(context.Background())
+	if want := "ECR Public GetAuthorizationToken at " + srv.URL + ": 403 Forbidden: InvalidSignatureException: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("wrong region:\n got %v\nwant %s...", err, want)
 	}
 }
 

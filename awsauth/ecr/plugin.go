@@ -1,8 +1,9 @@
-// Package ecr is berth's kubelet image credential provider for Amazon ECR:
-// the plugin protocol (a credentialprovider.kubelet.k8s.io/v1
-// CredentialProviderRequest on stdin, a CredentialProviderResponse on
-// stdout), the registry host patterns nodeadm configures, and a
-// GetAuthorizationToken client signed with SigV4. It replaces the separate
+// Package ecr is berth's kubelet image credential provider for Amazon ECR
+// and ECR Public: the plugin protocol (a
+// credentialprovider.kubelet.k8s.io/v1 CredentialProviderRequest on stdin,
+// a CredentialProviderResponse on stdout), the registry host patterns
+// nodeadm configures, and a GetAuthorizationToken client for either
+// service, signed with SigV4. It replaces the separate
 // ecr-credential-provider binary, so the image tracks one Go program.
 //
 // Parsing and rendering are pure; Client is the only part that talks to
@@ -37,43 +38,75 @@ const (
 	CacheMargin = 30 * time.Minute
 )
 
-// MatchImages are nodeadm's ECR registry patterns
-// (nodeadm/internal/kubelet/image-credential-provider.template.json).
-var MatchImages = []string{
-	"*.dkr.ecr.*.amazonaws.com",
-	"*.dkr-ecr.*.on.aws",
-	"*.dkr.ecr.*.amazonaws.com.cn",
-	"*.dkr-ecr.*.on.amazonwebservices.com.cn",
-	"*.dkr.ecr-fips.*.amazonaws.com",
-	"*.dkr-ecr-fips.*.on.aws",
-	"*.dkr.ecr.*.c2s.ic.gov",
-	"*.dkr.ecr.*.sc2s.sgov.gov",
-	"*.dkr.ecr.*.cloud.adc-e.uk",
-	"*.dkr.ecr.*.csp.hci.ic.gov",
-	// The AWS European Sovereign Cloud (nodeadm added it after the list
-	// above; its API is api.ecr.<region>.amazonaws.eu, as elsewhere).
-	"*.dkr.ecr.*.amazonaws.eu",
+// Amazon ECR Public's registry host, its alias, and the one region its API
+// is in. Upstream's plugin (kubernetes/cloud-provider-aws
+// cmd/ecr-credential-provider/main.go: ecrPublicHost, ecrPublicRegion)
+// calls ecrpublic.GetAuthorizationToken with a session pinned to us-east-1
+// whatever the node's region, and answers for the image's host; the
+// version read compares only public.ecr.aws, but nodeadm matches the alias
+// too, and a plugin that refused a host kubelet sends it would fail the
+// pull, so both are served.
+const (
+	PublicHost      = "public.ecr.aws"
+	PublicAliasHost = "ecr-public.aws.com"
+	PublicRegion    = "us-east-1"
+)
+
+// MatchImages are nodeadm's registry patterns
+// (nodeadm/internal/kubelet/image-credential-provider.template.json), a
+// fresh slice each call. ecrPublic adds ECR Public's two hosts, which
+// nodeadm lists only for kubelet 1.32 and later (see
+// runtime/kubelet.ServesECRPublic).
+func MatchImages(ecrPublic bool) []string {
+	m := []string{
+		"*.dkr.ecr.*.amazonaws.com",
+		"*.dkr-ecr.*.on.aws",
+		"*.dkr.ecr.*.amazonaws.com.cn",
+		"*.dkr-ecr.*.on.amazonwebservices.com.cn",
+		"*.dkr.ecr-fips.*.amazonaws.com",
+		"*.dkr-ecr-fips.*.on.aws",
+		"*.dkr.ecr.*.c2s.ic.gov",
+		"*.dkr.ecr.*.sc2s.sgov.gov",
+		"*.dkr.ecr.*.cloud.adc-e.uk",
+		"*.dkr.ecr.*.csp.hci.ic.gov",
+		// The AWS European Sovereign Cloud (nodeadm added it after the list
+		// above; its API is api.ecr.<region>.amazonaws.eu, as elsewhere).
+		"*.dkr.ecr.*.amazonaws.eu",
+	}
+	if ecrPublic {
+		m = append(m, PublicHost, PublicAliasHost)
+	}
+	return m
 }
 
 // hostRE matches the registry hosts of MatchImages, capturing the account,
 // the dkr label (which says FIPS or dual-stack), the region and the domain.
 var hostRE = regexp.MustCompile(`^([0-9]{12})\.(dkr\.ecr|dkr\.ecr-fips|dkr-ecr|dkr-ecr-fips)\.([a-z0-9][a-z0-9-]*)\.(amazonaws\.com|amazonaws\.com\.cn|on\.aws|on\.amazonwebservices\.com\.cn|c2s\.ic\.gov|sc2s\.sgov\.gov|cloud\.adc-e\.uk|csp\.hci\.ic\.gov|amazonaws\.eu)$`)
 
-// Registry is an ECR registry named in an image reference.
+// Registry is an ECR or ECR Public registry named in an image reference.
 type Registry struct {
 	// Host is the registry as written in the image, port included: the key
 	// of the response's auth map, so kubelet matches it to the image.
-	Host    string
+	Host string
+	// API says which service issues its logins.
+	API API
+	// Account is empty for ECR Public: one login serves every public
+	// repository.
 	Account string
-	Region  string
-	FIPS    bool
-	// Domain is the DNS suffix after the region.
+	// Region is the signing region: the registry's, or PublicRegion.
+	Region string
+	FIPS   bool
+	// Domain is the DNS suffix after the region (ECR only).
 	Domain string
 }
 
-// APIEndpoint is ECR's API endpoint for the registry's region: FIPS and
-// the dual-stack (on.aws) registries map to their API counterparts.
+// APIEndpoint is the API endpoint for the registry's logins: ECR Public's
+// in us-east-1, or ECR's in the registry's region, FIPS and the
+// dual-stack (on.aws) registries mapping to their API counterparts.
 func (r Registry) APIEndpoint() string {
+	if r.API == Public {
+		return "https://api.ecr-public." + PublicRegion + ".amazonaws.com"
+	}
 	switch r.Domain {
 	case "on.aws":
 		if r.FIPS {
@@ -89,9 +122,10 @@ func (r Registry) APIEndpoint() string {
 	return "https://api.ecr." + r.Region + "." + r.Domain
 }
 
-// ParseImage finds the ECR registry in an image reference as kubelet
-// passes it (`123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1`,
-// perhaps with a scheme, a port or a digest).
+// ParseImage finds the ECR or ECR Public registry in an image reference as
+// kubelet passes it (`123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1`,
+// `public.ecr.aws/eks/pause:3.10`, perhaps with a scheme, a port or a
+// digest).
 func ParseImage(image string) (Registry, error) {
 	s := image
 	if i := strings.Index(s, "://"); i >= 0 {
@@ -108,9 +142,13 @@ func ParseImage(image string) (Registry, error) {
 		}
 		name = h
 	}
-	m := hostRE.FindStringSubmatch(strings.ToLower(name))
+	lower := strings.ToLower(name)
+	if lower == PublicHost || lower == PublicAliasHost {
+		return Registry{Host: host, API: Public, Region: PublicRegion}, nil
+	}
+	m := hostRE.FindStringSubmatch(lower)
 	if m == nil {
-		return Registry{}, fmt.Errorf("image %q: registry %q is not an ECR registry (<account>.dkr.ecr.<region>.amazonaws.com or another of nodeadm's patterns)", image, host)
+		return Registry{}, fmt.Errorf("image %q: registry %q is not an ECR registry (<account>.dkr.ecr.<region>.amazonaws.com or another of nodeadm's patterns, or %s or %s)", image, host, PublicHost, PublicAliasHost)
 	}
 	return Registry{Host: host, Account: m[1], FIPS: strings.HasSuffix(m[2], "fips"), Region: m[3], Domain: m[4]}, nil
 }
@@ -143,7 +181,7 @@ func ParseRequest(b []byte) (*credentialproviderv1.CredentialProviderRequest, er
 type Auth struct {
 	Username string
 	Password string
-	// ExpiresAt is when ECR stops accepting it.
+	// ExpiresAt is when the registry stops accepting it.
 	ExpiresAt time.Time
 }
 

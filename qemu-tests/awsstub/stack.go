@@ -51,16 +51,17 @@ type Stack struct {
 	Authenticator *authenticator.Server
 	ECR           *ecr.Server
 	Registry      *registry.Server
-	// Host URLs (http://127.0.0.1:port, the webhook https).
-	STSURL, WebhookURL, ECRURL, RegistryURL string
+	// Host URLs (http://127.0.0.1:port, the webhook https). ECRPublicURL
+	// is ECR's Public API (ECR.Public), for AWS_ENDPOINT_URL_ECR_PUBLIC.
+	STSURL, WebhookURL, ECRURL, ECRPublicURL, RegistryURL string
 	// WebhookCA signs the webhook's certificate (controlplane.Options.TokenWebhookCA).
 	WebhookCA []byte
 	stops     []func()
 }
 
 // Start starts STS, the authenticator (wired to this STS, mapping the
-// instance role to system:node:<LocalHostname>), ECR and the registry
-// (accepting what this ECR issues). On error nothing is left running.
+// instance role to system:node:<LocalHostname>), ECR and ECR Public (one
+// stand-in, two endpoints) and the registry (accepting what either issues). On error nothing is left running.
 func Start(cfg Config) (_ *Stack, err error) {
 	in := cfg.Instance
 	if in.Role == nil || in.Role.AccessKeyID == "" || in.Role.SecretAccessKey == "" {
@@ -120,6 +121,9 @@ func Start(cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	if s.ECRURL, err = start("ecr", s.ECR.Start); err != nil {
+		return nil, err
+	}
+	if s.ECRPublicURL, err = start("ecr-public", s.ECR.StartPublic); err != nil {
 		return nil, err
 	}
 	s.Registry = registry.New(registry.Config{Realm: s.ECR.RegistryHost(), Authorize: s.ECR.ValidCredentials, Logger: cfg.Logger})

@@ -34,7 +34,8 @@
 //
 // Like nodeadm, berth points kubelet at an ECR credential provider:
 // CredentialProviderConfig (CredentialProviderConfigPath) names
-// ecr-credential-provider for ECR's registry patterns, and
+// ecr-credential-provider for ECR's registry patterns, and for ECR
+// Public's hosts from kubelet 1.32 (ServesECRPublic), and
 // CredentialProviderBinDir holds it as a link to berth.
 //
 // For clusters that are not EKS, and for the local test cluster, kubelet can

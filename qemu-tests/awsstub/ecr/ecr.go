@@ -1,8 +1,9 @@
-// Package ecr is a stand-in for Amazon ECR's GetAuthorizationToken: the one
-// call a node's image credential provider makes. It verifies the SigV4
-// Authorization header (service "ecr") and the session token, issues a
-// registry password, and remembers it so the registry stand-in can check the
-// credentials containerd presents.
+// Package ecr is a stand-in for Amazon ECR's GetAuthorizationToken, and for
+// ECR Public's (Public): the one call a node's image credential provider
+// makes. Each verifies the SigV4 Authorization header (service "ecr" in the
+// configured region, or "ecr-public" in us-east-1) and the session token,
+// issues a registry password, and remembers it so the registry stand-in can
+// check the credentials containerd presents.
 package ecr
 
 import (
@@ -23,6 +24,15 @@ import (
 
 // Target is GetAuthorizationToken's X-Amz-Target.
 const Target = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"
+
+// PublicTarget is ECR Public's GetAuthorizationToken X-Amz-Target.
+const PublicTarget = "SpencerFrontendService.GetAuthorizationToken"
+
+// PublicRegion is the only region ECR Public's API answers in.
+const PublicRegion = "us-east-1"
+
+// PublicHost is ECR Public's registry.
+const PublicHost = "public.ecr.aws"
 
 // Username is the registry user ECR tokens are for.
 const Username = "AWS"
@@ -108,6 +118,47 @@ func (s *Server) Start(addr string) (url string, stop func(), err error) {
 	return serve.Start("ecr stand-in", addr, s, nil, s.log)
 }
 
+// Public is ECR Public's API over the same issued passwords, so the
+// registry stand-in takes a public login as it takes a private one.
+func (s *Server) Public() http.Handler { return publicAPI{s} }
+
+// StartPublic serves Public over plain HTTP on addr (the node reaches it
+// through AWS_ENDPOINT_URL_ECR_PUBLIC).
+func (s *Server) StartPublic(addr string) (url string, stop func(), err error) {
+	return serve.Start("ecr-public stand-in", addr, s.Public(), nil, s.log)
+}
+
+type publicAPI struct{ s *Server }
+
+func (p publicAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.s.handle(w, r, p.s.public())
+}
+
+// operation is what differs between ECR's GetAuthorizationToken and ECR
+// Public's: what the signature is scoped to, the target, and how the
+// login is wrapped in the answer.
+type operation struct {
+	name    string // in logs
+	service string
+	region  string
+	target  string
+	answer  func(token string, expiresAt float64) any
+}
+
+func (s *Server) private() operation {
+	return operation{name: "ecr stand-in", service: "ecr", region: s.cfg.Region, target: Target,
+		answer: func(tok string, exp float64) any {
+			return Response{AuthorizationData: []AuthorizationData{{AuthorizationToken: tok, ExpiresAt: exp, ProxyEndpoint: s.ProxyEndpoint()}}}
+		}}
+}
+
+func (s *Server) public() operation {
+	return operation{name: "ecr-public stand-in", service: "ecr-public", region: PublicRegion, target: PublicTarget,
+		answer: func(tok string, exp float64) any {
+			return PublicResponse{AuthorizationData: PublicAuthorizationData{AuthorizationToken: tok, ExpiresAt: exp}}
+		}}
+}
+
 // AuthorizationData is one entry of the response.
 type AuthorizationData struct {
 	AuthorizationToken string  `json:"authorizationToken"`
@@ -118,6 +169,19 @@ type AuthorizationData struct {
 // Response is GetAuthorizationToken's answer.
 type Response struct {
 	AuthorizationData []AuthorizationData `json:"authorizationData"`
+}
+
+// PublicAuthorizationData is ECR Public's login: no proxyEndpoint, as
+// every public registry is the same one.
+type PublicAuthorizationData struct {
+	AuthorizationToken string  `json:"authorizationToken"`
+	ExpiresAt          float64 `json:"expiresAt"`
+}
+
+// PublicResponse is ECR Public's GetAuthorizationToken answer: one
+// authorizationData object, not a list.
+type PublicResponse struct {
+	AuthorizationData PublicAuthorizationData `json:"authorizationData"`
 }
 
 // ErrorBody is the JSON 1.1 protocol's error shape.
@@ -140,12 +204,16 @@ var ecrCodes = map[string]struct {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	status, code := s.serve(w, r)
-	s.reqs.Add(serve.Request{Method: r.Method, Path: r.URL.Path, Status: status, Code: code})
-	s.log.Debug("ecr stand-in", "status", status, "code", code)
+	s.handle(w, r, s.private())
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int, string) {
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, op operation) {
+	status, code := s.serve(w, r, op)
+	s.reqs.Add(serve.Request{Method: r.Method, Path: r.URL.Path, Status: status, Code: code})
+	s.log.Debug(op.name, "status", status, "code", code)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, op operation) (int, string) {
 	if r.Method != http.MethodPost || r.URL.Path != "/" {
 		return writeError(w, http.StatusNotFound, "UnknownOperationException", "POST / is the only operation")
 	}
@@ -153,13 +221,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	if err != nil {
 		return writeError(w, http.StatusBadRequest, "SerializationException", "reading body: "+err.Error())
 	}
-	v, verr := sigv4.VerifyHeader(r, body, sigv4.Static(s.cfg.Credentials), sigv4.Expect{Service: "ecr", Region: s.cfg.Region, Now: s.clock()})
+	v, verr := sigv4.VerifyHeader(r, body, sigv4.Static(s.cfg.Credentials), sigv4.Expect{Service: op.service, Region: op.region, Now: s.clock()})
 	if verr != nil {
 		c := ecrCodes[verr.Code]
 		return writeError(w, c.status, c.code, verr.Message)
 	}
-	if t := r.Header.Get("X-Amz-Target"); t != Target {
-		return writeError(w, http.StatusBadRequest, "UnknownOperationException", fmt.Sprintf("X-Amz-Target %q is not %s", t, Target))
+	if t := r.Header.Get("X-Amz-Target"); t != op.target {
+		return writeError(w, http.StatusBadRequest, "UnknownOperationException", fmt.Sprintf("X-Amz-Target %q is not %s", t, op.target))
 	}
 	if !headerSigned(v.SignedHeaders, "x-amz-target") {
 		return writeError(w, http.StatusForbidden, "InvalidSignatureException", "x-amz-target must be signed")
@@ -191,11 +259,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	}
 	s.issued[pw] = exp
 	s.mu.Unlock()
-	resp := Response{AuthorizationData: []AuthorizationData{{
-		AuthorizationToken: base64.StdEncoding.EncodeToString([]byte(Username + ":" + pw)),
-		ExpiresAt:          float64(exp.Unix()),
-		ProxyEndpoint:      s.ProxyEndpoint(),
-	}}}
+	resp := op.answer(base64.StdEncoding.EncodeToString([]byte(Username+":"+pw)), float64(exp.Unix()))
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	_ = json.NewEncoder(w).Encode(resp)
 	return http.StatusOK, ""

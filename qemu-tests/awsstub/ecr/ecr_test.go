@@ -52,15 +52,21 @@ func start(t *testing.T) (*Server, string, *clock) {
 // provider does: JSON 1.1, target header, SigV4 service ecr.
 func request(t *testing.T, base string, c sigv4.Credentials, body string, mutate func(*http.Request)) *http.Request {
 	t.Helper()
+	return signed(t, base, c, body, Target, "ecr", "us-west-2", mutate)
+}
+
+// signed builds a JSON 1.1 call of target signed for service and region.
+func signed(t *testing.T, base string, c sigv4.Credentials, body, target, service, region string, mutate func(*http.Request)) *http.Request {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, base+"/", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-	req.Header.Set("X-Amz-Target", Target)
+	req.Header.Set("X-Amz-Target", target)
 	err = v4.NewSigner().SignHTTP(context.Background(),
 		aws.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken},
-		req, hash([]byte(body)), "ecr", "us-west-2", signedAt)
+		req, hash([]byte(body)), service, region, signedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,5 +184,86 @@ func TestWrongRegionScope(t *testing.T) {
 	var e ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil || code != 403 || e.Type != "InvalidSignatureException" {
 		t.Fatalf("status %d body %s", code, body)
+	}
+}
+
+func startPublic(t *testing.T, s *Server) string {
+	t.Helper()
+	u, stop, err := s.StartPublic("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return u
+}
+
+// ECR Public answers one authorizationData object, for a signature scoped
+// to ecr-public in us-east-1 whatever the stand-in's own region, and the
+// registry takes its login like ECR's.
+func TestPublicIssuesTokenTheRegistryAccepts(t *testing.T) {
+	s, _, clk := start(t)
+	pub := startPublic(t, s)
+	code, body := do(t, signed(t, pub, creds, `{}`, PublicTarget, "ecr-public", "us-east-1", nil))
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	var shape map[string]json.RawMessage
+	if err := json.Unmarshal(body, &shape); err != nil || !bytes.HasPrefix(shape["authorizationData"], []byte("{")) {
+		t.Fatalf("authorizationData is not an object: %s", body)
+	}
+	var r PublicResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(signedAt.Add(12 * time.Hour).Unix()); r.AuthorizationData.ExpiresAt != want {
+		t.Errorf("expiresAt %v, want %v", r.AuthorizationData.ExpiresAt, want)
+	}
+	raw, err := base64.StdEncoding.DecodeString(r.AuthorizationData.AuthorizationToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, pw, ok := strings.Cut(string(raw), ":")
+	if !ok || user != "AWS" || !s.ValidCredentials(user, pw) {
+		t.Fatalf("token %q is not a live AWS:<password>", raw)
+	}
+	clk.Set(signedAt.Add(12 * time.Hour))
+	if s.ValidCredentials(user, pw) {
+		t.Error("password valid after expiresAt")
+	}
+}
+
+// Each endpoint takes only its own service's signature and target.
+func TestPublicRejections(t *testing.T) {
+	wrongSecret := creds
+	wrongSecret.SecretAccessKey = "guess"
+	cases := []struct {
+		name, target, service, region string
+		creds                         sigv4.Credentials
+		private                       bool // call ECR's endpoint instead
+		status                        int
+		code                          string
+	}{
+		{"signed for ecr", PublicTarget, "ecr", "us-east-1", creds, false, 403, "InvalidSignatureException"},
+		{"signed for another region", PublicTarget, "ecr-public", "us-west-2", creds, false, 403, "InvalidSignatureException"},
+		{"wrong secret", PublicTarget, "ecr-public", "us-east-1", wrongSecret, false, 403, "InvalidSignatureException"},
+		{"ECR's target", Target, "ecr-public", "us-east-1", creds, false, 400, "UnknownOperationException"},
+		{"ECR Public's signature at ECR", PublicTarget, "ecr-public", "us-east-1", creds, true, 403, "InvalidSignatureException"},
+		{"ECR Public's target at ECR", PublicTarget, "ecr", "us-west-2", creds, true, 400, "UnknownOperationException"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, base, _ := start(t)
+			if !c.private {
+				base = startPublic(t, s)
+			}
+			code, body := do(t, signed(t, base, c.creds, `{}`, c.target, c.service, c.region, nil))
+			var e ErrorBody
+			if err := json.Unmarshal(body, &e); err != nil {
+				t.Fatalf("status %d, body %s: %v", code, body, err)
+			}
+			if code != c.status || e.Type != c.code {
+				t.Fatalf("status %d code %q (%s), want %d %q", code, e.Type, e.Message, c.status, c.code)
+			}
+		})
 	}
 }
