@@ -28,9 +28,17 @@ func phaseTime(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Info("skipped: berth.ntp=off")
 		return nil
 	}
-	var dhcp []netip.Addr
+	var dhcp, node []netip.Addr
 	var err error
 	if r := b.node.net; r != nil {
+		for _, s := range r.Addresses {
+			// "10.0.2.15/24", or a bare address.
+			if p, perr := netip.ParsePrefix(s); perr == nil {
+				node = append(node, p.Addr())
+			} else if a, perr := netip.ParseAddr(s); perr == nil {
+				node = append(node, a)
+			}
+		}
 		for _, s := range r.NTP {
 			a, perr := netip.ParseAddr(s)
 			if perr != nil {
@@ -42,7 +50,7 @@ func phaseTime(ctx context.Context, b *boot, log *slog.Logger) error {
 		}
 	}
 	c := timesync.New(timesync.Options{
-		Sources:  timesync.Sources(n.Servers, dhcp),
+		Sources:  timesync.Sources(n.Servers, dhcp, node),
 		Clock:    timesync.Adjtimex{},
 		Policy:   timesync.DefaultPolicy(),
 		Log:      log,

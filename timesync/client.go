@@ -38,9 +38,12 @@ type Source struct {
 
 // Sources is the list in priority order: the command line's (an operator
 // said so), DHCP's (the network's own; IPv6 ones from DHCPv6), then the
-// Amazon Time Sync Service, always there as the fallback it is on EC2.
-// Repeats are dropped.
-func Sources(config []string, dhcp []netip.Addr) []Source {
+// Amazon Time Sync Service, always there as the fallback it is on EC2: its
+// IPv4 address when the node has an IPv4 address, its IPv6 one on an
+// IPv6-only node (as EC2 offers it: on an IPv4 node the IPv6 address is
+// only an unreachable network and a warning every boot). With no address
+// known (nodeAddrs empty) both are asked. Repeats are dropped.
+func Sources(config []string, dhcp []netip.Addr, nodeAddrs []netip.Addr) []Source {
 	var out []Source
 	add := func(addr, origin string) {
 		if !slices.ContainsFunc(out, func(s Source) bool { return s.Addr == addr }) {
@@ -57,8 +60,13 @@ func Sources(config []string, dhcp []netip.Addr) []Source {
 		}
 		add(netip.AddrPortFrom(a, 123).String(), origin)
 	}
-	add(AmazonTimeSync4, OriginAmazon)
-	add(AmazonTimeSync6, OriginAmazon)
+	has4 := slices.ContainsFunc(nodeAddrs, func(a netip.Addr) bool { return a.Unmap().Is4() })
+	if has4 || len(nodeAddrs) == 0 {
+		add(AmazonTimeSync4, OriginAmazon)
+	}
+	if !has4 {
+		add(AmazonTimeSync6, OriginAmazon)
+	}
 	return out
 }
 

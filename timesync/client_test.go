@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -309,21 +310,41 @@ func TestClientNoSources(t *testing.T) {
 }
 
 // TestSources: the order is the command line's, DHCP's, then Amazon's,
-// with repeats dropped.
+// with repeats dropped; Amazon's address family follows the node's.
 func TestSources(t *testing.T) {
-	got := Sources([]string{"10.0.2.2:1123", "169.254.169.123:123"},
-		[]netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fd00::5")})
-	want := []Source{
-		{"10.0.2.2:1123", OriginConfig}, {"169.254.169.123:123", OriginConfig},
-		{"10.0.0.2:123", OriginDHCP}, {"[fd00::5]:123", OriginDHCPv6}, {AmazonTimeSync6, OriginAmazon},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("Sources = %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("source %d: %v, want %v", i, got[i], want[i])
+	addrs := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, a := range s {
+			out = append(out, netip.MustParseAddr(a))
 		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		node []netip.Addr
+		want []Source
+	}{
+		{"dual stack", addrs("10.0.2.15", "2600:1f14::5"), []Source{
+			{"10.0.2.2:1123", OriginConfig}, {"169.254.169.123:123", OriginConfig},
+			{"10.0.0.2:123", OriginDHCP}, {"[fd00::5]:123", OriginDHCPv6},
+		}},
+		{"IPv6 only", addrs("2600:1f14::5"), []Source{
+			{"10.0.2.2:1123", OriginConfig}, {"169.254.169.123:123", OriginConfig},
+			{"10.0.0.2:123", OriginDHCP}, {"[fd00::5]:123", OriginDHCPv6}, {AmazonTimeSync6, OriginAmazon},
+		}},
+		{"no address known", nil, []Source{
+			{"10.0.2.2:1123", OriginConfig}, {"169.254.169.123:123", OriginConfig},
+			{"10.0.0.2:123", OriginDHCP}, {"[fd00::5]:123", OriginDHCPv6}, {AmazonTimeSync6, OriginAmazon},
+		}},
+	} {
+		got := Sources([]string{"10.0.2.2:1123", "169.254.169.123:123"}, addrs("10.0.0.2", "10.0.0.2", "fd00::5"), tc.node)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: Sources = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	got := Sources(nil, nil, addrs("10.1.2.3"))
+	if fmt.Sprint(got) != fmt.Sprint([]Source{{AmazonTimeSync4, OriginAmazon}}) {
+		t.Errorf("IPv4 node, no other source: %v", got)
 	}
 }
 
