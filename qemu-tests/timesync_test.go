@@ -1,56 +1,29 @@
 package qemutests
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/timesync/ntptest"
+
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
-// hostNTP serves the host's time over NTP on 127.0.0.1, which the guest
-// reaches as 10.0.2.2 through QEMU's user network. It returns the port.
+// hostNTP serves the host's time over NTP (stratum 1) on 127.0.0.1, which
+// the guest reaches as 10.0.2.2 through QEMU's user network. It returns
+// the port.
 func hostNTP(t *testing.T) int {
 	t.Helper()
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	s, err := ntptest.Start("127.0.0.1:0", 0, 1)
 	if err != nil {
 		t.Fatalf("listening for NTP: %v", err)
 	}
-	done := make(chan struct{})
-	t.Cleanup(func() { conn.Close(); <-done })
-	stamp := func(tm time.Time) uint64 {
-		return uint64(tm.Unix()+2208988800)<<32 | uint64(tm.Nanosecond())<<32/1e9
-	}
-	go func() {
-		defer close(done)
-		buf := make([]byte, 512)
-		for {
-			n, peer, err := conn.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if n < 48 {
-				continue
-			}
-			recv := time.Now()
-			var r [48]byte
-			r[0] = 4<<3 | 4 // no leap warning, version 4, server
-			r[1] = 1        // stratum 1: the host's clock is the reference
-			r[2], r[3] = 6, 0xec
-			copy(r[12:16], "HOST")
-			binary.BigEndian.PutUint64(r[16:], stamp(recv.Add(-time.Second)))
-			copy(r[24:32], buf[40:48])
-			binary.BigEndian.PutUint64(r[32:], stamp(recv))
-			binary.BigEndian.PutUint64(r[40:], stamp(time.Now()))
-			conn.WriteTo(r[:], peer)
-		}
-	}()
-	return conn.LocalAddr().(*net.UDPAddr).Port
+	t.Cleanup(func() { s.Close() })
+	return s.Port()
 }
 
 // TestTimeSyncStepsWrongRTC boots a guest whose RTC is 3 hours behind,

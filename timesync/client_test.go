@@ -3,7 +3,6 @@ package timesync
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,80 +11,20 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/timesync/ntptest"
 )
 
-// ntpServer is a small NTP server on loopback that answers with its own
-// time: the host's plus offset.
-type ntpServer struct {
-	conn   net.PacketConn
-	offset time.Duration
-	mu     sync.Mutex
-	silent bool
-	asked  int
-}
-
-// ntpEpoch is 1900-01-01 in Unix seconds' terms.
-const ntpEpoch = 2208988800
-
-func ntpStamp(t time.Time) uint64 {
-	sec := uint64(t.Unix() + ntpEpoch)
-	frac := uint64(t.Nanosecond()) << 32 / 1e9
-	return sec<<32 | frac
-}
-
-func startNTP(t *testing.T, offset time.Duration) *ntpServer {
+// startNTP is a test NTP server on loopback answering with the host's
+// time plus offset, as a stratum 2 server.
+func startNTP(t *testing.T, offset time.Duration) *ntptest.Server {
 	t.Helper()
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	s, err := ntptest.Start("127.0.0.1:0", offset, 2)
 	if err != nil {
-		t.Fatalf("listening for NTP on loopback: %v", err)
+		t.Fatalf("starting an NTP server on loopback: %v", err)
 	}
-	s := &ntpServer{conn: conn, offset: offset}
-	done := make(chan struct{})
-	t.Cleanup(func() { conn.Close(); <-done })
-	go func() {
-		defer close(done)
-		buf := make([]byte, 512)
-		for {
-			n, peer, err := conn.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if n < 48 {
-				continue
-			}
-			s.mu.Lock()
-			s.asked++
-			silent := s.silent
-			s.mu.Unlock()
-			if silent {
-				continue
-			}
-			conn.WriteTo(s.answer(buf[:48]), peer)
-		}
-	}()
+	t.Cleanup(func() { s.Close() })
 	return s
-}
-
-func (s *ntpServer) setSilent(b bool) { s.mu.Lock(); s.silent = b; s.mu.Unlock() }
-
-func (s *ntpServer) addr() string { return s.conn.LocalAddr().String() }
-
-// answer is a server reply (mode 4, stratum 2) to request q.
-func (s *ntpServer) answer(q []byte) []byte {
-	now := time.Now().Add(s.offset)
-	var r [48]byte
-	r[0] = 0<<6 | 4<<3 | 4                                              // LI none, version 4, mode server
-	r[1] = 2                                                            // stratum
-	r[2] = 6                                                            // poll 64 s
-	r[3] = 0xec                                                         // precision 2^-20 s
-	binary.BigEndian.PutUint32(r[4:], 0x00000010)                       // root delay, 16.16 s
-	binary.BigEndian.PutUint32(r[8:], 0x00000010)                       // root dispersion
-	copy(r[12:16], "TEST")                                              // reference id
-	binary.BigEndian.PutUint64(r[16:], ntpStamp(now.Add(-time.Second))) // reference time
-	copy(r[24:32], q[40:48])                                            // origin = the client's transmit
-	binary.BigEndian.PutUint64(r[32:], ntpStamp(now))
-	binary.BigEndian.PutUint64(r[40:], ntpStamp(time.Now().Add(s.offset)))
-	return r[:]
 }
 
 // fakeClock records what the client did, and is the client's system time:
@@ -167,7 +106,7 @@ func TestClientStepsThenSlews(t *testing.T) {
 	var changes int
 	var mu sync.Mutex
 	c := New(Options{
-		Sources: []Source{{Addr: dead, Origin: OriginConfig}, {Addr: srv.addr(), Origin: OriginConfig}},
+		Sources: []Source{{Addr: dead, Origin: OriginConfig}, {Addr: srv.Addr(), Origin: OriginConfig}},
 		Clock:   fc, Policy: fastPolicy(), Log: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:      fc.now,
 		Since:    func() time.Duration { return 4321 * time.Millisecond },
@@ -187,7 +126,7 @@ func TestClientStepsThenSlews(t *testing.T) {
 		t.Fatalf("steps %v, want one of 5s±50ms", steps)
 	}
 	st := c.Status()
-	if !st.Synced || !st.Stepped || st.Server != srv.addr() || st.Stratum != 2 || st.FirstSyncMs != 4321 ||
+	if !st.Synced || !st.Stepped || st.Server != srv.Addr() || st.Stratum != 2 || st.FirstSyncMs != 4321 ||
 		st.FirstOffsetMs < 4950 || st.FirstOffsetMs > 5050 || st.StepMs != st.FirstOffsetMs {
 		t.Errorf("status after the step: %+v", st)
 	}
@@ -234,7 +173,7 @@ func TestClientFailsOver(t *testing.T) {
 	fc := &fakeClock{}
 	lb := &logBuf{}
 	c := New(Options{
-		Sources: []Source{{Addr: a.addr(), Origin: OriginConfig}, {Addr: b.addr(), Origin: OriginDHCP}},
+		Sources: []Source{{Addr: a.Addr(), Origin: OriginConfig}, {Addr: b.Addr(), Origin: OriginDHCP}},
 		Clock:   fc, Policy: fastPolicy(), Timeout: 200 * time.Millisecond, Now: fc.now,
 		Log: slog.New(slog.NewTextHandler(lb, nil)),
 	})
@@ -250,12 +189,12 @@ func TestClientFailsOver(t *testing.T) {
 	}
 	first := c.Status().Server
 	silent, other := a, b
-	if first == b.addr() {
+	if first == b.Addr() {
 		silent, other = b, a
 	}
-	silent.setSilent(true)
+	silent.SetSilent(true)
 	deadline := time.Now().Add(5 * time.Second)
-	for c.Status().Server != other.addr() {
+	for c.Status().Server != other.Addr() {
 		if time.Now().After(deadline) {
 			t.Fatalf("still on %s 5s after it went silent; status %+v\nlog:\n%s", first, c.Status(), lb)
 		}
