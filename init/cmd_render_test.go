@@ -179,3 +179,60 @@ func TestRenderCredentialProviderGate(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderKubeletToggles: `berth render` shows nodeadm's version toggles
+// for the manifest's kubelet, and the user's kubelet.config over them, as
+// the plan goldens hold them: config.json byte for byte, and the shutdown
+// line of plan.txt.
+func TestRenderKubeletToggles(t *testing.T) {
+	const cfgPath = "etc/kubernetes/kubelet/config.json"
+	for _, tc := range []struct {
+		kubelet, userData, golden string
+	}{
+		{"v1.32.9", "plain.yaml", "kubelet-1.32"},
+		{"v1.33.5", "plain.yaml", "kubelet-1.33"},
+		{"v1.34.1", "plain.yaml", "kubelet-1.34"},
+		{"v1.35.4", "plain.yaml", "kubelet-1.35"},
+		{"v1.34.1", "toggles-user-override.yaml", "toggles-user-override"},
+	} {
+		man := filepath.Join(t.TempDir(), "manifest.json")
+		if err := os.WriteFile(man, []byte(`{"berthVersion":"v0.1.0","kernelVersion":"6.1.0","components":{"containerd":"v2.2.3","kubelet":"`+tc.kubelet+`"}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, printed, out := runRender(t, "--config", "../plan/testdata/userdata/"+tc.userData, "--manifest", man)
+		if code != 0 {
+			t.Fatalf("%s: render exit %d:\n%s", tc.golden, code, printed)
+		}
+		golden := filepath.Join("../plan/testdata/golden", tc.golden)
+		got, err := os.ReadFile(filepath.Join(out, cfgPath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(golden, cfgPath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: %s differs from the golden:\n%s", tc.golden, cfgPath, got)
+		}
+		shutdownLine := func(desc []byte) string {
+			for _, l := range strings.Split(string(desc), "\n") {
+				if strings.HasPrefix(l, "shutdown: ") {
+					return l
+				}
+			}
+			return ""
+		}
+		gotDesc, err := os.ReadFile(filepath.Join(out, "run/berth/plan.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDesc, err := os.ReadFile(filepath.Join(golden, "run/berth/plan.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := shutdownLine(gotDesc), shutdownLine(wantDesc); g == "" || g != w {
+			t.Errorf("%s: plan.txt says %q, golden %q", tc.golden, g, w)
+		}
+	}
+}

@@ -67,7 +67,11 @@ func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 		b.WriteString("\n")
 		fmt.Fprintf(&b, "storage-modules: %s\n", strings.Join(p.StorageModules, ", "))
 	}
-	fmt.Fprintf(&b, "shutdown: pods get %s after SIGTERM, each stop step up to %s\n", p.Shutdown.PodGrace, p.Shutdown.StepTimeout)
+	if sd := p.Shutdown; sd.KubeletGrace > 0 {
+		fmt.Fprintf(&b, "shutdown: kubelet's graceful node shutdown %s (critical pods %s); then pods left get %s after SIGTERM, each stop step up to %s\n", sd.KubeletGrace, sd.KubeletCriticalGrace, sd.PodGrace, sd.StepTimeout)
+	} else {
+		fmt.Fprintf(&b, "shutdown: kubelet's graceful node shutdown off; pods get %s after SIGTERM, each stop step up to %s\n", sd.PodGrace, sd.StepTimeout)
+	}
 	b.WriteString("\nsysctls:\n")
 	for _, s := range p.Sysctls {
 		fmt.Fprintf(&b, "  %s = %s", s.Key, s.Value)

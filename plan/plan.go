@@ -165,7 +165,8 @@ type Plan struct {
 	// StorageModules are loaded before the storage phase; empty without a
 	// strategy.
 	StorageModules []string
-	// Shutdown is the pod grace period and the stop bound it needs.
+	// Shutdown is kubelet's effective graceful-shutdown periods, berth's
+	// fallback pod grace period and the stop bound it needs.
 	Shutdown Shutdown
 	// Sysctls must be written to /proc/sys before kubelet starts, sorted by
 	// key.
@@ -276,7 +277,16 @@ func Build(in Inputs) (*Plan, error) {
 	if cpus < 1 {
 		return nil, fmt.Errorf("host facts: %d CPUs; the caller must count online CPUs", cpus)
 	}
-	kc := kubelet.Config(kubelet.ConfigInputs{ClusterDNS: p.ClusterDNS, ProviderID: p.ProviderID, MaxPods: p.MaxPods, CPUs: cpus})
+	// nodeadm's version toggles, keyed on the image's kubelet; the
+	// shutdown they and the user's kubelet.config add up to.
+	var toggles kubelet.Toggles
+	if kv := in.Manifest.Components["kubelet"]; kv == "" {
+		p.Warnings = append(p.Warnings, "image manifest names no kubelet version; config.json gets none of nodeadm's version toggles (feature gates, graceful node shutdown)")
+	} else if toggles, err = kubelet.VersionToggles(kv); err != nil {
+		return nil, err
+	}
+	p.Shutdown, toggles = decideShutdown(spec.Kubelet.Config, toggles, &p.Warnings)
+	kc := kubelet.Config(kubelet.ConfigInputs{ClusterDNS: p.ClusterDNS, ProviderID: p.ProviderID, MaxPods: p.MaxPods, CPUs: cpus, Toggles: toggles})
 	if in.Host.MemoryMiB > 0 {
 		if reserved := kubelet.MemoryMebibytesToReserve(p.MaxPods) + 100; reserved >= in.Host.MemoryMiB {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("kubeReserved memory plus eviction threshold (%d MiB for %d pods) leaves nothing of the machine's %d MiB for pods", reserved, p.MaxPods, in.Host.MemoryMiB))
@@ -393,7 +403,6 @@ func Build(in Inputs) (*Plan, error) {
 		p.Storage = &ls
 	}
 	p.StorageModules = storageModules(p.Storage)
-	p.Shutdown = decideShutdown(spec.Kubelet.Config, &p.Warnings)
 
 	p.Sysctls = kubelet.Sysctls(ipv6)
 

@@ -77,6 +77,26 @@ func goldenCases() []goldenCase {
 		{name: "kubelet-1.31", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
 			m.Components["kubelet"] = "v1.31.9"
 		}, host: twoCPU},
+		// nodeadm's version toggles by kubelet minor: none on 1.32,
+		// DynamicResourceAllocation from 1.33, MutableCSINodeAllocatableCount
+		// and graceful node shutdown (2m30s, critical pods 30s) from 1.34;
+		// the base manifest's 1.35 has them all (as every other case).
+		{name: "kubelet-1.32", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.32.9"
+		}, host: twoCPU},
+		{name: "kubelet-1.33", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.33.5"
+		}, host: twoCPU},
+		{name: "kubelet-1.34", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.34.1"
+		}, host: twoCPU},
+		{name: "kubelet-1.35", userData: "plain.yaml", host: twoCPU},
+		// The user's kubelet.config wins: a gate turned off and a shorter
+		// grace period, which cuts berth's critical-pods period to fit and
+		// sets berth's own pod grace.
+		{name: "toggles-user-override", userData: "toggles-user-override.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.34.1"
+		}, host: twoCPU},
 		// The storage module list and the pod grace period show in plan.txt.
 		{name: "raid10-grace", userData: "raid10-grace.yaml", instance: func(m *imds.Metadata) {
 			m.InstanceType = "i4i.8xlarge"

@@ -8,37 +8,62 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/nodeconfig"
+	"github.com/berth-node/berth/runtime/kubelet"
 )
 
 func TestDecideShutdown(t *testing.T) {
+	on, err := kubelet.VersionToggles("v1.34.0") // 2m30s, critical 30s
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := kubelet.VersionToggles("v1.33.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const s = time.Second
 	for _, tc := range []struct {
-		name  string
-		raw   string // "" = not set
-		want  time.Duration
-		warns bool
+		name            string
+		toggles         kubelet.Toggles
+		user            map[string]string // field -> raw JSON
+		grace, critical time.Duration     // kubelet's effective periods
+		pod             time.Duration     // berth's fallback
+		writtenCritical time.Duration     // what config.json gets
+		warns           string            // a field the warning names
 	}{
-		{"not set", "", DefaultPodGrace, false},
-		{"set", `"45s"`, 45 * time.Second, false},
-		{"not a duration", `"soon"`, DefaultPodGrace, true},
-		{"not a string", `30`, DefaultPodGrace, true},
-		{"too long", `"1h"`, DefaultPodGrace, true},
-		{"zero", `"0s"`, DefaultPodGrace, true},
+		{name: "off, not set", toggles: off, pod: DefaultPodGrace},
+		{name: "off, user sets", toggles: off, user: map[string]string{"shutdownGracePeriod": `"45s"`}, grace: 45 * s, pod: 45 * s},
+		{name: "on, not set", toggles: on, grace: 150 * s, critical: 30 * s, pod: 150 * s, writtenCritical: 30 * s},
+		{name: "on, user longer", toggles: on, user: map[string]string{"shutdownGracePeriod": `"5m"`}, grace: 300 * s, critical: 30 * s, pod: 300 * s, writtenCritical: 30 * s},
+		// A shorter grace period than nodeadm's critical one: berth's
+		// critical value is cut so kubelet still starts.
+		{name: "on, user shorter", toggles: on, user: map[string]string{"shutdownGracePeriod": `"20s"`}, grace: 20 * s, critical: 20 * s, pod: 20 * s, writtenCritical: 20 * s},
+		{name: "on, user turns off", toggles: on, user: map[string]string{"shutdownGracePeriod": `"0s"`}, pod: DefaultPodGrace},
+		{name: "on, user both", toggles: on, user: map[string]string{"shutdownGracePeriod": `"1m"`, "shutdownGracePeriodCriticalPods": `"10s"`}, grace: 60 * s, critical: 10 * s, pod: 60 * s, writtenCritical: 30 * s},
+		{name: "user critical too long", toggles: on, user: map[string]string{"shutdownGracePeriod": `"10s"`, "shutdownGracePeriodCriticalPods": `"20s"`}, grace: 10 * s, critical: 20 * s, pod: 10 * s, writtenCritical: 30 * s, warns: "shutdownGracePeriodCriticalPods"},
+		{name: "not a duration", toggles: off, user: map[string]string{"shutdownGracePeriod": `"soon"`}, pod: DefaultPodGrace, warns: "shutdownGracePeriod"},
+		{name: "not a string", toggles: on, user: map[string]string{"shutdownGracePeriod": `30`}, grace: 150 * s, critical: 30 * s, pod: 150 * s, writtenCritical: 30 * s, warns: "shutdownGracePeriod"},
+		{name: "too long", toggles: off, user: map[string]string{"shutdownGracePeriod": `"1h"`}, pod: DefaultPodGrace, warns: "shutdownGracePeriod"},
+		{name: "negative critical", toggles: on, user: map[string]string{"shutdownGracePeriodCriticalPods": `"-1s"`}, grace: 150 * s, critical: 30 * s, pod: 150 * s, writtenCritical: 30 * s, warns: "shutdownGracePeriodCriticalPods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kc := nodeconfig.InlineDocument{}
-			if tc.raw != "" {
-				kc["shutdownGracePeriod"] = json.RawMessage(tc.raw)
+			for k, v := range tc.user {
+				kc[k] = json.RawMessage(v)
 			}
 			var warns []string
-			got := decideShutdown(kc, &warns)
-			if got.PodGrace != tc.want || got.StepTimeout != tc.want+podKillMargin {
-				t.Errorf("got %+v, want grace %v and step %v", got, tc.want, tc.want+podKillMargin)
+			got, written := decideShutdown(kc, tc.toggles, &warns)
+			want := Shutdown{PodGrace: tc.pod, StepTimeout: tc.pod + podKillMargin, KubeletGrace: tc.grace, KubeletCriticalGrace: tc.critical}
+			if got != want {
+				t.Errorf("got %+v, want %+v", got, want)
 			}
-			if (len(warns) > 0) != tc.warns {
-				t.Errorf("warnings %q, want some: %v", warns, tc.warns)
+			if written.ShutdownGracePeriodCriticalPods != tc.writtenCritical || written.ShutdownGracePeriod != tc.toggles.ShutdownGracePeriod {
+				t.Errorf("config.json gets %v / critical %v, want %v / %v", written.ShutdownGracePeriod, written.ShutdownGracePeriodCriticalPods, tc.toggles.ShutdownGracePeriod, tc.writtenCritical)
 			}
-			if tc.warns && !strings.Contains(warns[0], "spec.kubelet.config.shutdownGracePeriod") {
-				t.Errorf("warning %q does not name the field", warns[0])
+			switch {
+			case tc.warns == "" && len(warns) > 0:
+				t.Errorf("unexpected warnings %q", warns)
+			case tc.warns != "" && (len(warns) != 1 || !strings.Contains(warns[0], "spec.kubelet.config."+tc.warns)):
+				t.Errorf("warnings %q, want one naming %s", warns, tc.warns)
 			}
 		})
 	}

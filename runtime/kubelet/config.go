@@ -49,6 +49,10 @@ type ConfigInputs struct {
 	MaxPods int32
 	// CPUs is the machine's core count, for kubeReserved.
 	CPUs int
+	// Toggles are nodeadm's settings for the image's kubelet version (see
+	// VersionToggles); the plan may have narrowed them to fit the user's
+	// kubelet.config.
+	Toggles Toggles
 }
 
 // ProviderID is the cloud provider ID the AWS cloud controller expects.
@@ -60,8 +64,8 @@ func ProviderID(availabilityZone, instanceID string) string {
 // state, unlike the read-only image.
 const VolumePluginDir = "/var/lib/kubelet/volumeplugins"
 
-// Config is the base KubeletConfiguration: nodeadm's defaults, except
-// cgroupDriver cgroupfs and the cgroups of berth's layout.
+// Config is the base KubeletConfiguration: nodeadm's defaults and version
+// toggles, except cgroupDriver cgroupfs and the cgroups of berth's layout.
 func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
 	f, t := false, true
 	c := &kubeletv1beta1.KubeletConfiguration{
@@ -95,9 +99,6 @@ func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
 			"nodefs.available":  "10%",
 			"nodefs.inodesFree": "5%",
 		},
-		// nodeadm also sets DynamicResourceAllocation on 1.33+; it is GA
-		// (locked on) from 1.34, and naming a gate after kubelet removes it
-		// is a startup error, so berth leaves it out.
 		FeatureGates:          map[string]bool{"RotateKubeletServerCertificate": true},
 		HairpinMode:           kubeletv1beta1.HairpinVeth,
 		ProtectKernelDefaults: true,
@@ -122,6 +123,7 @@ func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
 		MaxPods:      in.MaxPods,
 		KubeReserved: KubeReserved(in.CPUs, in.MaxPods),
 	}
+	in.Toggles.apply(c)
 	return c
 }
 
