@@ -97,6 +97,10 @@ func goldenCases() []goldenCase {
 		{name: "toggles-user-override", userData: "toggles-user-override.yaml", manifest: func(m *manifest.Manifest) {
 			m.Components["kubelet"] = "v1.34.1"
 		}, host: twoCPU},
+		// A user's containerd.config of version 2 (nodeadm's containerdv2
+		// e2e input) is converted to version 3 and merged over berth's:
+		// the user's discard_unpacked_layers = false and sandbox image win.
+		{name: "containerd-v2-user-config", userData: "containerd-v2-user-config.yaml", host: twoCPU},
 		// The storage module list and the pod grace period show in plan.txt.
 		{name: "raid10-grace", userData: "raid10-grace.yaml", instance: func(m *imds.Metadata) {
 			m.InstanceType = "i4i.8xlarge"

@@ -65,6 +65,9 @@ type ConfigInputs struct {
 
 // Config renders config.toml: berth's defaults, then the user's TOML merged
 // over them table by table (a user value replaces berth's; tables merge).
+// A user document of version 2 is converted to version 3 first when the
+// image's containerd reads version 3 (MigrateV2), so the file says one
+// schema only.
 // Keys come out sorted, so the same inputs give the same bytes.
 func Config(in ConfigInputs) ([]byte, error) {
 	var doc map[string]any
@@ -83,6 +86,17 @@ func Config(in ConfigInputs) ([]byte, error) {
 		}
 		if err := checkKeys(user, nil); err != nil {
 			return nil, fmt.Errorf("containerd.config: %w", err)
+		}
+		// A version 2 document over berth's version 3 one would leave a
+		// file that says version 2 and holds both layouts; containerd's
+		// load-time migration then moves the user's keys over berth's
+		// only where it chooses to (discard_unpacked_layers = false was
+		// lost that way). Converting first puts each user value at the
+		// key berth's own value has, so the merge lets the user win.
+		if v, ok := user["version"].(int64); ok && v == 2 && in.Schema == 3 {
+			if err := MigrateV2(user); err != nil {
+				return nil, err
+			}
 		}
 		MergeTables(doc, user)
 	}
@@ -202,7 +216,10 @@ func configV3(in ConfigInputs) map[string]any {
 			"default_runtime_name": "runc",
 			"runtimes":             map[string]any{"runc": runcRuntime()},
 		},
-		"cni": map[string]any{"bin_dir": CNIBinDir, "conf_dir": CNIConfDir},
+		// bin_dirs, not 2.x's deprecated bin_dir: containerd refuses a
+		// config with both, and a user's version 2 bin_dir converts to
+		// bin_dirs (MigrateV2), so berth's must be the same key.
+		"cni": map[string]any{"bin_dirs": []any{CNIBinDir}, "conf_dir": CNIConfDir},
 	}
 	doc := common(3)
 	doc["plugins"] = map[string]any{

@@ -80,7 +80,13 @@ func TestConfigSchemas(t *testing.T) {
 		if get(m, append(tc.runc, "base_runtime_spec")...) != BaseRuntimeSpecPath {
 			t.Errorf("schema %d: base runtime spec not referenced", tc.schema)
 		}
-		if get(m, append(tc.cni, "bin_dir")...) != CNIBinDir || get(m, append(tc.cni, "conf_dir")...) != CNIConfDir {
+		binDir := get(m, append(tc.cni, "bin_dir")...)
+		if tc.schema == 3 {
+			if dirs, _ := get(m, append(tc.cni, "bin_dirs")...).([]any); len(dirs) == 1 && binDir == nil {
+				binDir = dirs[0]
+			}
+		}
+		if binDir != CNIBinDir || get(m, append(tc.cni, "conf_dir")...) != CNIConfDir {
 			t.Errorf("schema %d: CNI dirs wrong", tc.schema)
 		}
 		if get(m, "grpc", "address") != Socket {
@@ -232,7 +238,8 @@ func TestConfigUserKeysCannotAddTables(t *testing.T) {
 
 func FuzzConfigUserTOML(f *testing.F) {
 	for _, s := range []string{"", "[debug]\nlevel = 'debug'", "[plugins]\nx = 1", "version = 2", "[a.b.c]\nd = [1, 2]", "x = 1979-05-27T07:32:00Z", "[broken",
-		"[plugins.\"x]y\"]\nk = \"v\\n[evil]\"", "[\"a\\nb\"]\nx = 1", "[[t]]\n'a.b' = nan"} {
+		"[plugins.\"x]y\"]\nk = \"v\\n[evil]\"", "[\"a\\nb\"]\nx = 1", "[[t]]\n'a.b' = nan", nodeadmV2UserConfig,
+		"version = 2\n[plugins.'io.containerd.grpc.v1.cri'.cni]\nbin_dir = '/x'\n[plugins.'io.containerd.runtime.v2.task']\nsched_core = true"} {
 		f.Add(s)
 	}
 	base, err := Config(ConfigInputs{Schema: 3, SandboxImage: "p"})
@@ -257,6 +264,11 @@ func FuzzConfigUserTOML(f *testing.F) {
 		if strings.TrimSpace(user) != "" {
 			if err := toml.Unmarshal([]byte(user), &u); err != nil {
 				t.Fatalf("Config accepted TOML that does not parse: %v", err)
+			}
+			if v, ok := u["version"].(int64); ok && v == 2 {
+				if err := MigrateV2(u); err != nil {
+					t.Fatalf("Config accepted a version 2 document MigrateV2 refuses: %v", err)
+				}
 			}
 			MergeTables(want, u)
 		}
