@@ -7,13 +7,13 @@ import (
 
 // Plugin names in containerd's config, schema 2 and 3.
 const (
-	pluginCRIv2         = "io.containerd.grpc.v1.cri"
-	pluginCRIImages     = "io.containerd.cri.v1.images"
-	pluginCRIRuntime    = "io.containerd.cri.v1.runtime"
-	pluginTaskV2        = "io.containerd.runtime.v2.task"
-	pluginShimManager   = "io.containerd.shim.v1.manager"
-	pluginCgroupsV2     = "io.containerd.monitor.v1.cgroups"
-	pluginCgroupsV3     = "io.containerd.monitor.task.v1.cgroups"
+	pluginCRIv2       = "io.containerd.grpc.v1.cri"
+	pluginCRIImages   = "io.containerd.cri.v1.images"
+	pluginCRIRuntime  = "io.containerd.cri.v1.runtime"
+	pluginTaskV2      = "io.containerd.runtime.v2.task"
+	pluginShimManager = "io.containerd.shim.v1.manager"
+	pluginCgroupsV2   = "io.containerd.monitor.v1.cgroups"
+	pluginCgroupsV3   = "io.containerd.monitor.task.v1.cgroups"
 )
 
 // Keys of the schema-2 CRI plugin that containerd 2.x moves to the images
