@@ -127,6 +127,12 @@ $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image
 test-components: kube etcd
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./qemu-tests/controlplane/
 
+.PHONY: test-components-node
+## test-components-node: the real containerd on the config.toml berth renders (`config dump`);
+## a prerequisite of test-qemu, whose image already needs containerd built.
+test-components-node: containerd
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./runtime/containerd/
+
 # The node image's components at version-independent paths, for
 # image/spec.yaml, and their versions for the image manifest.
 NODE_COMPONENTS_DIR := $(COMPONENTS_DIR)/node
