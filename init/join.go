@@ -6,43 +6,61 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/berth-node/berth/runtime/kubelet/joincause"
 	"github.com/berth-node/berth/runtime/supervise"
 )
 
 // joinWatcher follows kubelet's log for the node's registration, and until
-// it happens repeats on the console the last reason kubelet gave, so a node
-// that cannot join says why instead of looping silently.
+// it happens repeats on the console the reason kubelet gives, so a node
+// that cannot join says why instead of looping silently. Which line is the
+// reason is joincause's decision.
 type joinWatcher struct {
 	log        *slog.Logger
 	registered chan struct{}
 	once       sync.Once
 	mu         sync.Mutex
-	lastErr    string
+	causes     joincause.Tracker
 }
 
 // kubeletRegistered matches kubelet's "Successfully registered node" line.
 var kubeletRegistered = regexp.MustCompile(`Successfully registered node`)
-
-// joinErrors are the kubelet lines that say why a node cannot join; other
-// errors kubelet logs while it waits (CSINode, checkpoints) say nothing
-// about the join and would mislead.
-var joinErrors = regexp.MustCompile(`x509: |connection refused|no route to host|i/o timeout|Unauthorized|forbidden|certificate|Unable to register node|failed to run Kubelet|bootstrap|getting credentials|no such host`)
 
 func (w *joinWatcher) line(l string) {
 	if kubeletRegistered.MatchString(l) {
 		w.once.Do(func() { close(w.registered) })
 		return
 	}
-	if joinErrors.MatchString(l) {
-		w.mu.Lock()
-		w.lastErr = l
-		w.mu.Unlock()
+	w.mu.Lock()
+	w.causes.Observe(l, time.Now())
+	w.mu.Unlock()
+}
+
+// kubeletCause is the cause kubelet's own lines give at now, or "".
+func (w *joinWatcher) kubeletCause(now time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.causes.Cause(now)
+}
+
+// cause is what the console says at now: kubelet's own cause, else why
+// kubelet has not started, else the supervisor's complaint about it.
+func (w *joinWatcher) cause(now time.Time, sup *supervise.Supervisor) string {
+	c := w.kubeletCause(now)
+	if c == "" {
+		c = waitingCause(sup.Status())
 	}
+	if c == "" {
+		if k := sup.Service("kubelet"); k != nil {
+			c = k.Status().LastError
+		}
+	}
+	if c == "" {
+		c = "kubelet has not said why yet"
+	}
+	return c
 }
 
 func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
@@ -55,37 +73,10 @@ func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
 		case <-w.registered:
 			w.log.Info("node registered with the API server")
 			return
-		case <-tick.C:
-			w.mu.Lock()
-			last := w.lastErr
-			w.mu.Unlock()
-			if last == "" {
-				last = waitingCause(sup.Status())
-			}
-			if last == "" {
-				if k := sup.Service("kubelet"); k != nil {
-					last = k.Status().LastError
-				}
-			}
-			if last == "" {
-				last = "kubelet has not said why yet"
-			}
-			w.log.Error("node not registered yet", "cause", joinCause(last))
+		case now := <-tick.C:
+			w.log.Error("node not registered yet", "cause", w.cause(now, sup))
 		}
 	}
-}
-
-// joinCause shortens a kubelet log line to the part that says why: the
-// err="..." value when the line has one (klog's structured form).
-func joinCause(l string) string {
-	if i := strings.Index(l, `err="`); i >= 0 {
-		if q, err := strconv.QuotedPrefix(l[i+len(`err=`):]); err == nil {
-			if s, err := strconv.Unquote(q); err == nil {
-				return s
-			}
-		}
-	}
-	return l
 }
 
 // waitingCause says why kubelet has not run at all: the first service
