@@ -6,6 +6,7 @@ require (
 	cel.dev/cel-go v0.33.2
 	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/beevik/ntp v1.5.0
+	github.com/godbus/dbus/v5 v5.2.4
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/u-root/u-root v0.16.0

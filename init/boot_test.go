@@ -299,9 +299,12 @@ func TestFinishFatal(t *testing.T) {
 	if rep.OK || rep.Error != "root: no /root.erofs" || rep.Version != "vtest" || len(rep.Phases) != 1 || rep.RSSKiB <= 0 {
 		t.Errorf("report = %+v", rep)
 	}
+	// boot.json is the report line's JSON plus the shutdown section that
+	// berth.onfail's halt added, step by step.
 	data, rerr := os.ReadFile(b.reportPath)
-	if rerr != nil || string(data) != strings.TrimPrefix(line, report.Prefix)+"\n" {
-		t.Errorf("boot.json = %q, %v; want the report line's JSON", data, rerr)
+	want := strings.TrimSuffix(strings.TrimPrefix(line, report.Prefix), "}") + `,"shutdown":{"reason":"berth.onfail halt","mode":"halt",`
+	if rerr != nil || !strings.HasPrefix(string(data), want) || !strings.Contains(string(data), `{"name":"unmount","durationMs":`) {
+		t.Errorf("boot.json = %q, %v; want the report line's JSON and the halt's steps", data, rerr)
 	}
 	if got := sys.got(); len(got) != 1 || got[0] != power.Halt {
 		t.Errorf("reboot modes = %v, want [halt]", got)
@@ -339,7 +342,7 @@ func TestShutdownStopsAddedServices(t *testing.T) {
 	var stopped []string
 	b.addService(fakeStopper{"containerd", &stopped})
 	b.addService(fakeStopper{"kubelet", &stopped})
-	b.shutdown(context.Background(), power.Reboot)
+	b.shutdown(context.Background(), power.Request{Mode: power.Reboot, Reason: "test"})
 	if strings.Join(stopped, ",") != "kubelet,containerd" {
 		t.Errorf("stopped %v, want kubelet then containerd", stopped)
 	}

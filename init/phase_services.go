@@ -131,6 +131,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		}
 		b.addService(s)
 	}
+	b.startLogind(ctx, log, p)
 	b.waitTime(ctx)
 	sup.Start(ctx)
 	b.goSafe(jw.log, "join-watcher", func() { jw.run(ctx, sup) })

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/berth-node/berth/cmdline"
+	"github.com/berth-node/berth/logind"
 	"github.com/berth-node/berth/power"
 	"github.com/berth-node/berth/safe"
 	"github.com/berth-node/berth/shutdown"
@@ -19,7 +21,7 @@ func (b *boot) startPowerServer(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case req := <-b.power:
-				b.shutdown(ctx, req.Mode)
+				b.shutdown(ctx, req)
 			}
 		}
 	})
@@ -32,14 +34,59 @@ func (b *boot) addService(s shutdown.Stopper) {
 	b.services = append(b.services, s)
 }
 
+// requestShutdown asks for a graceful power-off for reason (a spot notice,
+// an ASG lifecycle state): the same path as the power button, so kubelet
+// gets PrepareForShutdown and drains first. It never blocks: when the
+// backlog is full, shutdowns are already on their way.
+func (b *boot) requestShutdown(log *slog.Logger, reason string) {
+	select {
+	case b.power <- power.Request{Mode: power.PowerOff, Reason: reason}:
+		log.Info("shutdown requested", "reason", reason)
+	default:
+		log.Warn("shutdown requested while others are pending; the first goes ahead", "reason", reason)
+	}
+}
+
+// shutdownReport is boot.json's shutdown section.
+type shutdownReport struct {
+	Reason  string          `json:"reason"`
+	Mode    string          `json:"mode"`
+	StartMs int64           `json:"startMs"`
+	Steps   []shutdown.Step `json:"steps"`
+	// Inhibitors is the PrepareForShutdown step's detail: kubelet's
+	// graceful node shutdown, when it holds an inhibitor.
+	Inhibitors *logind.Result `json:"inhibitors,omitempty"`
+}
+
+// noteShutdown updates boot.json's shutdown section and rewrites the file:
+// during a long drain, boot.json says which step the node is in.
+func (b *boot) noteShutdown(update func(*shutdownReport)) {
+	b.repMu.Lock()
+	defer b.repMu.Unlock()
+	sr, _ := b.rep.Shutdown.(*shutdownReport)
+	if sr == nil {
+		return
+	}
+	update(sr)
+	if err := b.rep.Write(b.reportPath); err != nil {
+		b.log.Warn("updating the boot report", "phase", "shutdown", "file", b.reportPath, "err", err)
+	}
+}
+
 // shutdown runs the shutdown sequence; one at a time, since a power
 // request and berth.onfail may both ask. It returns only if the sequence
 // failed to end the machine.
-func (b *boot) shutdown(ctx context.Context, mode power.Mode) {
+func (b *boot) shutdown(ctx context.Context, req power.Request) {
 	b.downMu.Lock()
 	defer b.downMu.Unlock()
+	b.log.Info("power request", "phase", "shutdown", "reason", req.Reason, "mode", req.Mode.String())
+	b.repMu.Lock()
+	b.rep.Shutdown = &shutdownReport{Reason: req.Reason, Mode: req.Mode.String(), StartMs: b.clock().Milliseconds(), Steps: []shutdown.Step{}}
+	b.repMu.Unlock()
 	if err := safe.Call(b.log, "shutdown", func() error {
-		return shutdown.Sequence(ctx, b.log, b.sys, b.services, mode, b.timeouts)
+		return shutdown.SequenceWith(ctx, b.log, b.sys, b.services, req.Mode, b.timeouts, func(st shutdown.Step) {
+			b.noteShutdown(func(sr *shutdownReport) { sr.Steps = append(sr.Steps, st) })
+		})
 	}); err != nil {
 		b.log.Error("shutdown did not end the machine; waiting for another request", "phase", "shutdown", "err", err)
 	}
@@ -96,5 +143,5 @@ func (b *boot) onFail(ctx context.Context, o cmdline.OnFail) {
 			}
 		}
 	}
-	b.shutdown(ctx, a.mode)
+	b.shutdown(ctx, power.Request{Mode: a.mode, Reason: "berth.onfail " + o.String()})
 }

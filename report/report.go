@@ -61,6 +61,9 @@ type Report struct {
 	Storage  any    `json:"storage,omitempty"`
 	Host     any    `json:"host,omitempty"`
 	Services any    `json:"services,omitempty"`
+	// Shutdown is the way down once a power request came: its reason and
+	// each step with its duration, written as the steps end.
+	Shutdown any `json:"shutdown,omitempty"`
 	// DevLinks are the NVMe device links (devlinks.Status).
 	DevLinks any `json:"devlinks,omitempty"`
 	// Panics are the panics berth recovered from, in order: each one a

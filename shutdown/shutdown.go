@@ -31,6 +31,20 @@ type Stopper interface {
 	Stop(ctx context.Context) error
 }
 
+// Bounded is a Stopper whose stop needs more than Timeouts.Service: the
+// wait for kubelet's shutdown inhibitor lasts as long as kubelet's
+// shutdownGracePeriod, which the configuration can change at run time.
+type Bounded interface {
+	StopTimeout() time.Duration
+}
+
+// Step is one finished step of the sequence, for the boot report.
+type Step struct {
+	Name       string `json:"name"`
+	DurationMs int64  `json:"durationMs"`
+	Error      string `json:"error,omitempty"`
+}
+
 // System is the acting half: the calls that touch the machine.
 type System interface {
 	// KillAll sends sig to every process but PID 1 (kill(-1, sig)).
@@ -75,15 +89,36 @@ func Run(ctx context.Context, log *slog.Logger, services []Stopper, mode power.M
 // Sequence runs the shutdown steps against sys. It returns only if
 // sys.Reboot returned.
 func Sequence(ctx context.Context, log *slog.Logger, sys System, services []Stopper, mode power.Mode, t Timeouts) error {
+	return SequenceWith(ctx, log, sys, services, mode, t, nil)
+}
+
+// SequenceWith is Sequence that also hands each finished step to onStep
+// (when not nil), so PID 1 can put the steps in boot.json as they end.
+func SequenceWith(ctx context.Context, log *slog.Logger, sys System, services []Stopper, mode power.Mode, t Timeouts, onStep func(Step)) error {
 	log = log.With("phase", "shutdown")
+	step := func(name string, start time.Time, err error) {
+		if onStep == nil {
+			return
+		}
+		st := Step{Name: name, DurationMs: time.Since(start).Milliseconds()}
+		if err != nil {
+			st.Error = err.Error()
+		}
+		onStep(st)
+	}
 	log.Info("shutting down", "mode", mode.String(), "services", len(services))
 
 	for i := len(services) - 1; i >= 0; i-- {
 		s := services[i]
 		start := time.Now()
-		sctx, cancel := context.WithTimeout(ctx, t.Service)
+		limit := t.Service
+		if b, ok := s.(Bounded); ok {
+			limit = max(limit, b.StopTimeout())
+		}
+		sctx, cancel := context.WithTimeout(ctx, limit)
 		err := bounded(sctx, log, "stop "+s.Name(), func() error { return s.Stop(sctx) })
 		cancel()
+		step("stop "+s.Name(), start, err)
 		if err != nil {
 			log.Warn("service did not stop cleanly", "service", s.Name(), "duration_ms", time.Since(start).Milliseconds(), "err", err)
 		} else {
@@ -91,13 +126,17 @@ func Sequence(ctx context.Context, log *slog.Logger, sys System, services []Stop
 		}
 	}
 
-	killRemaining(ctx, log, sys, t)
-
 	start := time.Now()
+	killRemaining(ctx, log, sys, t)
+	step("kill remaining", start, nil)
+
+	start = time.Now()
 	sctx, cancel := context.WithTimeout(ctx, t.Sync)
 	if err := bounded(sctx, log, "sync", func() error { sys.Sync(); return nil }); err != nil {
+		step("sync", start, err)
 		log.Warn("sync did not finish", "duration_ms", time.Since(start).Milliseconds(), "err", err)
 	} else {
+		step("sync", start, nil)
 		log.Info("synced", "duration_ms", time.Since(start).Milliseconds())
 	}
 	cancel()
@@ -105,8 +144,10 @@ func Sequence(ctx context.Context, log *slog.Logger, sys System, services []Stop
 	start = time.Now()
 	uctx, cancel := context.WithTimeout(ctx, t.Unmount)
 	if err := bounded(uctx, log, "unmount", func() error { return sys.UnmountAll(uctx, log) }); err != nil {
+		step("unmount", start, err)
 		log.Warn("unmount incomplete", "duration_ms", time.Since(start).Milliseconds(), "err", err)
 	} else {
+		step("unmount", start, nil)
 		log.Info("unmounted", "duration_ms", time.Since(start).Milliseconds())
 	}
 	cancel()

@@ -260,3 +260,42 @@ func FuzzParseStat(f *testing.F) {
 		_ = fmt.Sprint(st.IsUser())
 	})
 }
+
+// slowStopper needs longer than Timeouts.Service and says so.
+type slowStopper struct {
+	fakeService
+	need time.Duration
+}
+
+func (s *slowStopper) StopTimeout() time.Duration { return s.need }
+
+func (s *slowStopper) Stop(ctx context.Context) error {
+	s.sys.rec("stop " + s.name)
+	select {
+	case <-time.After(s.need / 2):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestSequenceSteps: every step reaches onStep in order with its
+// duration, and a Bounded stopper gets its own bound, not Service's.
+func TestSequenceSteps(t *testing.T) {
+	sys := &fakeSystem{}
+	slow := &slowStopper{fakeService: fakeService{name: "logind", sys: sys}, need: 400 * time.Millisecond}
+	svcs := []Stopper{&fakeService{name: "kubelet", sys: sys}, slow}
+	var steps []Step
+	SequenceWith(context.Background(), discard(), sys, svcs, power.PowerOff, fastTimeouts(), func(s Step) { steps = append(steps, s) })
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.Name)
+	}
+	want := []string{"stop logind", "stop kubelet", "kill remaining", "sync", "unmount"}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("steps = %q, want %q", names, want)
+	}
+	if steps[0].Error != "" || steps[0].DurationMs < 150 {
+		t.Errorf("the bounded stopper's step = %+v: cut at Service's 50ms?", steps[0])
+	}
+}

@@ -1,7 +1,8 @@
 // Command demo is the demo pod's program on a berth node: it prints one line
 // at start (visible with kubectl logs) and serves HTTP, answering every
 // request with its hostname (the pod name), so a demo or test can see the pod
-// is really running. It exits 0 on SIGTERM or SIGINT. "demo hostcheck" is
+// is really running. It exits 0 on SIGTERM or SIGINT, DEMO_STOP_DELAY after
+// it when that is set. "demo hostcheck" is
 // the host-contract test's pod-side probe (hostcheck.go).
 package main
 
@@ -65,6 +66,13 @@ func run(ctx context.Context, log *slog.Logger, ln net.Listener, host string) er
 	case err := <-errc:
 		return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
+	}
+	// DEMO_STOP_DELAY (a Go duration) makes the pod slow to stop, as a
+	// real server draining its connections is: the graceful-shutdown test
+	// needs a pod whose exit takes time after SIGTERM.
+	if d, err := time.ParseDuration(os.Getenv("DEMO_STOP_DELAY")); err == nil && d > 0 {
+		log.Info("stopping after DEMO_STOP_DELAY", "delay", d.String())
+		time.Sleep(d)
 	}
 	log.Info("stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

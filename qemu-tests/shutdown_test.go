@@ -1,0 +1,201 @@
+package qemutests
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/qemu-tests/qemu"
+)
+
+// Short graces keep the test quick: the normal pod gets 20s - 8s, the
+// critical ones 8s.
+const (
+	gracefulPeriod  = 20 * time.Second
+	gracefulCrit    = 8 * time.Second
+	nodeShutdownMsg = "Pod was terminated in response to imminent node shutdown."
+)
+
+// kubelet's graceful node shutdown through berth's logind: on
+// system_powerdown berth sends PrepareForShutdown, kubelet terminates the
+// normal pod (5 s to exit), then the system-node-critical one, reports
+// both and the node NotReady, releases its inhibitor, and only then does
+// berth stop kubelet and power off.
+func TestGracefulNodeShutdown(t *testing.T) {
+	cluster := startControlPlane(t)
+	info := cluster.Info()
+	ud := joinNodeConfig(info) + fmt.Sprintf(`  kubelet:
+    config:
+      shutdownGracePeriod: %s
+      shutdownGracePeriodCriticalPods: %s
+`, gracefulPeriod, gracefulCrit)
+	_, imdsURL := startIMDS(t, mimeUserData(ud))
+	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
+	cfg.MemoryMB = 2048
+	cfg.Timeout = 20 * time.Minute
+	cfg.NICs = []qemu.NIC{{}}
+	vm := qemu.Start(t, cfg)
+	rep, err := vm.Report(bootTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reportOK(rep) {
+		t.Fatalf("boot failed: %v", rep["error"])
+	}
+	a := api{c: cluster.Client(), base: info.HostEndpoint}
+	node := "ip-10-0-2-15.us-west-2.compute.internal"
+	waitNodeReady(t, vm, a, node)
+	if _, err := vm.Expect(regexp.MustCompile(`logind: inhibitor taken who=kubelet`), 2*time.Minute); err != nil {
+		t.Fatalf("kubelet took no shutdown inhibitor: %v", err)
+	}
+
+	pod := func(ns, name, prio string, env []any) map[string]any {
+		spec := map[string]any{
+			"nodeName":                      node,
+			"terminationGracePeriodSeconds": 10,
+			"containers": []any{map[string]any{
+				"name": "demo", "image": "localhost/berth-demo:v1", "imagePullPolicy": "Never", "env": env,
+			}},
+		}
+		if prio != "" {
+			spec["priorityClassName"] = prio
+		}
+		return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}
+	}
+	// system-node-critical pods are admitted in kube-system only.
+	pods := []struct{ ns, name string }{{"default", "normal"}, {"kube-system", "critical"}}
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod("default", "normal", "", []any{map[string]any{"name": "DEMO_STOP_DELAY", "value": "5s"}}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.do("POST", "/api/v1/namespaces/kube-system/pods", pod("kube-system", "critical", "system-node-critical", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		waitFor(t, vm, p.ns+"/"+p.name+" Running", podTimeout, func() (bool, string) {
+			var st struct {
+				Status struct{ Phase string } `json:"status"`
+			}
+			if err := a.do("GET", "/api/v1/namespaces/"+p.ns+"/pods/"+p.name, nil, &st); err != nil {
+				return false, err.Error()
+			}
+			return st.Status.Phase == "Running", st.Status.Phase
+		})
+	}
+
+	// Watch the API server while the node goes down: when each pod first
+	// shows kubelet's node-shutdown status, and when Ready goes False.
+	var mu sync.Mutex
+	seen := map[string]time.Duration{}
+	var readyMsg string
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	if err := vm.PowerDown(); err != nil {
+		t.Fatal(err)
+	}
+	pressed := time.Now()
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			for _, p := range pods {
+				var st struct {
+					Status struct{ Reason, Message string } `json:"status"`
+				}
+				if a.do("GET", "/api/v1/namespaces/"+p.ns+"/pods/"+p.name, nil, &st) == nil && st.Status.Reason == "Terminated" && st.Status.Message == nodeShutdownMsg {
+					mu.Lock()
+					if _, ok := seen[p.name]; !ok {
+						seen[p.name] = time.Since(pressed)
+					}
+					mu.Unlock()
+				}
+			}
+			var n struct {
+				Status struct {
+					Conditions []struct{ Type, Status, Message string } `json:"conditions"`
+				} `json:"status"`
+			}
+			if a.do("GET", "/api/v1/nodes/"+node, nil, &n) == nil {
+				for _, c := range n.Status.Conditions {
+					if c.Type == "Ready" && c.Status == "False" {
+						mu.Lock()
+						if readyMsg == "" {
+							readyMsg = c.Message
+							seen["NotReady"] = time.Since(pressed)
+						}
+						mu.Unlock()
+					}
+				}
+			}
+		}
+	}()
+
+	prep, err := vm.ExpectLine(regexp.MustCompile(`logind: PrepareForShutdown sent clients=1 inhibitors=kubelet`), time.Minute)
+	if err != nil {
+		t.Fatalf("no PrepareForShutdown to kubelet: %v\n%s", err, vm.ConsoleTail(40))
+	}
+	toPrepare := time.Since(pressed)
+	rel, err := vm.ExpectLine(regexp.MustCompile(`logind: shutdown inhibitors released`), gracefulPeriod+30*time.Second)
+	if err != nil {
+		t.Fatalf("kubelet did not release its inhibitor: %v\n%s", err, vm.ConsoleTail(40))
+	}
+	toRelease := time.Since(pressed)
+	if err := vm.WaitExit(gracefulPeriod + 30*time.Second); err != nil {
+		t.Fatalf("QEMU did not exit within shutdownGracePeriod + 30 s: %v\n%s", err, vm.ConsoleTail(40))
+	}
+	toExit := time.Since(pressed)
+	close(stop)
+	<-watched
+	figure(t, "system_powerdown to PrepareForShutdown %.1f s, to inhibitor released %.1f s (guest: %.1f s after the signal), to QEMU exit %.1f s (wall)",
+		toPrepare.Seconds(), toRelease.Seconds(), (rel.At - prep.At).Seconds(), toExit.Seconds())
+
+	// kubelet saw the event: its NodeShutdown event on the node.
+	var evs struct {
+		Items []struct{ Reason, Message string } `json:"items"`
+	}
+	if err := a.do("GET", "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D"+node, nil, &evs); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range evs.Items {
+		found = found || (e.Reason == "NodeShutdown" && strings.Contains(e.Message, "detected shutdown event"))
+	}
+	if !found {
+		t.Errorf("no NodeShutdown event from kubelet: %+v", evs.Items)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	n, nok := seen["normal"]
+	c, cok := seen["critical"]
+	if !nok || !cok {
+		t.Fatalf("pods not reported terminated by node shutdown: %v", seen)
+	}
+	if n > c {
+		t.Errorf("the critical pod (%s) was terminated before the normal one (%s)", c, n)
+	}
+	if !strings.Contains(readyMsg, "node is shutting down") {
+		t.Errorf("node Ready condition went False with %q, want kubelet's shutdown message", readyMsg)
+	}
+	figure(t, "system_powerdown to pods reported terminated: normal %.1f s, critical %.1f s; node NotReady %.1f s (wall)", n.Seconds(), c.Seconds(), seen["NotReady"].Seconds())
+	// And berth stopped kubelet only after the release.
+	lines := vm.Lines()
+	relIdx, stopIdx := -1, -1
+	for i, l := range lines {
+		if relIdx < 0 && strings.Contains(l.Text, "logind: shutdown inhibitors released") {
+			relIdx = i
+		}
+		if stopIdx < 0 && strings.Contains(l.Text, "shutdown: service stopped service=kubelet") {
+			stopIdx = i
+		}
+	}
+	if relIdx < 0 || stopIdx < relIdx {
+		t.Errorf("kubelet stopped (line %d) before the inhibitor was released (line %d)", stopIdx, relIdx)
+	}
+}
