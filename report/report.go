@@ -63,6 +63,9 @@ type Report struct {
 	Services any    `json:"services,omitempty"`
 	// DevLinks are the NVMe device links (devlinks.Status).
 	DevLinks any `json:"devlinks,omitempty"`
+	// Lifecycle is the watcher of EC2's spot, rebalance and ASG notices
+	// (lifecycle.Status): what it polls, the notices and what berth did.
+	Lifecycle any `json:"lifecycle,omitempty"`
 	// Panics are the panics berth recovered from, in order: each one a
 	// bug, each one survived.
 	Panics []Panic `json:"panics,omitempty"`

@@ -102,6 +102,7 @@ func (w *Watcher) Round(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.Interval)
 	defer cancel()
 	changed := false
+	var down *lifecycle.Notice
 	for _, sig := range w.opts.Policy.Polled() {
 		body, err := w.opts.Client.Get(ctx, sig.Path())
 		r := lifecycle.Result{Body: body}
@@ -118,9 +119,17 @@ func (w *Watcher) Round(ctx context.Context) {
 		d := w.tracker.Observe(w.opts.Now(), sig, r)
 		w.mu.Unlock()
 		changed = w.act(sig, d) || changed
+		if d.Action == lifecycle.ActionShutdown {
+			down = d.Notice
+		}
 	}
 	if changed {
 		w.publish()
+	}
+	// After the report has the notice: the shutdown may end the machine
+	// before anything else is written.
+	if down != nil && w.opts.Shutdown != nil {
+		w.opts.Shutdown(*down)
 	}
 }
 
@@ -146,9 +155,6 @@ func (w *Watcher) act(sig lifecycle.Signal, d lifecycle.Decision) bool {
 	}
 	if d.Action == lifecycle.ActionShutdown {
 		log.Warn("lifecycle notice: "+d.Message(), attrs...)
-		if w.opts.Shutdown != nil {
-			w.opts.Shutdown(*d.Notice)
-		}
 	} else {
 		log.Info("lifecycle notice: "+d.Message(), attrs...)
 	}
