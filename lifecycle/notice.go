@@ -70,8 +70,10 @@ const (
 // knownASGStates are the states EC2 documents for
 // autoscaling/target-lifecycle-state. Others are accepted (EC2 adds states
 // over time) when they look like a state name.
-var knownASGStates = []string{"Detached", "InService", "Standby", "Terminated",
-	"Warmed:Hibernated", "Warmed:Running", "Warmed:Stopped", "Warmed:Terminated"}
+func knownASGStates() []string {
+	return []string{"Detached", "InService", "Standby", "Terminated",
+		"Warmed:Hibernated", "Warmed:Running", "Warmed:Stopped", "Warmed:Terminated"}
+}
 
 var asgStateRE = regexp.MustCompile(`^[A-Z][A-Za-z]{0,31}(:[A-Z][A-Za-z]{0,31})?$`)
 
@@ -178,7 +180,7 @@ func ParseTargetLifecycleState(b []byte) (Notice, error) {
 		return Notice{}, errors.New("empty state")
 	}
 	if !asgStateRE.MatchString(s) {
-		return Notice{}, fmt.Errorf("%q is not a lifecycle state name (EC2 gives one of %s)", cut(s), strings.Join(knownASGStates, ", "))
+		return Notice{}, fmt.Errorf("%q is not a lifecycle state name (EC2 gives one of %s)", cut(s), strings.Join(knownASGStates(), ", "))
 	}
 	return Notice{Signal: ASG, Detail: s}, nil
 }

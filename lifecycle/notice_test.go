@@ -62,7 +62,7 @@ func TestParseRebalance(t *testing.T) {
 }
 
 func TestParseTargetLifecycleState(t *testing.T) {
-	for _, s := range append(knownASGStates, "Pending:Wait") {
+	for _, s := range append(knownASGStates(), "Pending:Wait") {
 		got, err := ParseTargetLifecycleState([]byte(s + "\n"))
 		if err != nil || got != (Notice{Signal: ASG, Detail: s}) {
 			t.Errorf("ParseTargetLifecycleState(%q) = %+v, %v", s, got, err)
