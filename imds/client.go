@@ -102,6 +102,10 @@ type Options struct {
 	// BackoffBase and BackoffMax shape the retry delays: the n-th retry waits
 	// a random time in [d/2, d], d = min(BackoffBase*2^(n-1), BackoffMax).
 	BackoffBase, BackoffMax time.Duration
+	// NoTimings leaves calls out of Timings: a client that polls for the
+	// node's whole life (the lifecycle watcher) would grow the list
+	// without bound.
+	NoTimings bool
 }
 
 // CallTiming is the record of one Get, for the boot report.
@@ -600,6 +604,9 @@ func (c *Client) backoff(attempt int) time.Duration {
 }
 
 func (c *Client) record(t CallTiming) {
+	if c.opts.NoTimings {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.timings = append(c.timings, t)

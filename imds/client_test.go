@@ -503,3 +503,22 @@ func BenchmarkMetadata(b *testing.B) {
 		c.Close()
 	}
 }
+
+// A client that polls for the node's life keeps no call records.
+func TestNoTimings(t *testing.T) {
+	_, url := startIMDS(t, imdsserver.Config{}, "127.0.0.1:0")
+	opts := fastOpts(url)
+	opts.NoTimings = true
+	c := New(opts)
+	for range 5 {
+		if _, err := c.Get(context.Background(), "meta-data/instance-id"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Get(context.Background(), "meta-data/spot/instance-action"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("want a 404, got %v", err)
+		}
+	}
+	if tm := c.Timings(); len(tm) != 0 {
+		t.Errorf("NoTimings client recorded %d calls", len(tm))
+	}
+}

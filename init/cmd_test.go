@@ -48,6 +48,38 @@ spec:
 	}
 }
 
+// berth check names each bad lifecycle annotation, and accepts good ones.
+func TestCheckLifecycleAnnotations(t *testing.T) {
+	dir := t.TempDir()
+	doc := func(name, ann string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nmetadata:\n  annotations:\n"+ann+
+			"spec:\n  cluster:\n    name: c\n    cidr: 10.100.0.0/16\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := doc("bad.yaml", "    berth.dev/on-spot-interruption: drain\n    berth.dev/on-asg-terminated: log\n")
+	var out, errb bytes.Buffer
+	if code := runCLI([]string{"check", bad}, &out, &errb); code != 1 {
+		t.Fatalf("exit code %d, want 1; stdout:\n%s", code, out.String())
+	}
+	for _, want := range []string{
+		"error: " + bad + `: metadata.annotations["berth.dev/on-spot-interruption"]: "drain" is not an action; want shutdown, log or ignore`,
+		"error: " + bad + `: metadata.annotations["berth.dev/on-asg-terminated"]: not a berth annotation`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	good := doc("good.yaml", "    berth.dev/on-spot-interruption: log\n    berth.dev/on-rebalance-recommendation: shutdown\n    berth.dev/on-asg-termination: ignore\n")
+	out.Reset()
+	runCLI([]string{"check", good}, &out, &errb)
+	if strings.Contains(out.String(), "annotations") {
+		t.Errorf("good annotations reported:\n%s", out.String())
+	}
+}
+
 func TestCheckAcceptsEksctlUserData(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := runCLI([]string{"check", "../plan/testdata/userdata/eksctl.txt"}, &out, &errb); code != 0 {

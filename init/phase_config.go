@@ -59,6 +59,9 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 	rep := b.configReport()
 	endpoint, _ := b.cl.Get("berth.imds")
 	rep.IMDS = endpoint
+	// Whatever the NodeConfig's fate, once IMDS has answered a spot notice
+	// must still take the node down in order.
+	defer b.startLifecycle(ctx, endpoint)
 	var userData []byte
 	if endpoint != "off" {
 		if rep.IMDS == "" {

@@ -128,6 +128,7 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 		}
 	}
 	checkKubeletFlags(ps, s.Kubelet.Flags)
+	checkAnnotations(ps, cfg)
 	if raw, ok := s.Kubelet.Config["cgroupDriver"]; ok {
 		var d string
 		if json.Unmarshal(raw, &d) == nil && d != "cgroupfs" {

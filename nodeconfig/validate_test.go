@@ -93,6 +93,17 @@ func TestValidateDocumentRules(t *testing.T) {
 		{name: "cgroupDriver", extra: "  kubelet:\n    config:\n      cgroupDriver: systemd\n",
 			want: []string{`error: src: spec.kubelet.config.cgroupDriver: "systemd" is not supported: berth has no systemd, kubelet uses cgroupfs`}},
 		{name: "cgroupDriver cgroupfs ok", extra: "  kubelet:\n    config:\n      cgroupDriver: cgroupfs\n"},
+		{name: "lifecycle annotations", extra: "metadata:\n  annotations:\n    berth.dev/on-spot-interruption: log\n" +
+			"    berth.dev/on-rebalance-recommendation: shutdown\n    berth.dev/on-asg-termination: ignore\n    example.com/x: y\n"},
+		{name: "lifecycle annotations bad", extra: "metadata:\n  annotations:\n    berth.dev/on-spot-interruption: drain\n    berth.dev/on-rebalance: log\n",
+			want: []string{
+				`error: src: metadata.annotations["berth.dev/on-rebalance"]: not a berth annotation; the lifecycle ones are berth.dev/on-spot-interruption, berth.dev/on-rebalance-recommendation and berth.dev/on-asg-termination`,
+				`error: src: metadata.annotations["berth.dev/on-spot-interruption"]: "drain" is not an action; want shutdown, log or ignore`,
+			}},
+		{name: "annotations not strings", extra: "metadata:\n  annotations:\n    berth.dev/on-asg-termination: [shutdown]\n",
+			want: []string{`error: src: metadata.annotations["berth.dev/on-asg-termination"]: want a string (quote it in YAML), got ["shutdown"]`}},
+		{name: "annotations not a map", extra: "metadata:\n  annotations: [a]\n",
+			want: []string{`error: src: metadata.annotations: want a map of strings, as Kubernetes annotations are: json: cannot unmarshal array into Go value of type map[string]json.RawMessage`}},
 		{name: "feature gate", extra: "  featureGates:\n    InstanceIdNodeName: true\n    Future: true\n",
 			want: []string{`warning: src: spec.featureGates.Future: unknown feature gate; known: InstanceIdNodeName, FastImagePull, OSManagedNoManageENIs`}},
 	}

@@ -66,6 +66,9 @@ type Report struct {
 	Shutdown any `json:"shutdown,omitempty"`
 	// DevLinks are the NVMe device links (devlinks.Status).
 	DevLinks any `json:"devlinks,omitempty"`
+	// Lifecycle is the watcher of EC2's spot, rebalance and ASG notices
+	// (lifecycle.Status): what it polls, the notices and what berth did.
+	Lifecycle any `json:"lifecycle,omitempty"`
 	// Panics are the panics berth recovered from, in order: each one a
 	// bug, each one survived.
 	Panics []Panic `json:"panics,omitempty"`

@@ -65,6 +65,7 @@ type Server struct {
 	mu        sync.Mutex
 	tree      *tree
 	userData  []byte
+	notices   Notices
 	tokens    map[string]time.Time // token → expiry
 	failLeft  int
 	failCode  int
@@ -77,7 +78,7 @@ type Server struct {
 // New returns a stand-in serving cfg. It fails only when cfg describes a tree
 // EC2 could not serve (a role name with a '/').
 func New(cfg Config) (*Server, error) {
-	t, err := buildTree(cfg.Instance, cfg.UserData)
+	t, err := buildTree(cfg.Instance, cfg.UserData, Notices{})
 	if err != nil {
 		return nil, err
 	}
@@ -94,13 +95,48 @@ func New(cfg Config) (*Server, error) {
 
 // SetUserData replaces the user data; nil removes it (404).
 func (s *Server) SetUserData(b []byte) error {
-	t, err := buildTree(s.cfg.Instance, b)
+	return s.rebuild(func(ud *[]byte, _ *Notices) { *ud = b })
+}
+
+// SetSpotAction makes spot/instance-action answer as EC2 does once a spot
+// instance is marked for interruption: {"action":"terminate","time":...}.
+// action is terminate, stop or hibernate; "" withdraws the notice (404).
+func (s *Server) SetSpotAction(action string, at time.Time) error {
+	switch action {
+	case "", "terminate", "stop", "hibernate":
+	default:
+		return fmt.Errorf("imdsserver: spot action %q: EC2 gives terminate, stop or hibernate", action)
+	}
+	return s.rebuild(func(_ *[]byte, n *Notices) { n.SpotAction, n.SpotTime = action, at })
+}
+
+// SetRebalance makes events/recommendations/rebalance answer
+// {"noticeTime":...}; the zero time withdraws it (404).
+func (s *Server) SetRebalance(noticeTime time.Time) error {
+	return s.rebuild(func(_ *[]byte, n *Notices) { n.Rebalance = noticeTime })
+}
+
+// SetLifecycleState sets autoscaling/target-lifecycle-state (InService,
+// Terminated, Warmed:Stopped...); "" means the instance is in no Auto
+// Scaling group (404).
+func (s *Server) SetLifecycleState(state string) error {
+	if strings.ContainsAny(state, "\n\r/") {
+		return fmt.Errorf("imdsserver: lifecycle state %q: one word, as EC2 gives", state)
+	}
+	return s.rebuild(func(_ *[]byte, n *Notices) { n.LifecycleState = state })
+}
+
+// rebuild changes the user data or the notices and serves the new tree.
+func (s *Server) rebuild(change func(userData *[]byte, n *Notices)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ud, n := s.userData, s.notices
+	change(&ud, &n)
+	t, err := buildTree(s.cfg.Instance, ud, n)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tree, s.userData = t, b
+	s.tree, s.userData, s.notices = t, ud, n
 	return nil
 }
 

@@ -355,7 +355,7 @@ func TestTreeGolden(t *testing.T) {
 	in.Role = &Role{Name: "eks-node", AccessKeyID: "ASIAEXAMPLE", SecretAccessKey: "secret", Token: "sess",
 		Expiration: time.Date(2026, 1, 1, 6, 0, 0, 0, time.UTC), LastUpdated: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		InstanceProfileARN: "arn:aws:iam::111122223333:instance-profile/eks-node", InstanceProfileID: "AIPAEXAMPLE"}
-	tr, err := buildTree(in, []byte("user data"))
+	tr, err := buildTree(in, []byte("user data"), Notices{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,23 @@ type tree struct {
 // fixedPendingTime keeps generated identity documents deterministic.
 func fixedPendingTime() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 
-func buildTree(in Instance, userData []byte) (*tree, error) {
+// Notices are the instance's lifecycle notices, which EC2 serves only
+// while they stand: a path without one is a 404 (and missing from its
+// listing).
+type Notices struct {
+	// SpotAction and SpotTime make spot/instance-action (and, for
+	// "terminate", spot/termination-time); SpotAction "" means none.
+	SpotAction string
+	SpotTime   time.Time
+	// Rebalance, when not zero, is events/recommendations/rebalance's
+	// noticeTime.
+	Rebalance time.Time
+	// LifecycleState is autoscaling/target-lifecycle-state: InService,
+	// Terminated, Warmed:Stopped...; "" for an instance in no ASG.
+	LifecycleState string
+}
+
+func buildTree(in Instance, userData []byte, ev Notices) (*tree, error) {
 	leaves := map[string][]byte{}
 	put := func(p, v string) {
 		if v != "" {
@@ -115,6 +131,24 @@ func buildTree(in Instance, userData []byte) (*tree, error) {
 		}
 		leaves[md+"iam/security-credentials/"+r.Name] = creds
 	}
+	if ev.SpotAction != "" {
+		t := ev.SpotTime.UTC().Format(time.RFC3339)
+		b, err := json.Marshal(struct {
+			Action string `json:"action"`
+			Time   string `json:"time"`
+		}{ev.SpotAction, t})
+		if err != nil {
+			return nil, fmt.Errorf("imdsserver: encoding spot/instance-action: %w", err)
+		}
+		leaves[md+"spot/instance-action"] = b
+		if ev.SpotAction == "terminate" {
+			put(md+"spot/termination-time", t)
+		}
+	}
+	if !ev.Rebalance.IsZero() {
+		leaves[md+"events/recommendations/rebalance"] = []byte(`{"noticeTime":"` + ev.Rebalance.UTC().Format(time.RFC3339) + `"}`)
+	}
+	put(md+"autoscaling/target-lifecycle-state", ev.LifecycleState)
 	leaves["dynamic/instance-identity/document"] = identityDocument(in)
 	if userData != nil {
 		leaves["user-data"] = append([]byte(nil), userData...)

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/berth-node/berth/imds"
+	"github.com/berth-node/berth/lifecycle"
+	"github.com/berth-node/berth/lifecycle/watch"
+	"github.com/berth-node/berth/nodeconfig"
+	"github.com/berth-node/berth/power"
+)
+
+// startLifecycle starts the watcher of EC2's lifecycle notices (spot
+// interruption, rebalance recommendation, ASG target state) once the
+// config phase has read IMDS and the NodeConfig, whose berth.dev/on-*
+// annotations say what to do. It runs for the node's life; a notice that
+// asks for the shutdown becomes a power request, as the ACPI power button
+// does, so it takes whatever shutdown sequence the button takes. Nothing
+// here can fail the boot: IMDS errors are the watcher's to log.
+func (b *boot) startLifecycle(ctx context.Context, endpoint string) {
+	log := b.log.With("phase", "lifecycle")
+	switch {
+	case endpoint == "off":
+		log.Info("lifecycle notices not watched: berth.imds=off")
+		return
+	case b.node.instance == nil:
+		log.Warn("lifecycle notices not watched: IMDS did not give the instance metadata at boot")
+		return
+	}
+	policy := lifecycle.DefaultPolicy()
+	if r := b.node.config; r != nil && r.Config != nil {
+		p, err := nodeconfig.LifecyclePolicy(r.Config)
+		if err != nil {
+			// The config phase has reported it; say what the watcher does instead.
+			log.Warn("lifecycle annotations at fault; their defaults apply", "err", err)
+		}
+		policy = p
+	}
+	opts := imds.Options{Logger: log, NoTimings: true}
+	if endpoint != "" {
+		opts.Endpoints = []string{endpoint}
+	}
+	w := watch.New(watch.Options{
+		Client:   imds.New(opts),
+		Policy:   policy,
+		Log:      log,
+		Shutdown: func(n lifecycle.Notice) { b.lifecycleShutdown(ctx, log, n) },
+		Status:   b.refreshLifecycle,
+	})
+	b.goSafe(log, "lifecycle", func() { w.Run(ctx) })
+}
+
+// lifecycleShutdown asks the power server for the shutdown a notice calls
+// for.
+func (b *boot) lifecycleShutdown(ctx context.Context, log *slog.Logger, n lifecycle.Notice) {
+	req := power.Request{Mode: power.PowerOff, Reason: n.String()}
+	log.Info("shutdown requested", "reason", req.Reason, "mode", req.Mode.String())
+	select {
+	case b.power <- req:
+	case <-ctx.Done():
+	}
+}
+
+// refreshLifecycle takes the watcher's status into the report's lifecycle
+// section and, once the boot report is out, rewrites boot.json with it.
+func (b *boot) refreshLifecycle(st lifecycle.Status) {
+	b.repMu.Lock()
+	defer b.repMu.Unlock()
+	b.rep.Lifecycle = &st
+	if b.reported {
+		if err := b.rep.Write(b.reportPath); err != nil {
+			b.log.Warn("updating the boot report", "phase", "lifecycle", "file", b.reportPath, "err", err)
+		}
+	}
+}

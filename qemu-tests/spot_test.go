@@ -1,0 +1,97 @@
+package qemutests
+
+import (
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/qemu-tests/qemu"
+)
+
+// A spot interruption notice on a joined node running a pod: the IMDS
+// stand-in starts answering spot/instance-action, and the node shuts
+// itself down in order (kubelet, the pods, containerd) and powers off,
+// with no one pressing a button. The console names the notice.
+func TestSpotInterruption(t *testing.T) {
+	cluster := startControlPlane(t)
+	info := cluster.Info()
+	srv, imdsURL := startIMDS(t, mimeUserData(joinNodeConfig(info)))
+	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
+	cfg.MemoryMB = 2048
+	cfg.Timeout = 15 * time.Minute
+	cfg.NICs = []qemu.NIC{{}}
+	vm := qemu.Start(t, cfg)
+	rep, err := vm.Report(bootTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reportOK(rep) {
+		t.Fatalf("boot failed: %v", rep["error"])
+	}
+	if _, err := vm.Expect(regexp.MustCompile(`lifecycle: watching IMDS for lifecycle notices .*spot=shutdown`), time.Minute); err != nil {
+		t.Fatalf("the lifecycle watcher did not start: %v", err)
+	}
+
+	a := api{c: cluster.Client(), base: info.HostEndpoint}
+	node := "ip-10-0-2-15.us-west-2.compute.internal"
+	waitNodeReady(t, vm, a, node)
+	pod := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "spot-demo", "namespace": "default"},
+		"spec": map[string]any{
+			"nodeName":                      node,
+			"terminationGracePeriodSeconds": 10,
+			"containers": []any{map[string]any{
+				"name": "demo", "image": "localhost/berth-demo:v1", "imagePullPolicy": "Never",
+			}},
+		},
+	}
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitPodRunning(t, vm, a, "spot-demo")
+
+	// EC2 gives two minutes; the notice's time says when.
+	at := time.Now().Add(2 * time.Minute).UTC().Truncate(time.Second)
+	if err := srv.SetSpotAction("terminate", at); err != nil {
+		t.Fatal(err)
+	}
+	appeared := time.Now()
+	notice := fmt.Sprintf("spot interruption notice: terminate at %s", at.Format(time.RFC3339))
+	if _, err := vm.Expect(regexp.MustCompile(`lifecycle: lifecycle notice: `+regexp.QuoteMeta(notice)+`: starting the graceful shutdown`), time.Minute); err != nil {
+		t.Fatalf("the console does not name the notice: %v\nconsole tail:\n%s", err, vm.ConsoleTail(40))
+	}
+	seen := time.Since(appeared)
+	if err := vm.WaitExit(powerOffBound); err != nil {
+		t.Fatalf("the node did not power off within %s of the notice: %v\nconsole tail:\n%s", powerOffBound, err, vm.ConsoleTail(40))
+	}
+	figure(t, "spot notice to berth acting on it: %.1f s; to QEMU exit: %.1f s (wall, poll interval 5 s)",
+		seen.Seconds(), time.Since(appeared).Seconds())
+
+	order := []*regexp.Regexp{
+		regexp.MustCompile(`lifecycle: shutdown requested reason="` + regexp.QuoteMeta(notice) + `" mode=poweroff`),
+		regexp.MustCompile(`shutdown: service stopped service=kubelet`),
+		regexp.MustCompile(`shutdown: stopping pods processes=[1-9]`),
+		regexp.MustCompile(`shutdown: service stopped service=pods`),
+		regexp.MustCompile(`shutdown: service stopped service=containerd`),
+		regexp.MustCompile(`reboot: Power down`),
+	}
+	lines := vm.Lines()
+	at0 := 0
+	for _, re := range order {
+		found := false
+		for ; at0 < len(lines); at0++ {
+			if re.MatchString(lines[at0].Text) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Fatalf("shutdown step %q not found in order; console tail:\n%s", re, vm.ConsoleTail(40))
+		}
+	}
+	if _, err := vm.Expect(regexp.MustCompile(`Kernel panic`), 0); err == nil {
+		t.Errorf("kernel panicked during the shutdown")
+	}
+}
