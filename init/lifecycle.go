@@ -8,7 +8,6 @@ import (
 	"github.com/berth-node/berth/lifecycle"
 	"github.com/berth-node/berth/lifecycle/watch"
 	"github.com/berth-node/berth/nodeconfig"
-	"github.com/berth-node/berth/power"
 )
 
 // startLifecycle starts the watcher of EC2's lifecycle notices (spot
@@ -45,21 +44,16 @@ func (b *boot) startLifecycle(ctx context.Context, endpoint string) {
 		Client:   imds.New(opts),
 		Policy:   policy,
 		Log:      log,
-		Shutdown: func(n lifecycle.Notice) { b.lifecycleShutdown(ctx, log, n) },
+		Shutdown: func(n lifecycle.Notice) { b.lifecycleShutdown(log, n) },
 		Status:   b.refreshLifecycle,
 	})
 	b.goSafe(log, "lifecycle", func() { w.Run(ctx) })
 }
 
 // lifecycleShutdown asks the power server for the shutdown a notice calls
-// for.
-func (b *boot) lifecycleShutdown(ctx context.Context, log *slog.Logger, n lifecycle.Notice) {
-	req := power.Request{Mode: power.PowerOff, Reason: n.String()}
-	log.Info("shutdown requested", "reason", req.Reason, "mode", req.Mode.String())
-	select {
-	case b.power <- req:
-	case <-ctx.Done():
-	}
+// for: the power button's path, so kubelet's graceful shutdown runs first.
+func (b *boot) lifecycleShutdown(log *slog.Logger, n lifecycle.Notice) {
+	b.requestShutdown(log, n.String())
 }
 
 // refreshLifecycle takes the watcher's status into the report's lifecycle
