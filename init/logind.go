@@ -49,8 +49,16 @@ type logindStopper struct {
 func (logindStopper) Name() string { return "PrepareForShutdown" }
 
 // stopMargin is what the step's bound adds to the wait's own: the signal
-// sends and the bookkeeping.
+// sends, the status margin and the bookkeeping.
 const stopMargin = 5 * time.Second
+
+// statusMargin is how long kubelet keeps running after it released its
+// inhibitor: it releases as soon as the pods are dead, while its status
+// manager is still sending their terminated-by-node-shutdown status to the
+// API server. On a systemd host logind's own shutdown takes at least this
+// long before kubelet gets SIGTERM; without the pause the API server only
+// learns of the pods when the node lease expires.
+const statusMargin = 2 * time.Second
 
 // StopTimeout implements shutdown.Bounded: the wait is kubelet's
 // shutdownGracePeriod (as logind.conf.d now says) plus margins.
@@ -60,5 +68,11 @@ func (l logindStopper) StopTimeout() time.Duration { return l.srv.WaitBound() + 
 func (l logindStopper) Stop(ctx context.Context) error {
 	res := l.srv.PrepareForShutdown(ctx)
 	l.b.noteShutdown(func(sr *shutdownReport) { sr.Inhibitors = &res })
+	if len(res.Inhibitors) > 0 && !res.TimedOut {
+		select {
+		case <-time.After(statusMargin):
+		case <-ctx.Done():
+		}
+	}
 	return nil
 }

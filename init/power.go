@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"github.com/berth-node/berth/cmdline"
@@ -68,7 +70,14 @@ func (b *boot) noteShutdown(update func(*shutdownReport)) {
 		return
 	}
 	update(sr)
-	if err := b.rep.Write(b.reportPath); err != nil {
+	err := b.rep.Write(b.reportPath)
+	switch {
+	case err == nil:
+	case errors.Is(err, syscall.EROFS):
+		// The unmount step made /run read-only: the steps after it
+		// are on the console only, as they must be.
+		b.log.Debug("boot report not updated after the unmount", "phase", "shutdown", "err", err)
+	default:
 		b.log.Warn("updating the boot report", "phase", "shutdown", "file", b.reportPath, "err", err)
 	}
 }

@@ -284,8 +284,12 @@ func TestJoin(t *testing.T) {
 	}
 	figure(t, "system_powerdown to QEMU exit: %.1f s", time.Since(down).Seconds())
 	order := []*regexp.Regexp{
+		// kubelet's graceful node shutdown (berth's logind) stops the
+		// pods first; berth's pod stopper is the fallback after it.
+		regexp.MustCompile(`logind: PrepareForShutdown sent clients=1 inhibitors=kubelet`),
+		regexp.MustCompile(`logind: shutdown inhibitors released`),
 		regexp.MustCompile(`shutdown: service stopped service=kubelet`),
-		regexp.MustCompile(`shutdown: stopping pods processes=[1-9]`),
+		regexp.MustCompile(`shutdown: (no pod processes to stop|stopping pods processes=)`),
 		regexp.MustCompile(`shutdown: service stopped service=pods`),
 		regexp.MustCompile(`shutdown: service stopped service=containerd`),
 		regexp.MustCompile(`reboot: Power down`),

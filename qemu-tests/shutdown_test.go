@@ -1,6 +1,7 @@
 package qemutests
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -106,9 +107,23 @@ func TestGracefulNodeShutdown(t *testing.T) {
 			}
 			for _, p := range pods {
 				var st struct {
-					Status struct{ Reason, Message string } `json:"status"`
+					Status struct {
+						Reason, Message string
+						Conditions      []struct{ Type, Status, Message string }
+					} `json:"status"`
 				}
-				if a.do("GET", "/api/v1/namespaces/"+p.ns+"/pods/"+p.name, nil, &st) == nil && st.Status.Reason == "Terminated" && st.Status.Message == nodeShutdownMsg {
+				// kubelet's node-shutdown mark: status.reason Terminated
+				// on a pod it failed, and on every pod it stopped
+				// (Succeeded ones too) the DisruptionTarget condition
+				// with its node-shutdown message.
+				shut := false
+				if a.do("GET", "/api/v1/namespaces/"+p.ns+"/pods/"+p.name, nil, &st) == nil {
+					shut = st.Status.Reason == "Terminated" && st.Status.Message == nodeShutdownMsg
+					for _, c := range st.Status.Conditions {
+						shut = shut || (c.Type == "DisruptionTarget" && c.Status == "True" && c.Message == nodeShutdownMsg)
+					}
+				}
+				if shut {
 					mu.Lock()
 					if _, ok := seen[p.name]; !ok {
 						seen[p.name] = time.Since(pressed)
@@ -155,7 +170,8 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	figure(t, "system_powerdown to PrepareForShutdown %.1f s, to inhibitor released %.1f s (guest: %.1f s after the signal), to QEMU exit %.1f s (wall)",
 		toPrepare.Seconds(), toRelease.Seconds(), (rel.At - prep.At).Seconds(), toExit.Seconds())
 
-	// kubelet saw the event: its NodeShutdown event on the node.
+	// kubelet saw the event: its Shutdown event on the node
+	// (events.NodeShutdown, "Shutdown manager detected shutdown event").
 	var evs struct {
 		Items []struct{ Reason, Message string } `json:"items"`
 	}
@@ -164,10 +180,10 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	}
 	found := false
 	for _, e := range evs.Items {
-		found = found || (e.Reason == "NodeShutdown" && strings.Contains(e.Message, "detected shutdown event"))
+		found = found || (e.Reason == "Shutdown" && strings.Contains(e.Message, "detected shutdown event"))
 	}
 	if !found {
-		t.Errorf("no NodeShutdown event from kubelet: %+v", evs.Items)
+		t.Errorf("no Shutdown event from kubelet: %+v", evs.Items)
 	}
 
 	mu.Lock()
@@ -175,7 +191,15 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	n, nok := seen["normal"]
 	c, cok := seen["critical"]
 	if !nok || !cok {
-		t.Fatalf("pods not reported terminated by node shutdown: %v", seen)
+		var now []string
+		for _, p := range pods {
+			var st struct {
+				Status json.RawMessage `json:"status"`
+			}
+			err := a.do("GET", "/api/v1/namespaces/"+p.ns+"/pods/"+p.name, nil, &st)
+			now = append(now, fmt.Sprintf("%s/%s: %s %v", p.ns, p.name, trimTo(string(st.Status), 600), err))
+		}
+		t.Fatalf("pods not reported terminated by node shutdown: %v; their status now:\n%s", seen, strings.Join(now, "\n"))
 	}
 	if n > c {
 		t.Errorf("the critical pod (%s) was terminated before the normal one (%s)", c, n)

@@ -70,9 +70,13 @@ func TestSpotInterruption(t *testing.T) {
 		seen.Seconds(), time.Since(appeared).Seconds())
 
 	order := []*regexp.Regexp{
-		regexp.MustCompile(`lifecycle: shutdown requested reason="` + regexp.QuoteMeta(notice) + `" mode=poweroff`),
+		regexp.MustCompile(`lifecycle: shutdown requested reason="` + regexp.QuoteMeta(notice) + `"`),
+		// kubelet's graceful node shutdown (berth's logind) stops the
+		// pods first; berth's pod stopper is the fallback after it.
+		regexp.MustCompile(`logind: PrepareForShutdown sent clients=1 inhibitors=kubelet`),
+		regexp.MustCompile(`logind: shutdown inhibitors released`),
 		regexp.MustCompile(`shutdown: service stopped service=kubelet`),
-		regexp.MustCompile(`shutdown: stopping pods processes=[1-9]`),
+		regexp.MustCompile(`shutdown: (no pod processes to stop|stopping pods processes=)`),
 		regexp.MustCompile(`shutdown: service stopped service=pods`),
 		regexp.MustCompile(`shutdown: service stopped service=containerd`),
 		regexp.MustCompile(`reboot: Power down`),
