@@ -20,9 +20,12 @@ import (
 type joinWatcher struct {
 	log        *slog.Logger
 	registered chan struct{}
-	once       sync.Once
-	mu         sync.Mutex
-	lastErr    string
+	// onRegistered, if set, is called once when kubelet says it registered
+	// the node (boot.noteRegistered puts the time in the report).
+	onRegistered func()
+	once         sync.Once
+	mu           sync.Mutex
+	lastErr      string
 }
 
 // kubeletRegistered matches kubelet's "Successfully registered node" line.
@@ -35,7 +38,12 @@ var joinErrors = regexp.MustCompile(`x509: |connection refused|no route to host|
 
 func (w *joinWatcher) line(l string) {
 	if kubeletRegistered.MatchString(l) {
-		w.once.Do(func() { close(w.registered) })
+		w.once.Do(func() {
+			close(w.registered)
+			if w.onRegistered != nil {
+				w.onRegistered()
+			}
+		})
 		return
 	}
 	if joinErrors.MatchString(l) {
@@ -71,6 +79,20 @@ func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
 				last = "kubelet has not said why yet"
 			}
 			w.log.Error("node not registered yet", "cause", joinCause(last))
+		}
+	}
+}
+
+// noteRegistered records the node's registration in the report and, once
+// the report is out, rewrites /run/berth/boot.json with it.
+func (b *boot) noteRegistered() {
+	ms := b.clock().Milliseconds()
+	b.repMu.Lock()
+	defer b.repMu.Unlock()
+	b.rep.RegisteredMs = ms
+	if b.reported {
+		if err := b.rep.Write(b.reportPath); err != nil {
+			b.log.Warn("updating the boot report", "phase", "join", "file", b.reportPath, "err", err)
 		}
 	}
 }
