@@ -18,6 +18,8 @@ const (
 	barHeight  = 16
 	headHeight = 74
 	maxTicks   = 20
+	// maxChartMs bounds the time axis: a day is longer than any boot.
+	maxChartMs = 24 * 3600 * 1000
 )
 
 // colours per bar kind; waits are drawn apart: grey over berth's phases,
@@ -45,6 +47,8 @@ func WriteSVG(w io.Writer, b *Boot) error {
 	for _, x := range bars {
 		endMs = max(endMs, x.EndMs())
 	}
+	// A report is outside input: keep the axis sane whatever it says.
+	endMs = min(max(endMs, 1), maxChartMs)
 	step := tickStep(endMs)
 	endMs = (endMs/step + 1) * step
 	xOf := func(ms int64) float64 {
