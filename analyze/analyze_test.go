@@ -162,7 +162,7 @@ func TestSplitCountsOverlapsOnce(t *testing.T) {
 	b.Services = &servicesSection{
 		KernelToKubeletMs: 700,
 		Services: []service{
-			{Name: "containerd", StartedAt: time.Unix(100, 0), ReadyMs: 300}, // 300..600
+			{Name: "containerd", StartedAt: time.Unix(100, 0), ReadyMs: 300},   // 300..600
 			{Name: "kubelet", StartedAt: time.Unix(100, 400e6), ReadyMs: 1000}, // 700..1700, past the end
 		},
 		Images: []image{{Name: "pause", StartMs: 500, DurationMs: 150, Imported: true}}, // 500..650: overlaps containerd
