@@ -140,7 +140,12 @@ func WriteSVG(w io.Writer, b *Boot) error {
 		if x.Note != "" {
 			note += "  " + oneLine(x.Note)
 		}
-		s.text(xOf(x.EndMs())+4, y()+barHeight-4, "d", clip(note, 90))
+		if xOf(x.EndMs()) > labelWidth+0.7*(plotRight-labelWidth) {
+			// No room after the bar: the note goes before it.
+			s.text(xOf(x.StartMs)-4, y()+barHeight-4, "d l", clip(note, 60))
+		} else {
+			s.text(xOf(x.EndMs())+4, y()+barHeight-4, "d", clip(note, 60))
+		}
 		s.f("\n")
 		row++
 	}

@@ -63,17 +63,14 @@ func serviceBars(b *Boot) []Bar {
 		}
 		bar := Bar{Name: s.Name, Kind: KindService, StartMs: ws[i].StartMs, DurationMs: ws[i].DurationMs}
 		switch {
-		case s.ReadyMs > 0:
-			bar.Note = fmt.Sprintf("ready after %d ms", s.ReadyMs)
-		default:
+		case s.ReadyMs == 0:
 			bar.Failed = true
 			bar.Note = fmt.Sprintf("never ready: %s, %d restarts", s.State, s.Restarts)
 			if why := cmp.Or(s.LastErrorLine, s.LastError); why != "" {
 				bar.Note += ": " + why
 			}
-		}
-		if s.ReadyMs > 0 && s.Restarts > 0 {
-			bar.Note += fmt.Sprintf(", %d restarts", s.Restarts)
+		case s.Restarts > 0:
+			bar.Note = fmt.Sprintf("%d restarts since", s.Restarts)
 		}
 		out = append(out, bar)
 	}
