@@ -264,3 +264,34 @@ func TestSVGAbsurdTimes(t *testing.T) {
 		checkSVG(t, b, buf.Bytes())
 	}
 }
+
+// FuzzEsc: escaped text reads back, in an element and an attribute, as
+// the text itself, with what XML cannot carry replaced as encoding/xml
+// replaces it.
+func FuzzEsc(f *testing.F) {
+	f.Add("plain")
+	f.Add(`<a href="x">&amp;'</a>` + "\x00\x1b\r\n\t\xff\ufffe")
+	f.Fuzz(func(t *testing.T, s string) {
+		var want bytes.Buffer
+		if err := xml.EscapeText(&want, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Attr string `xml:"a,attr"`
+			Text string `xml:",chardata"`
+		}
+		doc := `<x a="` + esc(s) + `">` + esc(s) + `</x>`
+		if err := xml.Unmarshal([]byte(doc), &got); err != nil {
+			t.Fatalf("%q escaped to %q, which is not XML: %v", s, esc(s), err)
+		}
+		var back struct {
+			Text string `xml:",chardata"`
+		}
+		if err := xml.Unmarshal([]byte("<x>"+want.String()+"</x>"), &back); err != nil {
+			t.Fatal(err)
+		}
+		if got.Text != back.Text || got.Attr != back.Text {
+			t.Fatalf("%q: text %q attr %q, want %q as encoding/xml gives", s, got.Text, got.Attr, back.Text)
+		}
+	})
+}

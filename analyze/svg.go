@@ -2,9 +2,10 @@ package analyze
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
 	"io"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/berth-node/berth/report"
 )
@@ -207,12 +208,40 @@ func (s *svgBuf) text(x float64, y int, class, text string) {
 	s.f(`<text x="%.1f" y="%d" class="%s">%s</text>`, x, y, class, esc(text))
 }
 
-// esc escapes text for XML character data and attribute values.
+// esc escapes text for XML character data and attribute values, and
+// replaces what XML cannot carry (control characters, invalid UTF-8) with
+// U+FFFD, as encoding/xml's EscapeText does; by hand, because PID 1 links
+// no encoding/xml for this one job.
 func esc(s string) string {
-	var b bytes.Buffer
-	// Writes to a bytes.Buffer do not fail.
-	_ = xml.EscapeText(&b, []byte(s))
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '&':
+			b.WriteString("&amp;")
+		case r == '<':
+			b.WriteString("&lt;")
+		case r == '>':
+			b.WriteString("&gt;")
+		case r == '"':
+			b.WriteString("&#34;")
+		case r == '\'':
+			b.WriteString("&#39;")
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r == '\r':
+			b.WriteString("&#xD;")
+		case xmlChar(r):
+			b.WriteRune(r)
+		default:
+			b.WriteRune(utf8.RuneError)
+		}
+	}
 	return b.String()
+}
+
+// xmlChar is XML 1.0's Char production.
+func xmlChar(r rune) bool {
+	return r >= 0x20 && r <= 0xD7FF && r != utf8.RuneError || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
 }
 
 func clip(s string, n int) string {
