@@ -139,8 +139,11 @@ func boots(ctx context.Context, w io.Writer, o options, variant, cmdline string,
 				phaseOrder[variant] = append(phaseOrder[variant], "phase "+p.Name)
 			}
 		}
-		fmt.Fprintf(w, "%s boot %d: kernel → berth %d ms, kernel → kubelet exec %d ms, report at %d ms\n",
-			variant, i, s[mKernelToBerth], s[mKernelToKubelet], b.Report.EndMs)
+		kubelet := "no kubelet"
+		if ms, ok := s[mKernelToKubelet]; ok {
+			kubelet = fmt.Sprintf("kernel → kubelet exec %d ms", ms)
+		}
+		fmt.Fprintf(w, "%s boot %d: kernel → berth %d ms, %s, report at %d ms\n", variant, i, s[mKernelToBerth], kubelet, b.Report.EndMs)
 	}
 	vr.Summary = summarize(vr.Samples)
 	return vr

@@ -16,6 +16,7 @@ type sample map[string]int64
 const (
 	mKernelToBerth   = "kernel → berth"
 	mKernelToKubelet = "kernel → kubelet exec"
+	mInitToKubelet   = "berth → kubelet exec"
 	mBerthPart       = "berth's part (to the report)"
 	mOwn             = "berth's own work"
 	mWaits           = "waits outside berth"
@@ -33,6 +34,7 @@ func figures(b *analyze.Boot) sample {
 	}
 	if c := analyze.Chains(b); len(c) > 0 && c[0].Missing == "" {
 		s[mKernelToKubelet] = c[0].AtMs
+		s[mInitToKubelet] = c[0].AtMs - r.KernelToInitMs
 	}
 	sp := analyze.Split(b)
 	s[mOwn], s[mWaits] = sp.BerthMs, sp.WaitMs
@@ -120,7 +122,7 @@ func writeTable(w io.Writer, res, base *result, phaseOrder map[string][]string) 
 }
 
 // headline are the figures the table shows first, in this order.
-var headline = []string{mKernelToBerth, mKernelToKubelet, mBerthPart, mOwn, mWaits, mCPU, mChildCPU, mRSS}
+var headline = []string{mKernelToBerth, mKernelToKubelet, mInitToKubelet, mBerthPart, mOwn, mWaits, mCPU, mChildCPU, mRSS}
 
 // orderedNames puts the headline figures first, then the phases in
 // pipeline order, then anything else by name.
