@@ -231,7 +231,10 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	b.repMu.Lock()
 	b.rep.EndMs = b.clock().Milliseconds()
 	b.rep.EndWall = time.Now()
-	if split, err := analyze.SplitOf(b.rep); err != nil {
+	// The split reads every section; a bug there must cost the split, not
+	// the report.
+	var split report.Split
+	if err := safe.Call(log, "split", func() (err error) { split, err = analyze.SplitOf(b.rep); return err }); err != nil {
 		log.Warn("splitting boot time into berth's work and waits", "err", err)
 	} else {
 		b.rep.Split = &split
