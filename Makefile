@@ -13,7 +13,7 @@ APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs 
              cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset
 export GOFLAGS := -mod=mod
 
-.PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo clean
+.PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo bench clean
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 deps: $(BUILD)/.deps-stamp
@@ -123,6 +123,14 @@ include components.mk
 ## and powers the node off.
 demo: deps image-test etcd
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(BUILD)/demo
+
+## bench: boot the test image N times (default 5) without config and N times
+## joining a local control plane, one at a time; print min, median and max per
+## phase and for kernel → kubelet exec; write build/bench/bench.json. With
+## BASE=old.json, show each median's change. Not part of make test.
+N ?= 5
+bench: deps image-test etcd
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(BUILD)/image-test $(GO) run ./qemu-tests/bench -n $(N) -out $(BUILD)/bench $(if $(BASE),-base $(BASE))
 
 clean:
 	rm -rf $(BUILD)

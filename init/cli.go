@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/berth-node/berth/bootlog"
+	"github.com/berth-node/berth/report"
 	"github.com/berth-node/berth/version"
 	"golang.org/x/sys/unix"
 )
@@ -36,6 +37,7 @@ func commands() []command {
 	return []command{
 		{name: "version", summary: "print berth's version", run: cmdVersion},
 		{name: "check", summary: "validate NodeConfig files and print every problem", run: cmdCheck},
+		{name: "analyze", summary: "blame, critical chain and boot chart (--svg) from a boot report (default " + report.DefaultPath + ")", run: cmdAnalyze},
 		{name: "render", summary: "write the files a node would get, offline, under --out", run: cmdRender},
 		{name: "modprobe", summary: "load kernel modules with their dependencies (the kernel runs it as " + modprobePath + ")", run: cmdModprobe},
 		{name: "eks-token", summary: "print an EKS token from the instance role (kubelet's exec credential plugin)", run: cmdEKSToken},

@@ -20,9 +20,12 @@ import (
 type joinWatcher struct {
 	log        *slog.Logger
 	registered chan struct{}
-	once       sync.Once
-	mu         sync.Mutex
-	causes     joincause.Tracker
+	// onRegistered, if set, is called once when kubelet says it registered
+	// the node (boot.noteRegistered puts the time in the report).
+	onRegistered func()
+	once         sync.Once
+	mu           sync.Mutex
+	causes       joincause.Tracker
 }
 
 // kubeletRegistered matches kubelet's "Successfully registered node" line.
@@ -30,7 +33,12 @@ var kubeletRegistered = regexp.MustCompile(`Successfully registered node`)
 
 func (w *joinWatcher) line(l string) {
 	if kubeletRegistered.MatchString(l) {
-		w.once.Do(func() { close(w.registered) })
+		w.once.Do(func() {
+			close(w.registered)
+			if w.onRegistered != nil {
+				w.onRegistered()
+			}
+		})
 		return
 	}
 	w.mu.Lock()
@@ -75,6 +83,20 @@ func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
 			return
 		case now := <-tick.C:
 			w.log.Error("node not registered yet", "cause", w.cause(now, sup))
+		}
+	}
+}
+
+// noteRegistered records the node's registration in the report and, once
+// the report is out, rewrites /run/berth/boot.json with it.
+func (b *boot) noteRegistered() {
+	ms := b.clock().Milliseconds()
+	b.repMu.Lock()
+	defer b.repMu.Unlock()
+	b.rep.RegisteredMs = ms
+	if b.reported {
+		if err := b.rep.Write(b.reportPath); err != nil {
+			b.log.Warn("updating the boot report", "phase", "join", "file", b.reportPath, "err", err)
 		}
 	}
 }

@@ -80,7 +80,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		b.setForwardPolicy(ctx, log, rep)
 	})
 
-	jw := &joinWatcher{log: b.log.With("phase", "join"), registered: make(chan struct{})}
+	jw := &joinWatcher{log: b.log.With("phase", "join"), registered: make(chan struct{}), onRegistered: b.noteRegistered}
 	// OnChange needs the supervisor New returns.
 	var sup *supervise.Supervisor
 	sup, err := supervise.New(p.Services, supervise.Options{

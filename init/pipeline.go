@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-node/berth/analyze"
 	"github.com/berth-node/berth/bootlog"
 	"github.com/berth-node/berth/cmdline"
 	"github.com/berth-node/berth/imds"
@@ -222,8 +223,22 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	} else {
 		b.rep.RSSKiB = rss
 	}
+	if cpu, err := report.ReadCPU(); err != nil {
+		log.Warn("reading CPU time for the boot report", "err", err)
+	} else {
+		b.rep.CPU = &cpu
+	}
 	b.repMu.Lock()
 	b.rep.EndMs = b.clock().Milliseconds()
+	b.rep.EndWall = time.Now()
+	// The split reads every section; a bug there must cost the split, not
+	// the report.
+	var split report.Split
+	if err := safe.Call(log, "split", func() (err error) { split, err = analyze.SplitOf(b.rep); return err }); err != nil {
+		log.Warn("splitting boot time into berth's work and waits", "err", err)
+	} else {
+		b.rep.Split = &split
+	}
 	line, err := b.rep.Line()
 	if err != nil {
 		log.Error("encoding boot report", "err", err)
@@ -235,7 +250,14 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	}
 	b.reported = true
 	b.repMu.Unlock()
-	log.Info("boot finished", "ok", b.rep.OK, "berth_ms", b.rep.EndMs-b.rep.KernelToInitMs, "rss_kib", b.rep.RSSKiB)
+	finished := []any{"ok", b.rep.OK, "berth_ms", b.rep.EndMs - b.rep.KernelToInitMs, "rss_kib", b.rep.RSSKiB}
+	if sp := b.rep.Split; sp != nil {
+		finished = append(finished, "own_ms", sp.BerthMs, "waits_ms", sp.WaitMs)
+	}
+	if c := b.rep.CPU; c != nil {
+		finished = append(finished, "cpu_ms", c.UserMs+c.SysMs, "children_cpu_ms", c.ChildrenUserMs+c.ChildrenSysMs)
+	}
+	log.Info("boot finished", finished...)
 
 	if b.cfg.DebugShell != "" && b.reaper != nil {
 		dlog := b.log.With("phase", "debugshell")

@@ -1,5 +1,6 @@
 // Package report is berth's boot report: the timeline of boot phases, the
-// modules loaded, berth's own memory, and whether boot succeeded. It is
+// modules loaded, berth's own memory and CPU time, the split between berth's
+// own work and the waits outside it, and whether boot succeeded. It is
 // printed once on the console as `BERTH-REPORT {json}` (operators read it
 // through EC2's console output, tests from the serial port) and kept in
 // /run/berth/boot.json.
@@ -45,10 +46,22 @@ type Report struct {
 	KernelToInitMs int64 `json:"kernelToInitMs"`
 	// EndMs is when the report was made: berth's own part of boot is
 	// EndMs - KernelToInitMs.
-	EndMs   int64    `json:"endMs"`
-	Phases  []Phase  `json:"phases"`
-	Modules []string `json:"modules"`
-	RSSKiB  int64    `json:"rssKiB"`
+	EndMs int64 `json:"endMs"`
+	// EndWall is the wall clock at EndMs: it places the services' wall-clock
+	// times (started_at) on the kernel's clock, for `berth analyze`.
+	EndWall time.Time `json:"endWall,omitzero"`
+	Phases  []Phase   `json:"phases"`
+	Modules []string  `json:"modules"`
+	RSSKiB  int64     `json:"rssKiB"`
+	// CPU is berth's processor time up to the report.
+	CPU *CPU `json:"cpu,omitempty"`
+	// Split is how berth's part of boot divides between its own work and
+	// the waits outside it (analyze.Split decides which are which).
+	Split *Split `json:"split,omitempty"`
+	// RegisteredMs is when kubelet said it registered the node with the
+	// API server (the join watcher), ms since kernel start; 0 if not yet.
+	// Set after the report is out, so only boot.json carries it.
+	RegisteredMs int64 `json:"registeredMs,omitempty"`
 	// OK is true when boot reached the end without a fatal error; errors
 	// of phases that boot survives are in Phases.
 	OK bool `json:"ok"`
@@ -72,6 +85,39 @@ type Report struct {
 	// Panics are the panics berth recovered from, in order: each one a
 	// bug, each one survived.
 	Panics []Panic `json:"panics,omitempty"`
+}
+
+// CPU is processor time in ms. Self is berth's own process, all its
+// threads; Children are the processes berth started and reaped by the
+// report (mkfs, ctr imports, iptables...): the still-running services are
+// not in it, as getrusage counts a child only once it is waited for.
+type CPU struct {
+	UserMs         int64 `json:"userMs"`
+	SysMs          int64 `json:"sysMs"`
+	ChildrenUserMs int64 `json:"childrenUserMs"`
+	ChildrenSysMs  int64 `json:"childrenSysMs"`
+}
+
+// Span is one wait outside berth: DHCP, IMDS, mkfs, containerd's start,
+// an image import, the first NTP sync, kubelet's start.
+type Span struct {
+	Name string `json:"name"`
+	// Phase is the boot phase the wait happened in.
+	Phase      string `json:"phase"`
+	StartMs    int64  `json:"startMs"`
+	DurationMs int64  `json:"durationMs"`
+	// Derived is true when the section recorded only a duration and the
+	// start was placed from the order of the steps around it.
+	Derived bool `json:"derived,omitempty"`
+}
+
+// Split divides berth's part of boot (KernelToInitMs to EndMs).
+type Split struct {
+	// WaitMs is the time covered by at least one wait; BerthMs the rest,
+	// berth's own work (and the gaps it leaves, such as GC or scheduling).
+	BerthMs int64  `json:"berthMs"`
+	WaitMs  int64  `json:"waitMs"`
+	Waits   []Span `json:"waits"`
 }
 
 // Panic is one recovered panic.

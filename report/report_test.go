@@ -5,11 +5,14 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -27,6 +30,11 @@ func sample() *Report {
 		},
 		Modules: []string{"virtio_net", "virtio_blk", "button"},
 		RSSKiB:  11264,
+		CPU:     &CPU{UserMs: 120, SysMs: 80, ChildrenUserMs: 30, ChildrenSysMs: 12},
+		Split: &Split{BerthMs: 600, WaitMs: 48, Waits: []Span{
+			{Name: "dhcp", Phase: "network", StartMs: 1400, DurationMs: 48, Derived: true},
+		}},
+		EndWall: time.Date(2026, 11, 24, 1, 47, 30, 123000000, time.UTC),
 		OK:      true,
 		Root:    map[string]string{"image": "/root.erofs", "fstype": "erofs"},
 	}
@@ -126,6 +134,54 @@ func TestTimer(t *testing.T) {
 		if !strings.Contains(logs, s) {
 			t.Errorf("log lacks %q:\n%s", s, logs)
 		}
+	}
+}
+
+func TestCPUFromRusage(t *testing.T) {
+	self := unix.Rusage{Utime: unix.Timeval{Sec: 1, Usec: 250999}, Stime: unix.Timeval{Sec: 0, Usec: 7000}}
+	children := unix.Rusage{Utime: unix.Timeval{Sec: 3}, Stime: unix.Timeval{Usec: 999}}
+	got := CPUFromRusage(&self, &children)
+	want := CPU{UserMs: 1250, SysMs: 7, ChildrenUserMs: 3000, ChildrenSysMs: 0}
+	if got != want {
+		t.Errorf("CPUFromRusage = %+v, want %+v", got, want)
+	}
+}
+
+// TestReadCPUCounts: this process's own time grows with work, and a reaped
+// child's shows under Children.
+func TestReadCPUCounts(t *testing.T) {
+	before, err := ReadCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	sum := 0
+	for {
+		for i := 0; i < 1e6; i++ {
+			sum += i
+		}
+		now, err := ReadCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.UserMs+now.SysMs-before.UserMs-before.SysMs >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("own CPU time did not grow by 20 ms in 20 s of a busy loop: before %+v, now %+v (sum %d)", before, now, sum)
+		}
+	}
+	// A child that spins for a while and is then reaped.
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("running the busy child: %v", err)
+	}
+	after, err := ReadCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ChildrenUserMs+after.ChildrenSysMs <= before.ChildrenUserMs+before.ChildrenSysMs {
+		t.Errorf("children's CPU time did not grow after a busy child: before %+v, after %+v", before, after)
 	}
 }
 

@@ -69,6 +69,7 @@ func main() {
 	if err != nil {
 		d.fail(err)
 	}
+	d.chart()
 	if cerr := d.cleanup(); cerr != nil {
 		fmt.Fprintf(d.out, "demo: cleaning up: %v\n", cerr)
 		if err == nil {

@@ -1,0 +1,88 @@
+package analyze
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes the summary, the blame list, the critical chains and
+// the waits outside berth.
+func WriteText(w io.Writer, b *Boot) error {
+	r := b.Report
+	var sb strings.Builder
+	status := "ok"
+	if !r.OK {
+		status = "FAILED: " + r.Error
+	}
+	fmt.Fprintf(&sb, "berth %s, boot %s: %s\n", r.Version, orDash(r.BootID), status)
+	sp := Split(b)
+	fmt.Fprintf(&sb, "kernel → berth %d ms; berth's part %d ms: its own work %d ms, waits outside it %d ms\n",
+		r.KernelToInitMs, r.EndMs-r.KernelToInitMs, sp.BerthMs, sp.WaitMs)
+	if c := r.CPU; c != nil {
+		fmt.Fprintf(&sb, "CPU to the report: berth %d ms (user %d, sys %d); reaped children %d ms (user %d, sys %d)\n",
+			c.UserMs+c.SysMs, c.UserMs, c.SysMs, c.ChildrenUserMs+c.ChildrenSysMs, c.ChildrenUserMs, c.ChildrenSysMs)
+	}
+	if r.RSSKiB > 0 {
+		fmt.Fprintf(&sb, "RSS at the report: %d KiB\n", r.RSSKiB)
+	}
+
+	sb.WriteString("\nBlame, slowest first:\n")
+	for _, x := range Blame(b) {
+		fmt.Fprintln(&sb, strings.TrimRight(fmt.Sprintf("%8d ms  %-34s%s", x.DurationMs, x.label(), note(x)), " "))
+	}
+
+	var tw *tabwriter.Writer
+	for _, c := range Chains(b) {
+		if c.Missing != "" {
+			fmt.Fprintf(&sb, "\nCritical chain to %s: not reached: %s\n", c.Target, c.Missing)
+			continue
+		}
+		fmt.Fprintf(&sb, "\nCritical chain to %s @%d ms (each step @start +duration):\n", c.Target, c.AtMs)
+		tw = tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
+		for _, l := range c.Links {
+			gap := ""
+			if l.GapMs > chainSlackMs {
+				gap = fmt.Sprintf("(then %d ms untimed)", l.GapMs)
+			}
+			fmt.Fprintf(tw, "  %s\t@%d ms\t+%d ms\t%s\n", l.label(), l.StartMs, l.DurationMs, gap)
+		}
+		tw.Flush()
+	}
+
+	sb.WriteString("\nWaits outside berth (~: start placed from the order of the steps):\n")
+	if len(sp.Waits) == 0 {
+		sb.WriteString("  none recorded\n")
+	}
+	tw = tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
+	for _, s := range sp.Waits {
+		mark := " "
+		if s.Derived {
+			mark = "~"
+		}
+		fmt.Fprintf(tw, "  %s\t%s@%d ms\t+%d ms\tin %s\n", s.Name, mark, s.StartMs, s.DurationMs, s.Phase)
+	}
+	tw.Flush()
+	// tabwriter pads empty last columns; keep the lines clean for diffs.
+	lines := strings.Split(sb.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n"))
+	return err
+}
+
+func note(b Bar) string {
+	if b.Note == "" {
+		return ""
+	}
+	return "  " + oneLine(b.Note)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
