@@ -17,7 +17,9 @@ export GOFLAGS := -mod=mod
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 deps: $(BUILD)/.deps-stamp
-$(BUILD)/.deps-stamp:
+# The Makefile is a prerequisite so that a package added to APT_PKGS is
+# installed on a machine that ran deps before (the check is cheap).
+$(BUILD)/.deps-stamp: Makefile
 	@mkdir -p $(BUILD)
 	@missing=""; for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
