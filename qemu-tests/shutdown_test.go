@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +68,7 @@ func TestGracefulNodeShutdown(t *testing.T) {
 		return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}
 	}
 	// system-node-critical pods are admitted in kube-system only.
-	pods := []struct{ ns, name string }{{"default", "normal"}, {"kube-system", "critical"}}
+	pods := []podRef{{"default", "normal"}, {"kube-system", "critical"}}
 	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod("default", "normal", "", []any{map[string]any{"name": "DEMO_STOP_DELAY", "value": "5s"}}), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -170,21 +171,9 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	figure(t, "system_powerdown to PrepareForShutdown %.1f s, to inhibitor released %.1f s (guest: %.1f s after the signal), to QEMU exit %.1f s (wall)",
 		toPrepare.Seconds(), toRelease.Seconds(), (rel.At - prep.At).Seconds(), toExit.Seconds())
 
-	// kubelet saw the event: its Shutdown event on the node
-	// (events.NodeShutdown, "Shutdown manager detected shutdown event").
-	var evs struct {
-		Items []struct{ Reason, Message string } `json:"items"`
-	}
-	if err := a.do("GET", "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D"+node, nil, &evs); err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, e := range evs.Items {
-		found = found || (e.Reason == "Shutdown" && strings.Contains(e.Message, "detected shutdown event"))
-	}
-	if !found {
-		t.Errorf("no Shutdown event from kubelet: %+v", evs.Items)
-	}
+	// What kubelet left in the API server: its Shutdown event, both pods
+	// marked, Ready False with its message.
+	checkShutdownAftermath(t, a, node, pods)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -221,5 +210,60 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	}
 	if relIdx < 0 || stopIdx < relIdx {
 		t.Errorf("kubelet stopped (line %d) before the inhibitor was released (line %d)", stopIdx, relIdx)
+	}
+}
+
+// podRef names a pod by namespace and name.
+type podRef struct{ ns, name string }
+
+// checkShutdownAftermath checks, once the node is down, what kubelet's
+// graceful node shutdown leaves in the API server: its Shutdown event on
+// the node, each pod marked terminated by node shutdown (the
+// DisruptionTarget condition, or status.reason on a pod it failed), and the
+// node's Ready condition False with kubelet's shutdown message.
+func checkShutdownAftermath(t *testing.T, a api, node string, pods []podRef) {
+	t.Helper()
+	var evs struct {
+		Items []struct{ Reason, Message string } `json:"items"`
+	}
+	if err := a.do("GET", "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D"+node, nil, &evs); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs.Items, func(e struct{ Reason, Message string }) bool {
+		return e.Reason == "Shutdown" && strings.Contains(e.Message, "detected shutdown event")
+	}) {
+		t.Errorf("no Shutdown event from kubelet on the node: %+v", evs.Items)
+	}
+	for _, p := range pods {
+		var st struct {
+			Status struct {
+				Reason, Message string
+				Conditions      []struct{ Type, Status, Message string }
+			} `json:"status"`
+		}
+		if err := a.do("GET", "/api/v1/namespaces/"+p.ns+"/pods/"+p.name, nil, &st); err != nil {
+			t.Errorf("pod %s/%s: %v", p.ns, p.name, err)
+			continue
+		}
+		shut := st.Status.Reason == "Terminated" && st.Status.Message == nodeShutdownMsg
+		for _, c := range st.Status.Conditions {
+			shut = shut || (c.Type == "DisruptionTarget" && c.Status == "True" && c.Message == nodeShutdownMsg)
+		}
+		if !shut {
+			t.Errorf("pod %s/%s is not marked terminated by node shutdown: %+v", p.ns, p.name, st.Status)
+		}
+	}
+	var n struct {
+		Status struct {
+			Conditions []struct{ Type, Status, Message string } `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := a.do("GET", "/api/v1/nodes/"+node, nil, &n); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == "Ready" && (c.Status != "False" || !strings.Contains(c.Message, "node is shutting down")) {
+			t.Errorf("node Ready is %s %q, want False with kubelet's shutdown message", c.Status, c.Message)
+		}
 	}
 }

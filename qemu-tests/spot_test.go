@@ -68,6 +68,8 @@ func TestSpotInterruption(t *testing.T) {
 	}
 	figure(t, "spot notice to berth acting on it: %.1f s; to QEMU exit: %.1f s (wall, poll interval 5 s)",
 		seen.Seconds(), time.Since(appeared).Seconds())
+	// The same graceful shutdown as the power button's.
+	checkShutdownAftermath(t, a, node, []podRef{{"default", "spot-demo"}})
 
 	order := []*regexp.Regexp{
 		regexp.MustCompile(`lifecycle: shutdown requested reason="` + regexp.QuoteMeta(notice) + `"`),

@@ -63,6 +63,12 @@ var noise = []struct {
 	{"eviction manager: failed to check if we have separate container filesystem", "containerd has no imagefs label; kubelet says it ignores it"},
 	{"exiting analyzeLines", "cAdvisor's OOM reader: about OOM events, not the join"},
 	{"Housekeeping took longer than expected", "a slow (TCG) CPU, not a join failure"},
+	// kubelet's feature-gate notices, a W line at every start when the
+	// config sets a GA or deprecated gate (nodeadm's toggles set
+	// DynamicResourceAllocation, GA since 1.34): configuration, not a join
+	// failure. Taken as the cause, it hid kubelet's TLS bootstrap error.
+	{"Setting GA feature gate", "a notice about the config's feature gates"},
+	{"Setting deprecated feature gate", "a notice about the config's feature gates"},
 }
 
 // nodeNotFound is the symptom: kubelet's lister, the eviction manager, the

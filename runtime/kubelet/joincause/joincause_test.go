@@ -197,6 +197,24 @@ func TestNoise(t *testing.T) {
 	}
 }
 
+// TestFeatureGateNoticeIsNoCause: the W line kubelet logs for a GA gate in
+// its config (nodeadm's DynamicResourceAllocation toggle) must not hide
+// the bootstrap failure that kubelet reports at info level with err=.
+func TestFeatureGateNoticeIsNoCause(t *testing.T) {
+	var tr Tracker
+	now := time.Now()
+	for _, line := range []string{
+		`W1124 02:40:12.123456     170 feature_gate.go:352] Setting GA feature gate DynamicResourceAllocation=true. It will be removed in a future release.`,
+		`I1124 02:40:13.123456     170 bootstrap.go:297] "Failed to connect to apiserver" err="Get \"https://10.0.2.2:6443/healthz?timeout=1s\": tls: failed to verify certificate: x509: certificate signed by unknown authority"`,
+		`W1124 02:40:14.123456     170 feature_gate.go:352] Setting deprecated feature gate KubeletPodResources=true. It will be removed in a future release.`,
+	} {
+		tr.Observe(line, now)
+	}
+	if c := tr.Cause(now); !strings.Contains(c, "x509: certificate signed by unknown authority") {
+		t.Errorf("cause %q, want the bootstrap error", c)
+	}
+}
+
 func TestRanking(t *testing.T) {
 	const (
 		errLine  = `E1124 00:07:13.141001    2081 kubelet_node_status.go:106] "Unable to register node with API server" err="Post \"https://10.0.2.2:6443/api/v1/nodes\": dial tcp 10.0.2.2:6443: connect: connection refused" node="n"`
