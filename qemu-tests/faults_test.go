@@ -819,7 +819,9 @@ func faultIMDS(t *testing.T, sc imdsScenario) {
 			// loaded host the odd attempt may still time out in the guest
 			// (logged here as 0) and be retried; that is the retry doing
 			// its job, shown in the table.
-			if st.Hits != len(reqs) {
+			// The stand-in counts the lifecycle watcher's polls too,
+			// which start once the config phase is done.
+			if st.Hits < len(reqs) {
 				t.Errorf("with a %s delay: %d of %d requests delayed", sc.fault.Delay, st.Hits, len(reqs))
 			}
 			if faulted > len(reqs)/2 {
