@@ -42,11 +42,12 @@ lint:
 ## test: everything, in order: lint, unit and host tests, QEMU tests.
 test: deps lint test-unit test-qemu
 
-## test-unit: every package but the QEMU tests, with -race. The full verbose
+## test-unit: every package but the QEMU tests, with -race. It needs the
+## kernel package: the image's module resolution is tested against it. The full verbose
 ## log is build/unit-tests.log; shown are the package results, failures and
 ## any skip (the host network tests skip only where the machine has no
 ## network namespaces, and say so loudly).
-test-unit:
+test-unit: kernel
 	@mkdir -p $(BUILD); set +e; $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -vx '$(MODULE)/qemu-tests') > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(ok |FAIL|panic:)|!!! SKIPPED|^\s*--- SKIP' $(BUILD)/unit-tests.log || true; \
 	if [ $$rc -ne 0 ]; then \
