@@ -283,31 +283,7 @@ func TestJoin(t *testing.T) {
 		t.Fatalf("guest did not power off within %s: %v", powerOffBound, err)
 	}
 	figure(t, "system_powerdown to QEMU exit: %.1f s", time.Since(down).Seconds())
-	order := []*regexp.Regexp{
-		// kubelet's graceful node shutdown (berth's logind) stops the
-		// pods first; berth's pod stopper is the fallback after it.
-		regexp.MustCompile(`logind: PrepareForShutdown sent clients=1 inhibitors=kubelet`),
-		regexp.MustCompile(`logind: shutdown inhibitors released`),
-		regexp.MustCompile(`shutdown: service stopped service=kubelet`),
-		regexp.MustCompile(`shutdown: (no pod processes to stop|stopping pods processes=)`),
-		regexp.MustCompile(`shutdown: service stopped service=pods`),
-		regexp.MustCompile(`shutdown: service stopped service=containerd`),
-		regexp.MustCompile(`reboot: Power down`),
-	}
-	lines := vm.Lines()
-	at := 0
-	for _, re := range order {
-		found := false
-		for ; at < len(lines); at++ {
-			if re.MatchString(lines[at].Text) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			t.Fatalf("shutdown step %q not found in order; console tail:\n%s", re, vm.ConsoleTail(40))
-		}
-	}
+	expectShutdownInOrder(t, vm)
 }
 
 // bootJoined boots a node against a running control plane and returns it
@@ -449,5 +425,36 @@ func TestJoinFailureSaysWhy(t *testing.T) {
 				t.Fatalf("the console does not say why the node cannot join: %v", err)
 			}
 		})
+	}
+}
+
+// gracefulShutdownSteps are the console lines of an orderly power-off, in
+// order: kubelet's graceful node shutdown (berth's logind) stops the pods
+// first; berth's pod stopper is the fallback after kubelet's stop.
+func gracefulShutdownSteps() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`logind: PrepareForShutdown sent clients=1 inhibitors=kubelet`),
+		regexp.MustCompile(`logind: shutdown inhibitors released`),
+		regexp.MustCompile(`shutdown: service stopped service=kubelet`),
+		regexp.MustCompile(`shutdown: (no pod processes to stop|stopping pods processes=)`),
+		regexp.MustCompile(`shutdown: service stopped service=pods`),
+		regexp.MustCompile(`shutdown: service stopped service=containerd`),
+		regexp.MustCompile(`reboot: Power down`),
+	}
+}
+
+// expectShutdownInOrder fails unless the console shows first, then the
+// graceful shutdown's steps, each after the one before.
+func expectShutdownInOrder(t *testing.T, vm *qemu.VM, first ...*regexp.Regexp) {
+	t.Helper()
+	lines := vm.Lines()
+	at := 0
+	for _, re := range append(first, gracefulShutdownSteps()...) {
+		for at < len(lines) && !re.MatchString(lines[at].Text) {
+			at++
+		}
+		if at == len(lines) {
+			t.Fatalf("shutdown step %q not found in order; console tail:\n%s", re, vm.ConsoleTail(40))
+		}
 	}
 }

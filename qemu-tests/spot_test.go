@@ -71,32 +71,7 @@ func TestSpotInterruption(t *testing.T) {
 	// The same graceful shutdown as the power button's.
 	checkShutdownAftermath(t, a, node, []podRef{{"default", "spot-demo"}})
 
-	order := []*regexp.Regexp{
-		regexp.MustCompile(`lifecycle: shutdown requested reason="` + regexp.QuoteMeta(notice) + `"`),
-		// kubelet's graceful node shutdown (berth's logind) stops the
-		// pods first; berth's pod stopper is the fallback after it.
-		regexp.MustCompile(`logind: PrepareForShutdown sent clients=1 inhibitors=kubelet`),
-		regexp.MustCompile(`logind: shutdown inhibitors released`),
-		regexp.MustCompile(`shutdown: service stopped service=kubelet`),
-		regexp.MustCompile(`shutdown: (no pod processes to stop|stopping pods processes=)`),
-		regexp.MustCompile(`shutdown: service stopped service=pods`),
-		regexp.MustCompile(`shutdown: service stopped service=containerd`),
-		regexp.MustCompile(`reboot: Power down`),
-	}
-	lines := vm.Lines()
-	at0 := 0
-	for _, re := range order {
-		found := false
-		for ; at0 < len(lines); at0++ {
-			if re.MatchString(lines[at0].Text) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			t.Fatalf("shutdown step %q not found in order; console tail:\n%s", re, vm.ConsoleTail(40))
-		}
-	}
+	expectShutdownInOrder(t, vm, regexp.MustCompile(`lifecycle: shutdown requested reason="`+regexp.QuoteMeta(notice)+`"`))
 	if _, err := vm.Expect(regexp.MustCompile(`Kernel panic`), 0); err == nil {
 		t.Errorf("kernel panicked during the shutdown")
 	}
