@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/qemu-tests/controlplane"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
@@ -255,18 +256,7 @@ func TestJoin(t *testing.T) {
 		t.Errorf("berth did not see the registration in kubelet's log: %v", err)
 	}
 
-	pod := map[string]any{
-		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": "demo", "namespace": "default"},
-		"spec": map[string]any{
-			"nodeName":                      node,
-			"terminationGracePeriodSeconds": 10,
-			"containers": []any{map[string]any{
-				"name": "demo", "image": "localhost/berth-demo:v1", "imagePullPolicy": "Never",
-			}},
-		},
-	}
-	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod, nil); err != nil {
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", demoPod("default", "demo", node), nil); err != nil {
 		t.Fatal(err)
 	}
 	waitPodRunning(t, vm, a, "demo")
@@ -290,7 +280,15 @@ func TestJoin(t *testing.T) {
 // once the boot report is out and OK.
 func bootJoined(t *testing.T, cluster *controlplane.Cluster, shell bool) (*qemu.VM, map[string]any) {
 	t.Helper()
-	_, imdsURL := startIMDS(t, mimeUserData(joinNodeConfig(cluster.Info())))
+	vm, rep, _ := bootJoinedWith(t, cluster, joinNodeConfig(cluster.Info()), shell)
+	return vm, rep
+}
+
+// bootJoinedWith is bootJoined with the given NodeConfig as user data; it
+// also returns the IMDS stand-in, for tests that change its answers.
+func bootJoinedWith(t *testing.T, cluster *controlplane.Cluster, nodeConfig string, shell bool) (*qemu.VM, map[string]any, *imdsserver.Server) {
+	t.Helper()
+	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfig))
 	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
 	cfg.MemoryMB = 2048
 	cfg.Timeout = 15 * time.Minute
@@ -304,7 +302,22 @@ func bootJoined(t *testing.T, cluster *controlplane.Cluster, shell bool) (*qemu.
 	if !reportOK(rep) {
 		t.Fatalf("boot failed: %v", rep["error"])
 	}
-	return vm, rep
+	return vm, rep, srv
+}
+
+// demoPod is a pod of the demo image on node, with a 10 s grace period.
+func demoPod(ns, name, node string) map[string]any {
+	return map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{
+			"nodeName":                      node,
+			"terminationGracePeriodSeconds": 10,
+			"containers": []any{map[string]any{
+				"name": "demo", "image": "localhost/berth-demo:v1", "imagePullPolicy": "Never",
+			}},
+		},
+	}
 }
 
 type serviceStatus struct {

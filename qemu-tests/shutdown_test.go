@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
 // Short graces keep the test quick: the normal pod gets 20s - 8s, the
@@ -34,19 +32,7 @@ func TestGracefulNodeShutdown(t *testing.T) {
       shutdownGracePeriod: %s
       shutdownGracePeriodCriticalPods: %s
 `, gracefulPeriod, gracefulCrit)
-	_, imdsURL := startIMDS(t, mimeUserData(ud))
-	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
-	cfg.MemoryMB = 2048
-	cfg.Timeout = 20 * time.Minute
-	cfg.NICs = []qemu.NIC{{}}
-	vm := qemu.Start(t, cfg)
-	rep, err := vm.Report(bootTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reportOK(rep) {
-		t.Fatalf("boot failed: %v", rep["error"])
-	}
+	vm, _, _ := bootJoinedWith(t, cluster, ud, false)
 	a := api{c: cluster.Client(), base: info.HostEndpoint}
 	node := "ip-10-0-2-15.us-west-2.compute.internal"
 	waitNodeReady(t, vm, a, node)
@@ -54,25 +40,16 @@ func TestGracefulNodeShutdown(t *testing.T) {
 		t.Fatalf("kubelet took no shutdown inhibitor: %v", err)
 	}
 
-	pod := func(ns, name, prio string, env []any) map[string]any {
-		spec := map[string]any{
-			"nodeName":                      node,
-			"terminationGracePeriodSeconds": 10,
-			"containers": []any{map[string]any{
-				"name": "demo", "image": "localhost/berth-demo:v1", "imagePullPolicy": "Never", "env": env,
-			}},
-		}
-		if prio != "" {
-			spec["priorityClassName"] = prio
-		}
-		return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}
-	}
+	normal := demoPod("default", "normal", node)
+	normal["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["env"] = []any{map[string]any{"name": "DEMO_STOP_DELAY", "value": "5s"}}
+	critical := demoPod("kube-system", "critical", node)
+	critical["spec"].(map[string]any)["priorityClassName"] = "system-node-critical"
 	// system-node-critical pods are admitted in kube-system only.
 	pods := []podRef{{"default", "normal"}, {"kube-system", "critical"}}
-	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod("default", "normal", "", []any{map[string]any{"name": "DEMO_STOP_DELAY", "value": "5s"}}), nil); err != nil {
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", normal, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.do("POST", "/api/v1/namespaces/kube-system/pods", pod("kube-system", "critical", "system-node-critical", nil), nil); err != nil {
+	if err := a.do("POST", "/api/v1/namespaces/kube-system/pods", critical, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods {

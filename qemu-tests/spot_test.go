@@ -5,8 +5,6 @@ import (
 	"regexp"
 	"testing"
 	"time"
-
-	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
 // A spot interruption notice on a joined node running a pod: the IMDS
@@ -16,19 +14,7 @@ import (
 func TestSpotInterruption(t *testing.T) {
 	cluster := startControlPlane(t)
 	info := cluster.Info()
-	srv, imdsURL := startIMDS(t, mimeUserData(joinNodeConfig(info)))
-	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
-	cfg.MemoryMB = 2048
-	cfg.Timeout = 15 * time.Minute
-	cfg.NICs = []qemu.NIC{{}}
-	vm := qemu.Start(t, cfg)
-	rep, err := vm.Report(bootTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reportOK(rep) {
-		t.Fatalf("boot failed: %v", rep["error"])
-	}
+	vm, _, srv := bootJoinedWith(t, cluster, joinNodeConfig(info), false)
 	if _, err := vm.Expect(regexp.MustCompile(`lifecycle: watching IMDS for lifecycle notices .*spot=shutdown`), time.Minute); err != nil {
 		t.Fatalf("the lifecycle watcher did not start: %v", err)
 	}
@@ -36,18 +22,7 @@ func TestSpotInterruption(t *testing.T) {
 	a := api{c: cluster.Client(), base: info.HostEndpoint}
 	node := "ip-10-0-2-15.us-west-2.compute.internal"
 	waitNodeReady(t, vm, a, node)
-	pod := map[string]any{
-		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": "spot-demo", "namespace": "default"},
-		"spec": map[string]any{
-			"nodeName":                      node,
-			"terminationGracePeriodSeconds": 10,
-			"containers": []any{map[string]any{
-				"name": "demo", "image": "localhost/berth-demo:v1", "imagePullPolicy": "Never",
-			}},
-		},
-	}
-	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod, nil); err != nil {
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", demoPod("default", "spot-demo", node), nil); err != nil {
 		t.Fatal(err)
 	}
 	waitPodRunning(t, vm, a, "spot-demo")
