@@ -121,30 +121,8 @@ func LeaseFromACK(ack *dhcpv4.DHCPv4, now time.Time) (Lease, error) {
 	// What the server says about names ends up in resolv.conf and the
 	// hostname, so it gets the same checks as user data; a bad entry is
 	// dropped, the rest of the lease still applies.
-	for _, d := range ack.DNS() {
-		a, ok := netip.AddrFromSlice(d.To4())
-		if !ok {
-			l.Warnings = append(l.Warnings, fmt.Sprintf("option 6: DNS server %q is not an IPv4 address; dropped", d.String()))
-			continue
-		}
-		if msg := badServer(a); msg != "" {
-			l.Warnings = append(l.Warnings, fmt.Sprintf("option 6: DNS server %q %s; dropped", a, msg))
-			continue
-		}
-		l.DNS = append(l.DNS, a)
-	}
-	for _, d := range ack.NTPServers() {
-		a, ok := netip.AddrFromSlice(d.To4())
-		if !ok {
-			l.Warnings = append(l.Warnings, fmt.Sprintf("option 42: NTP server %q is not an IPv4 address; dropped", d.String()))
-			continue
-		}
-		if msg := badServer(a); msg != "" {
-			l.Warnings = append(l.Warnings, fmt.Sprintf("option 42: NTP server %q %s; dropped", a, msg))
-			continue
-		}
-		l.NTP = append(l.NTP, a)
-	}
+	l.DNS = serverAddrs(ack.DNS(), "option 6: DNS server", &l.Warnings)
+	l.NTP = serverAddrs(ack.NTPServers(), "option 42: NTP server", &l.Warnings)
 	if d := ack.DomainName(); d != "" {
 		if err := syntax.DNSName(d); err != nil {
 			l.Warnings = append(l.Warnings, fmt.Sprintf("option 15: domain name dropped: %v", err))
@@ -287,4 +265,24 @@ func classfulBits(ip netip.Addr) int {
 	default:
 		return 24
 	}
+}
+
+// serverAddrs keeps the usable IPv4 server addresses of one lease option;
+// each dropped one adds a warning that starts with what (e.g. "option 6:
+// DNS server").
+func serverAddrs(ips []net.IP, what string, warnings *[]string) []netip.Addr {
+	var out []netip.Addr
+	for _, d := range ips {
+		a, ok := netip.AddrFromSlice(d.To4())
+		if !ok {
+			*warnings = append(*warnings, fmt.Sprintf("%s %q is not an IPv4 address; dropped", what, d.String()))
+			continue
+		}
+		if msg := badServer(a); msg != "" {
+			*warnings = append(*warnings, fmt.Sprintf("%s %q %s; dropped", what, a, msg))
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
