@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-node/berth/report"
 	"github.com/berth-node/berth/runtime/kubelet/joincause"
 	"github.com/berth-node/berth/runtime/supervise"
 )
@@ -91,14 +92,7 @@ func (w *joinWatcher) run(ctx context.Context, sup *supervise.Supervisor) {
 // the report is out, rewrites /run/berth/boot.json with it.
 func (b *boot) noteRegistered() {
 	ms := b.clock().Milliseconds()
-	b.repMu.Lock()
-	defer b.repMu.Unlock()
-	b.rep.RegisteredMs = ms
-	if b.reported {
-		if err := b.rep.Write(b.reportPath); err != nil {
-			b.log.Warn("updating the boot report", "phase", "join", "file", b.reportPath, "err", err)
-		}
-	}
+	b.updateReport("join", func(r *report.Report) { r.RegisteredMs = ms })
 }
 
 // waitingCause says why kubelet has not run at all: the first service

@@ -8,6 +8,7 @@ import (
 	"github.com/berth-node/berth/lifecycle"
 	"github.com/berth-node/berth/lifecycle/watch"
 	"github.com/berth-node/berth/nodeconfig"
+	"github.com/berth-node/berth/report"
 )
 
 // startLifecycle starts the watcher of EC2's lifecycle notices (spot
@@ -59,12 +60,5 @@ func (b *boot) lifecycleShutdown(log *slog.Logger, n lifecycle.Notice) {
 // refreshLifecycle takes the watcher's status into the report's lifecycle
 // section and, once the boot report is out, rewrites boot.json with it.
 func (b *boot) refreshLifecycle(st lifecycle.Status) {
-	b.repMu.Lock()
-	defer b.repMu.Unlock()
-	b.rep.Lifecycle = &st
-	if b.reported {
-		if err := b.rep.Write(b.reportPath); err != nil {
-			b.log.Warn("updating the boot report", "phase", "lifecycle", "file", b.reportPath, "err", err)
-		}
-	}
+	b.updateReport("lifecycle", func(r *report.Report) { r.Lifecycle = &st })
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-node/berth/bootlog"
 	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/report"
 	"github.com/berth-node/berth/runtime/kubelet"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/supervise"
@@ -156,19 +157,14 @@ func (b *boot) refreshServices(sup *supervise.Supervisor, rep *serviceReport) {
 		return
 	}
 	st := sup.Status()
-	b.repMu.Lock()
-	defer b.repMu.Unlock()
-	rep.Services = st
-	for _, s := range st {
-		if s.Name == "kubelet" && !s.StartedAt.IsZero() && rep.KernelToKubeletMs == 0 {
-			rep.KernelToKubeletMs = kernelMs(s.StartedAt)
+	b.updateReport("services", func(*report.Report) {
+		rep.Services = st
+		for _, s := range st {
+			if s.Name == "kubelet" && !s.StartedAt.IsZero() && rep.KernelToKubeletMs == 0 {
+				rep.KernelToKubeletMs = kernelMs(s.StartedAt)
+			}
 		}
-	}
-	if b.reported {
-		if err := b.rep.Write(b.reportPath); err != nil {
-			b.log.Warn("updating the boot report", "phase", "services", "file", b.reportPath, "err", err)
-		}
-	}
+	})
 }
 
 // kernelMs converts a wall-clock time to milliseconds since kernel start.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/berth-node/berth/report"
 	"github.com/berth-node/berth/timesync"
 )
 
@@ -83,12 +84,5 @@ func (b *boot) waitTime(ctx context.Context) {
 // refreshTime takes the time client's status into the report and, once
 // the boot report is out, rewrites /run/berth/boot.json with it.
 func (b *boot) refreshTime(st timesync.Status) {
-	b.repMu.Lock()
-	defer b.repMu.Unlock()
-	b.rep.Time = &st
-	if b.reported {
-		if err := b.rep.Write(b.reportPath); err != nil {
-			b.log.Warn("updating the boot report", "phase", "time", "file", b.reportPath, "err", err)
-		}
-	}
+	b.updateReport("time", func(r *report.Report) { r.Time = &st })
 }

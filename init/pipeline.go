@@ -244,7 +244,7 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 		log.Error("encoding boot report", "err", err)
 	} else {
 		b.out.WriteLine(line)
-		if err := b.rep.Write(b.reportPath); err != nil {
+		if err := b.writeReport(); err != nil {
 			log.Warn("writing boot report", "err", err)
 		}
 	}

@@ -70,7 +70,7 @@ func (b *boot) noteShutdown(update func(*shutdownReport)) {
 		return
 	}
 	update(sr)
-	err := b.rep.Write(b.reportPath)
+	err := b.writeReport()
 	switch {
 	case err == nil:
 	case errors.Is(err, syscall.EROFS):

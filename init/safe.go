@@ -25,12 +25,8 @@ func (b *boot) notePanic(p *safe.Panic) {
 	if len(stack) > maxStackInReport {
 		stack = stack[:maxStackInReport]
 	}
-	b.repMu.Lock()
-	defer b.repMu.Unlock()
-	b.rep.Panics = append(b.rep.Panics, report.Panic{Goroutine: p.Goroutine, Error: p.Error(), AtMs: b.clock().Milliseconds(), Stack: string(stack)})
-	if b.reported {
-		if err := b.rep.Write(b.reportPath); err != nil {
-			b.log.Warn("updating the boot report", "file", b.reportPath, "err", err)
-		}
-	}
+	at := b.clock().Milliseconds()
+	b.updateReport("panic", func(r *report.Report) {
+		r.Panics = append(r.Panics, report.Panic{Goroutine: p.Goroutine, Error: p.Error(), AtMs: at, Stack: string(stack)})
+	})
 }

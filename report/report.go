@@ -85,6 +85,8 @@ type Report struct {
 	// Panics are the panics berth recovered from, in order: each one a
 	// bug, each one survived.
 	Panics []Panic `json:"panics,omitempty"`
+	// Live is berth's process at the last write of boot.json (Live).
+	Live *Live `json:"live,omitempty"`
 }
 
 // CPU is processor time in ms. Self is berth's own process, all its
