@@ -6,6 +6,8 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -67,10 +69,12 @@ func (c *Cluster) fillAddons(a Addons) Addons {
 	return a
 }
 
-// ApplyAddons creates every add-on object through the API, in dependency
+// ApplyAddons applies every add-on object through the API, in dependency
 // order (service accounts and RBAC before the workloads that use them).
-// Objects that already exist are left as they are, so a second call, or a
-// kept state directory, is fine.
+// It uses server-side apply, not create: a second create of kube-dns is
+// refused for its taken ClusterIP before the name conflict is seen, and on
+// a kept state directory the apiserver's port, which the ConfigMaps and
+// env name, may have changed since the objects were made.
 func (c *Cluster) ApplyAddons(ctx context.Context, a Addons) error {
 	objs, err := renderAddons(c.fillAddons(a))
 	if err != nil {
@@ -78,11 +82,43 @@ func (c *Cluster) ApplyAddons(ctx context.Context, a Addons) error {
 	}
 	host := c.hostEndpoint()
 	for _, o := range objs {
-		if err := c.create(ctx, host, o); err != nil {
+		if err := c.apply(ctx, host, o); err != nil {
 			return fmt.Errorf("applying add-ons: %w", err)
 		}
 	}
 	c.log.Info("add-ons applied", "objects", len(objs))
+	return nil
+}
+
+// applyFieldManager owns the add-ons' fields; force takes over fields
+// another manager (kubectl edit, a controller's defaults) set, as
+// kubeadm's addon phase overwrites what it owns.
+const applyFieldManager = "berth-controlplane"
+
+// apply creates or updates an object with server-side apply.
+func (c *Cluster) apply(ctx context.Context, host string, o object) error {
+	body, err := json.Marshal(o.Body)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", o.Path, err)
+	}
+	kind := o.Body["kind"]
+	name, _ := o.Body["metadata"].(map[string]any)["name"].(string)
+	u := host + o.Path + "/" + url.PathEscape(name) + "?fieldManager=" + applyFieldManager + "&force=true"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, u, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("applying %s %s: %w", kind, name, err)
+	}
+	// JSON is YAML, which is what an apply patch is.
+	req.Header.Set("Content-Type", "application/apply-patch+yaml")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("applying %s %s at %s: %w", kind, name, o.Path, err)
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("applying %s %s at %s: %s: %.300s", kind, name, o.Path, resp.Status, rb)
+	}
 	return nil
 }
 
