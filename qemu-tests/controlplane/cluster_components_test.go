@@ -25,9 +25,16 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func componentsDirs(t *testing.T) []string {
@@ -307,5 +314,195 @@ func TestClusterParallelStartStopStress(t *testing.T) {
 			}
 		}
 		t.Logf("round %d: %d restarts on fresh ports", round, logs.restarts(""))
+	}
+}
+
+// TestClusterAddons applies the add-ons to the real control plane and
+// checks what a berth node then relies on: every object is accepted (twice:
+// a second apply changes nothing), kube-dns holds the cluster DNS address,
+// the kubernetes Service points at the address a guest dials, a new Node
+// gets a pod CIDR from nodeipam, the DaemonSets and the Deployment are
+// acted on by their controllers, install-cni's pod is bound to a node that
+// is not Ready, and each service account's token can do what its add-on
+// does and no more.
+func TestClusterAddons(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	c, err := Start(ctx, log, Options{BinDirs: componentsDirs(t)})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer c.Stop()
+	info := c.Info()
+	host, admin := info.HostEndpoint, c.Client()
+
+	a := c.Addons("registry.berth.test/berth/install-cni:v1.7.1", "registry.berth.test/berth/kube-proxy:v1.35.4", "registry.berth.test/berth/coredns:v1.12.4")
+	if a.APIServer != info.APIServerEndpoint || a.ClusterCIDR != DefaultClusterCIDR || a.ServiceCIDR != DefaultServiceCIDR {
+		t.Errorf("Addons from the cluster: %+v", a)
+	}
+	t0 := time.Now()
+	if err := c.ApplyAddons(ctx, a); err != nil {
+		t.Fatalf("ApplyAddons: %v", err)
+	}
+	t.Logf("figure: add-ons applied in %s", time.Since(t0).Round(time.Millisecond))
+	if err := c.ApplyAddons(ctx, a); err != nil {
+		t.Fatalf("ApplyAddons again: %v", err)
+	}
+	// A changed field reaches the existing object.
+	a.CoreDNSReplicas = 2
+	if err := c.ApplyAddons(ctx, a); err != nil {
+		t.Fatalf("ApplyAddons with 2 CoreDNS replicas: %v", err)
+	}
+
+	get := func(path string, into any) {
+		t.Helper()
+		code, body := do(t, admin, "GET", host+path, "", nil)
+		if code != 200 {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		if err := json.Unmarshal(body, into); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+	for _, p := range []string{
+		"/apis/apps/v1/namespaces/kube-system/daemonsets/install-cni",
+		"/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy",
+		"/apis/apps/v1/namespaces/kube-system/deployments/coredns",
+		"/api/v1/namespaces/kube-system/configmaps/kube-proxy",
+		"/api/v1/namespaces/kube-system/configmaps/coredns",
+		"/api/v1/namespaces/kube-system/serviceaccounts/install-cni",
+		"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/kubeadm:node-proxier",
+	} {
+		var o map[string]any
+		get(p, &o)
+	}
+	var coredns appsv1.Deployment
+	get("/apis/apps/v1/namespaces/kube-system/deployments/coredns", &coredns)
+	if coredns.Spec.Replicas == nil || *coredns.Spec.Replicas != 2 {
+		t.Errorf("coredns replicas %v after applying 2", coredns.Spec.Replicas)
+	}
+	var dns corev1.Service
+	get("/api/v1/namespaces/kube-system/services/kube-dns", &dns)
+	if dns.Spec.ClusterIP != "10.96.0.10" || len(dns.Spec.Ports) != 3 {
+		t.Errorf("kube-dns: clusterIP %s ports %+v, want 10.96.0.10 and 53/UDP, 53/TCP, 9153/TCP", dns.Spec.ClusterIP, dns.Spec.Ports)
+	}
+
+	// Pods reach the API server through kube-proxy's DNAT of 10.96.0.1:443
+	// to these endpoints: the address a guest dials, not loopback.
+	var k8s corev1.Service
+	get("/api/v1/namespaces/default/services/kubernetes", &k8s)
+	var slice discoveryv1.EndpointSlice
+	get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes", &slice)
+	port := portOf(t, host)
+	if k8s.Spec.ClusterIP != "10.96.0.1" || len(slice.Endpoints) != 1 || len(slice.Endpoints[0].Addresses) != 1 ||
+		slice.Endpoints[0].Addresses[0] != "10.0.2.2" || len(slice.Ports) != 1 || slice.Ports[0].Port == nil || strconv.Itoa(int(*slice.Ports[0].Port)) != port {
+		t.Errorf("kubernetes Service %s, endpoints %+v ports %+v, want 10.96.0.1 -> 10.0.2.2:%s", k8s.Spec.ClusterIP, slice.Endpoints, slice.Ports, port)
+	}
+
+	// A node as a kubelet registers it: no Ready condition yet, so the
+	// node lifecycle controller taints it.
+	const nodeName = "berth-addons-test"
+	res := corev1.ResourceList{"cpu": resource.MustParse("2"), "memory": resource.MustParse("2Gi"), "pods": resource.MustParse("110")}
+	node := corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": nodeName}},
+		Status:     corev1.NodeStatus{Capacity: res, Allocatable: res},
+	}
+	t1 := time.Now()
+	if code, body := do(t, admin, "POST", host+"/api/v1/nodes", "", node); code != 201 {
+		t.Fatalf("creating node: %d %s", code, body)
+	}
+	eventually(t, 30*time.Second, "node gets spec.podCIDR from nodeipam", func() (bool, string) {
+		get("/api/v1/nodes/"+nodeName, &node)
+		return node.Spec.PodCIDR != "", fmt.Sprintf("%+v", node.Spec)
+	})
+	t.Logf("figure: node podCIDR %s assigned in %s", node.Spec.PodCIDR, time.Since(t1).Round(time.Millisecond))
+	if _, n, err := net.ParseCIDR(node.Spec.PodCIDR); err != nil || !strings.HasPrefix(node.Spec.PodCIDR, "10.244.") || !strings.HasSuffix(n.String(), "/24") {
+		t.Errorf("podCIDR %q, want a /24 of %s", node.Spec.PodCIDR, DefaultClusterCIDR)
+	}
+
+	for _, ds := range []string{"install-cni", "kube-proxy"} {
+		eventually(t, 60*time.Second, ds+" DaemonSet wants a pod on the node", func() (bool, string) {
+			var got appsv1.DaemonSet
+			get("/apis/apps/v1/namespaces/kube-system/daemonsets/"+ds, &got)
+			return got.Status.DesiredNumberScheduled == 1, fmt.Sprintf("%+v", got.Status)
+		})
+	}
+	// install-cni must land on a node that is not Ready: that is the
+	// node it makes Ready.
+	eventually(t, 60*time.Second, "install-cni pod bound to the NotReady node", func() (bool, string) {
+		var pods corev1.PodList
+		get("/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dinstall-cni", &pods)
+		return len(pods.Items) == 1 && pods.Items[0].Spec.NodeName == nodeName, fmt.Sprintf("%d pods %+v", len(pods.Items), pods.Items)
+	})
+	eventually(t, 60*time.Second, "coredns ReplicaSet creates its pods", func() (bool, string) {
+		var pods corev1.PodList
+		get("/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dkube-dns", &pods)
+		return len(pods.Items) == 2, fmt.Sprintf("%d pods", len(pods.Items))
+	})
+
+	// Each add-on's own token, from the TokenRequest API as the kubelet
+	// gets it for the pod, against a client that has only the CA.
+	caPEM, err := base64.StdEncoding.DecodeString(info.CertificateAuthority)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	anon := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	token := func(sa string) string {
+		t.Helper()
+		tr := map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": map[string]any{"expirationSeconds": 600}}
+		code, body := do(t, admin, "POST", host+"/api/v1/namespaces/kube-system/serviceaccounts/"+sa+"/token", "", tr)
+		var got struct{ Status struct{ Token string } }
+		if code != 201 || json.Unmarshal(body, &got) != nil || got.Status.Token == "" {
+			t.Fatalf("TokenRequest for %s: %d %s", sa, code, body)
+		}
+		return got.Status.Token
+	}
+	for _, tc := range []struct {
+		sa, method, path string
+		want             int
+	}{
+		{"install-cni", "GET", "/api/v1/nodes/" + nodeName, 200},
+		{"install-cni", "GET", "/api/v1/nodes", 200},
+		{"install-cni", "GET", "/api/v1/nodes?watch=true&timeoutSeconds=1", 200},
+		{"install-cni", "GET", "/api/v1/namespaces/kube-system/secrets", 403},
+		{"install-cni", "DELETE", "/api/v1/nodes/" + nodeName, 403},
+		{"kube-proxy", "GET", "/api/v1/services", 200},
+		{"kube-proxy", "GET", "/apis/discovery.k8s.io/v1/endpointslices", 200},
+		{"kube-proxy", "GET", "/api/v1/nodes/" + nodeName, 200},
+		{"kube-proxy", "GET", "/api/v1/namespaces/kube-system/secrets", 403},
+		{"coredns", "GET", "/apis/discovery.k8s.io/v1/endpointslices", 200},
+		{"coredns", "GET", "/api/v1/services", 200},
+		{"coredns", "GET", "/api/v1/namespaces", 200},
+		{"coredns", "GET", "/api/v1/pods", 200},
+		{"coredns", "GET", "/api/v1/nodes/" + nodeName, 403},
+	} {
+		code, body := do(t, anon, tc.method, host+tc.path, token(tc.sa), nil)
+		if code != tc.want {
+			t.Errorf("%s as %s: %d, want %d: %.300s", tc.method+" "+tc.path, tc.sa, code, tc.want, body)
+		}
+		if tc.path == "/api/v1/nodes/"+nodeName && code == 200 && !bytes.Contains(body, []byte(node.Spec.PodCIDR)) {
+			t.Errorf("%s as %s: no podCIDR in %.300s", tc.path, tc.sa, body)
+		}
+	}
+}
+
+// eventually polls cond until it holds or timeout passes; cond's string
+// says what it last saw.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, saw := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last saw %.1000s", what, timeout, saw)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }

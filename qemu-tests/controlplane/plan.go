@@ -150,15 +150,23 @@ func controllerManagerArgs(l layout, o Options) []string {
 		"--leader-elect=false",
 		// bootstrapsigner and tokencleaner are off by default; TLS
 		// bootstrap of kubelets needs the CSR signer and approver, which
-		// sign with the cluster CA.
+		// sign with the cluster CA. "*" keeps every default-on
+		// controller the add-ons need: serviceaccount-token (their
+		// tokens), daemonset, deployment, replicaset, endpointslice
+		// (kube-proxy's and CoreDNS's view of Services) and nodeipam
+		// (spec.podCIDR, which install-cni waits for).
 		"--controllers=*,bootstrapsigner,tokencleaner",
 		"--cluster-signing-cert-file=" + l.caCert(),
 		"--cluster-signing-key-file=" + l.caKey(),
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file=" + l.saKey(),
 		"--root-ca-file=" + l.caCert(),
+		// A /24 of the cluster CIDR per node (the IPv4 default, named so
+		// the per-node range the tests expect does not hang on it):
+		// install-cni's host-local range is the node's spec.podCIDR.
 		"--allocate-node-cidrs=true",
 		"--cluster-cidr=" + o.ClusterCIDR,
+		"--node-cidr-mask-size=24",
 		"--service-cluster-ip-range=" + o.ServiceCIDR,
 	}
 }
