@@ -24,7 +24,10 @@ import (
 // fields from the cluster; renderAddons needs them all.
 type Addons struct {
 	// Image references, each with a tag or digest (a pull policy of
-	// IfNotPresent means nothing for an implicit :latest).
+	// IfNotPresent means nothing for an implicit :latest). A cluster has a
+	// CNI or no node goes Ready; kube-proxy and CoreDNS are left out when
+	// their image is empty: most node tests need no Service or DNS, and
+	// under TCG every extra pod costs the guest seconds of CPU.
 	InstallCNIImage string
 	KubeProxyImage  string
 	CoreDNSImage    string
@@ -152,6 +155,9 @@ func renderAddons(a Addons) ([]object, error) {
 	}}
 	var objs []object
 	for _, f := range addonFiles {
+		if (f == "kube-proxy.yaml" && v.KubeProxyImage == "") || (f == "coredns.yaml" && v.CoreDNSImage == "") {
+			continue
+		}
 		tmpl, err := template.New(f).Funcs(funcs).Option("missingkey=error").ParseFS(addonTemplates, "addons/"+f)
 		if err != nil {
 			return nil, fmt.Errorf("parsing add-on template %s: %w", f, err)
@@ -248,6 +254,9 @@ func (a Addons) resolve() (addonValues, error) {
 		CoreDNSReplicas: a.CoreDNSReplicas,
 	}
 	for field, ref := range map[string]string{"InstallCNIImage": a.InstallCNIImage, "KubeProxyImage": a.KubeProxyImage, "CoreDNSImage": a.CoreDNSImage} {
+		if ref == "" && field != "InstallCNIImage" {
+			continue // that add-on is left out
+		}
 		if err := checkImageRef(ref); err != nil {
 			return v, fmt.Errorf("add-ons %s: %w", field, err)
 		}

@@ -3,8 +3,10 @@ package controlplane
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -349,7 +351,7 @@ func TestAddonsRefused(t *testing.T) {
 		edit func(*Addons)
 		want string
 	}{
-		{"no image", func(a *Addons) { a.KubeProxyImage = "" }, "KubeProxyImage: no image reference"},
+		{"no CNI image", func(a *Addons) { a.InstallCNIImage = "" }, "InstallCNIImage: no image reference"},
 		{"image without tag", func(a *Addons) { a.CoreDNSImage = "registry.berth.test/berth/coredns" }, `CoreDNSImage: image reference "registry.berth.test/berth/coredns"`},
 		{"image upper case path", func(a *Addons) { a.InstallCNIImage = "registry.berth.test/Berth/install-cni:v1" }, "InstallCNIImage"},
 		{"image with space", func(a *Addons) { a.InstallCNIImage = "registry.berth.test/berth/install-cni:v1 x" }, "InstallCNIImage"},
@@ -472,4 +474,28 @@ func FuzzAddons(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAddonsCNIOnly: with no kube-proxy or CoreDNS image, only the CNI
+// installer's objects are made (the node tests' cluster).
+func TestAddonsCNIOnly(t *testing.T) {
+	a := testAddons()
+	a.KubeProxyImage, a.CoreDNSImage = "", ""
+	objs, err := renderAddons(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range objs {
+		md := o.Body["metadata"].(map[string]any)
+		names = append(names, fmt.Sprintf("%s/%s", o.Body["kind"], md["name"]))
+	}
+	for _, n := range names {
+		if strings.Contains(n, "kube-proxy") || strings.Contains(n, "coredns") || strings.Contains(n, "kube-dns") {
+			t.Errorf("CNI-only add-ons made %s: %v", n, names)
+		}
+	}
+	if !slices.Contains(names, "DaemonSet/install-cni") {
+		t.Errorf("CNI-only add-ons: no install-cni DaemonSet in %v", names)
+	}
 }
