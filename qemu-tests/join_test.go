@@ -317,7 +317,7 @@ func expectKubeletReach(t *testing.T, cluster *controlplane.Cluster, vm *qemu.VM
 	if err != nil {
 		t.Fatalf("kubectl debug node/%s: %v", node, err)
 	}
-	figure(t, "kubectl debug node (pod start, attach or logs): %.2f s (wall, TCG)", time.Since(start).Seconds())
+	figure(t, "kubectl debug node (pod created, Succeeded, logs): %.2f s (wall, TCG)", time.Since(start).Seconds())
 	i := strings.Index(out, "{")
 	var rep map[string]any
 	if i < 0 || json.Unmarshal([]byte(strings.TrimSpace(out[i:])), &rep) != nil || !reportOK(rep) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -84,18 +85,43 @@ func kubectlExec(t *testing.T, cluster *controlplane.Cluster, ns, pod string, cm
 	return kubectl(t, cluster, kubectlTimeout, append([]string{"exec", "-n", ns, pod, "--"}, cmd...)...)
 }
 
-// debugNode is `kubectl debug node/NODE -i --image=IMAGE -- cmd...`: a pod
-// on the node in its host namespaces with the host's / at /host. kubectl
-// attaches, or shows the logs when the command has already ended. The pod
-// is left behind (restartPolicy Never, Succeeded).
+// debugPodRE finds the pod kubectl debug node creates, in its first line.
+var debugPodRE = regexp.MustCompile(`Creating debugging pod (\S+) with container`)
+
+// debugNode is `kubectl debug node/NODE --image=IMAGE -- cmd...`: a pod on
+// the node in the host's namespaces with the host's / at /host. It waits
+// for the pod to succeed and returns its logs (the command's output), then
+// deletes the pod. Not `-i`: kubectl attaches once the container runs, and
+// the output of a command that ends at once (a cat) is gone by then.
 func debugNode(t *testing.T, cluster *controlplane.Cluster, node, image string, cmd ...string) (string, error) {
 	t.Helper()
-	args := []string{"debug", "node/" + node, "-i", "--quiet", "--profile=general", "--image=" + image}
+	args := []string{"debug", "node/" + node, "--profile=general", "--image=" + image}
 	// An image imported into the node image is never pulled.
 	if strings.HasPrefix(image, "localhost/") {
 		args = append(args, "--image-pull-policy=Never")
 	}
-	return kubectl(t, cluster, kubectlTimeout, append(append(args, "--"), cmd...)...)
+	out, err := kubectl(t, cluster, kubectlTimeout, append(append(args, "--"), cmd...)...)
+	if err != nil {
+		return "", err
+	}
+	m := debugPodRE.FindStringSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("kubectl debug node/%s did not name its pod:\n%s", node, out)
+	}
+	pod := m[1]
+	if _, err := kubectl(t, cluster, kubectlTimeout, "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout="+kubectlTimeout.String(), "pod/"+pod); err != nil {
+		st, _ := kubectl(t, cluster, kubectlTimeout, "get", "pod", pod, "-o", "jsonpath={.status}")
+		logs, _ := kubectl(t, cluster, kubectlTimeout, "logs", pod)
+		return "", fmt.Errorf("debug pod %s did not succeed: %w\nstatus: %s\nlogs: %s", pod, err, st, logs)
+	}
+	logs, err := kubectl(t, cluster, kubectlTimeout, "logs", pod)
+	if err != nil {
+		return "", err
+	}
+	if _, err := kubectl(t, cluster, kubectlTimeout, "delete", "pod", pod, "--wait=false"); err != nil {
+		t.Logf("deleting debug pod %s: %v", pod, err)
+	}
+	return logs, nil
 }
 
 // untilOK retries call until it succeeds or timeout passes (the first call
