@@ -20,9 +20,9 @@ import (
 )
 
 // The real kube-apiserver sends kubelet traffic through the egress proxy:
-// a node's proxy subresource fails with the proxy's 502 naming the target
-// until the test routes the node, then reaches a stand-in kubelet on
-// loopback, which sees the apiserver's kubelet-client certificate.
+// a pod's log fails with the proxy's 502 naming the target until the test
+// routes the node, then comes from a stand-in kubelet on loopback, which
+// sees the apiserver's kubelet-client certificate.
 func TestClusterReachesKubeletThroughProxy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -72,21 +72,29 @@ func TestClusterReachesKubeletThroughProxy(t *testing.T) {
 		t.Fatalf("patching node status: %s %s", resp.Status, rb)
 	}
 
-	proxyURL := host + "/api/v1/nodes/fake-node/proxy/healthz"
-	code, body := do(t, admin, "GET", proxyURL, "", nil)
+	// A pod bound to the node: its log is fetched from the kubelet. (The
+	// node's proxy subresource is no test of the route: the apiserver
+	// first resolves the node's hostname in DNS, which no QEMU node has.)
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p"},
+		"spec": map[string]any{"nodeName": "fake-node", "containers": []any{map[string]any{"name": "c", "image": "x"}}}}
+	if code, body := do(t, admin, "POST", host+"/api/v1/namespaces/default/pods", "", pod); code != 201 {
+		t.Fatalf("creating pod: %d %s", code, body)
+	}
+	logURL := host + "/api/v1/namespaces/default/pods/p/log"
+	code, body := do(t, admin, "GET", logURL, "", nil)
 	if code == 200 || !strings.Contains(string(body), "fake-node:10250") {
 		t.Errorf("before RouteKubelet: %d %s, want a failure naming fake-node:10250", code, body)
 	}
 	if err := c.RouteKubelet("fake-node", port); err != nil {
 		t.Fatal(err)
 	}
-	code, body = do(t, admin, "GET", proxyURL, "", nil)
+	code, body = do(t, admin, "GET", logURL, "", nil)
 	if code != 200 || string(body) != "stand-in kubelet\n" {
 		t.Fatalf("after RouteKubelet: %d %s", code, body)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if seenPath != "/healthz" || seenCN != "kube-apiserver-kubelet-client" {
-		t.Errorf("stand-in kubelet saw path %q from %q, want /healthz from kube-apiserver-kubelet-client", seenPath, seenCN)
+	if seenPath != "/containerLogs/default/p/c" || seenCN != "kube-apiserver-kubelet-client" {
+		t.Errorf("stand-in kubelet saw path %q from %q, want /containerLogs/default/p/c from kube-apiserver-kubelet-client", seenPath, seenCN)
 	}
 }
