@@ -297,9 +297,8 @@ func expectKubeletReach(t *testing.T, cluster *controlplane.Cluster, vm *qemu.VM
 	figure(t, "kubectl logs: %.1f s until it first worked (%d tries)", took.Seconds(), tries)
 
 	start := time.Now()
-	logs, err = kubectlLogs(t, cluster, "default", pod)
-	if err != nil {
-		t.Errorf("kubectl logs, second call: %v", err)
+	if logs, err = kubectlLogs(t, cluster, "default", pod); err != nil || !strings.Contains(logs, "running") {
+		t.Errorf("kubectl logs, second call: %v\n%s", err, logs)
 	}
 	figure(t, "kubectl logs: %.2f s (wall, TCG)", time.Since(start).Seconds())
 
