@@ -201,7 +201,7 @@ func TestJoin(t *testing.T) {
 	cfg := qemu.ImageConfig(dir, "berth.imds="+imdsURL)
 	cfg.MemoryMB = 2048
 	cfg.Timeout = 20 * time.Minute
-	cfg.NICs = []qemu.NIC{{}}
+	cfg.NICs = []qemu.NIC{{HostFwd: []string{qemu.FwdKubelet}}}
 	vm := qemu.Start(t, cfg)
 	qemuStart := time.Now()
 
@@ -264,6 +264,8 @@ func TestJoin(t *testing.T) {
 	figure(t, "QEMU start to node registered %.1f s, Ready %.1f s, pod Running %.1f s (wall)",
 		registeredAfter.Seconds(), readyAfter.Seconds(), runningAfter.Seconds())
 
+	expectKubeletReach(t, cluster, vm, node, "demo")
+
 	// Orderly power-off: kubelet first, then the pods, then containerd.
 	if err := vm.PowerDown(); err != nil {
 		t.Fatal(err)
@@ -274,6 +276,52 @@ func TestJoin(t *testing.T) {
 	}
 	figure(t, "system_powerdown to QEMU exit: %.1f s", time.Since(down).Seconds())
 	expectShutdownInOrder(t, vm)
+}
+
+// expectKubeletReach checks the API server reaches node's kubelet through
+// the control plane's egress proxy: kubectl logs and exec of the running
+// demo pod, and kubectl debug node reading the host's boot.json under
+// /host. The VM's NIC must carry qemu.FwdKubelet.
+func expectKubeletReach(t *testing.T, cluster *controlplane.Cluster, vm *qemu.VM, node, pod string) {
+	t.Helper()
+	routeKubelet(t, cluster, vm, node)
+	// The first call may come before kubelet has its serving certificate
+	// (its CSR approved by the control plane): retry for a while.
+	logs, took, tries, err := untilOK(2*time.Minute, func() (string, error) { return kubectlLogs(t, cluster, "default", pod) })
+	if err != nil {
+		t.Fatalf("kubectl logs %s: %v\nconsole tail:\n%s", pod, err, vm.ConsoleTail(30))
+	}
+	if want := "berth demo pod " + pod + " running"; !strings.Contains(logs, want) {
+		t.Errorf("kubectl logs %s lacks %q:\n%s", pod, want, logs)
+	}
+	figure(t, "kubectl logs: %.1f s until it first worked (%d tries)", took.Seconds(), tries)
+
+	start := time.Now()
+	if logs, err = kubectlLogs(t, cluster, "default", pod); err != nil || !strings.Contains(logs, "running") {
+		t.Errorf("kubectl logs, second call: %v\n%s", err, logs)
+	}
+	figure(t, "kubectl logs: %.2f s (wall, TCG)", time.Since(start).Seconds())
+
+	start = time.Now()
+	out, err := kubectlExec(t, cluster, "default", pod, "/demo", "cat", "/etc/hostname")
+	if err != nil {
+		t.Errorf("kubectl exec: %v", err)
+	} else if strings.TrimSpace(out) != pod {
+		t.Errorf("kubectl exec %s -- /demo cat /etc/hostname = %q, want %q", pod, out, pod)
+	}
+	figure(t, "kubectl exec: %.2f s (wall, TCG)", time.Since(start).Seconds())
+
+	start = time.Now()
+	out, err = debugNode(t, cluster, node, "localhost/berth-demo:v1", "/demo", "cat", "/host/run/berth/boot.json")
+	if err != nil {
+		t.Fatalf("kubectl debug node/%s: %v", node, err)
+	}
+	figure(t, "kubectl debug node (pod created, Succeeded, logs): %.2f s (wall, TCG)", time.Since(start).Seconds())
+	i := strings.Index(out, "{")
+	var rep map[string]any
+	if i < 0 || json.Unmarshal([]byte(strings.TrimSpace(out[i:])), &rep) != nil || !reportOK(rep) {
+		t.Errorf("kubectl debug node/%s did not print the host's /run/berth/boot.json:\n%s", node, out)
+	}
 }
 
 // bootJoined boots a node against a running control plane and returns it
@@ -292,7 +340,7 @@ func bootJoinedWith(t *testing.T, cluster *controlplane.Cluster, nodeConfig stri
 	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
 	cfg.MemoryMB = 2048
 	cfg.Timeout = 15 * time.Minute
-	cfg.NICs = []qemu.NIC{{}}
+	cfg.NICs = []qemu.NIC{{HostFwd: []string{qemu.FwdKubelet}}}
 	cfg.Shell = shell
 	vm := qemu.Start(t, cfg)
 	rep, err := vm.Report(bootTimeout)

@@ -3,7 +3,8 @@
 // request with its hostname (the pod name), so a demo or test can see the pod
 // is really running. It exits 0 on SIGTERM or SIGINT, DEMO_STOP_DELAY after
 // it when that is set. "demo hostcheck" is
-// the host-contract test's pod-side probe (hostcheck.go).
+// the host-contract test's pod-side probe (hostcheck.go); "demo cat FILE..."
+// prints files, for kubectl exec and kubectl debug node (cat.go).
 package main
 
 import (
@@ -36,6 +37,12 @@ func main() {
 			return
 		case "probe-version":
 			fmt.Println(probeVersion)
+			return
+		case "cat":
+			if err := catFiles(os.Stdout, os.Args[2:]); err != nil {
+				log.Error("cat failed", "err", err)
+				os.Exit(1)
+			}
 			return
 		}
 	}

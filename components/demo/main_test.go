@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +91,31 @@ func TestHostcheckNamesEachRow(t *testing.T) {
 	}
 	if bad.OK || bad.Row != "b" || bad.Detail != "half: broke" {
 		t.Errorf("failed row: %+v", bad)
+	}
+}
+
+func TestCatFiles(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := os.WriteFile(a, []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := catFiles(&out, []string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "one\ntwo\n" {
+		t.Errorf("cat a b = %q", out.String())
+	}
+	missing := filepath.Join(dir, "missing")
+	err := catFiles(io.Discard, []string{a, missing})
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("cat of a missing file: %v, want an error naming %s", err, missing)
+	}
+	if err := catFiles(io.Discard, nil); err == nil {
+		t.Error("cat with no file: no error")
 	}
 }

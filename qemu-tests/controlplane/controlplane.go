@@ -7,7 +7,9 @@
 //
 // The apiserver advertises 10.0.2.2, the address QEMU's user network gives
 // the host as seen from a guest; loopback is refused for the kubernetes
-// service endpoints anyway.
+// service endpoints anyway. The apiserver reaches kubelets through an HTTP
+// CONNECT proxy in the test process (egress.go), and the control plane
+// approves kubelet serving certificates as EKS does (servingcsr.go).
 package controlplane
 
 import (
@@ -108,6 +110,11 @@ type Cluster struct {
 	startFn func(name string, args []string) (*proc, error)
 	pick    portPicker
 	avoid   map[int]bool
+
+	// proxy carries the apiserver's kubelet traffic (egress.go);
+	// stopApprover ends the serving CSR approver (servingcsr.go).
+	proxy        *kubeletProxy
+	stopApprover context.CancelFunc
 
 	stopOnce sync.Once
 	stopErr  error
@@ -252,6 +259,21 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 		}
 	}
 
+	ec, err := egressSelectorConfig(l.egressSocket())
+	if err != nil {
+		return nil, err
+	}
+	if err := fsutil.WriteFileAtomic(l.egressSelectorConfig(), ec, 0o600); err != nil {
+		return nil, err
+	}
+	// A kept state directory may hold the socket of an earlier run.
+	if err := os.Remove(l.egressSocket()); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("removing stale egress socket: %w", err)
+	}
+	if c.proxy, err = startKubeletProxy(ctx, log, l.egressSocket()); err != nil {
+		return nil, err
+	}
+
 	sctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
 	defer cancel()
 
@@ -282,6 +304,9 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 	if err := c.writeKubeconfigs(l, token); err != nil {
 		return nil, err
 	}
+	actx, stopApprover := context.WithCancel(ctx)
+	c.stopApprover = stopApprover
+	go c.approveServingCSRs(actx)
 	for _, o := range bootstrapObjects(token, time.Now().Add(certValidity)) {
 		if err := c.create(sctx, host, o); err != nil {
 			return nil, api.proc.failure(err)
@@ -479,6 +504,14 @@ func (c *Cluster) Kubeconfig() string { return c.info.Kubeconfig }
 // the admin, for raw API requests against Info().HostEndpoint.
 func (c *Cluster) Client() *http.Client { return c.client }
 
+// RouteKubelet makes the apiserver's connections to node's kubelet
+// (kubectl logs, exec, attach, port-forward, debug) go to
+// 127.0.0.1:hostPort, the node VM's hostfwd to its port 10250. Until a node
+// is routed, the proxy answers the apiserver 502 naming the target.
+func (c *Cluster) RouteKubelet(node string, hostPort int) error {
+	return c.proxy.route(node, hostPort)
+}
+
 // Stop stops the components in reverse start order, each bounded by
 // StopTimeout, then removes the state directory unless KeepState. It is safe
 // to call more than once and from several goroutines.
@@ -489,6 +522,14 @@ func (c *Cluster) Stop() error {
 
 func (c *Cluster) stop() error {
 	var errs []error
+	if c.stopApprover != nil {
+		c.stopApprover()
+	}
+	if c.proxy != nil {
+		if err := c.proxy.close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the egress proxy: %w", err))
+		}
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		if err := c.procs[i].stop(c.opts.StopTimeout); err != nil {
 			errs = append(errs, err)

@@ -52,6 +52,8 @@ func (l layout) log(n string) string { return l.path("logs", n+".log") }
 func (l layout) tokenWebhookConfig() string {
 	return l.path("token-webhook.kubeconfig")
 }
+func (l layout) egressSelectorConfig() string { return l.path("egress-selector.yaml") }
+func (l layout) egressSocket() string         { return l.path("egress.sock") }
 
 // certSpecs lists the leaf certificates the control plane needs, by file
 // name. The apiserver's serving certificate names every address a client
@@ -119,6 +121,10 @@ func apiServerArgs(l layout, o Options) []string {
 		"--client-ca-file=" + l.caCert(),
 		"--kubelet-client-certificate=" + l.cert("apiserver-kubelet-client"),
 		"--kubelet-client-key=" + l.key("apiserver-kubelet-client"),
+		// Kubelet traffic goes through the test's CONNECT proxy to each
+		// VM's hostfwd, named by the node's Hostname address (egress.go).
+		"--egress-selector-config-file=" + l.egressSelectorConfig(),
+		"--kubelet-preferred-address-types=Hostname",
 		"--enable-bootstrap-token-auth=true",
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",

@@ -1,0 +1,293 @@
+package controlplane
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestEgressSelectorConfigGolden(t *testing.T) {
+	got, err := egressSelectorConfig(layout{dir: "/state"}.egressSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "egress-selector.yaml")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("reading %s (go test -update creates it): %v", golden, err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("egress selector config differs from %s (go test -update to accept):\n%s", golden, got)
+	}
+}
+
+// startTestProxy runs the proxy on a Unix socket in a temporary directory,
+// as Start does, and stops it when the test ends.
+func startTestProxy(t *testing.T) (*kubeletProxy, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	p, err := startKubeletProxy(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.close(); err != nil {
+			t.Errorf("closing the proxy: %v", err)
+		}
+	})
+	return p, sock
+}
+
+// echoServer is a stand-in kubelet on loopback: it answers each line with
+// its name and the line.
+func echoServer(t *testing.T, name string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					fmt.Fprintf(c, "%s:%s\n", name, sc.Text())
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// connect sends CONNECT target over the socket as kube-apiserver does
+// (egressselector's tunnelHTTPConnect) and returns the response and the
+// connection, tunnelled when the status is 200.
+func connect(t *testing.T, sock, target string) (*http.Response, net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, "127.0.0.1")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("CONNECT %s: reading the response: %v", target, err)
+	}
+	return resp, c, br
+}
+
+func TestProxyRoutesByNode(t *testing.T) {
+	p, sock := startTestProxy(t)
+	for _, n := range []string{"node-a", "node-b"} {
+		if err := p.route(n, echoServer(t, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		resp, c, br := connect(t, sock, n+":10250")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("CONNECT %s:10250: %s", n, resp.Status)
+		}
+		fmt.Fprintf(c, "hello\n")
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line != n+":hello\n" {
+			t.Errorf("through the tunnel to %s: %q", n, line)
+		}
+	}
+}
+
+func TestProxyUnknownTarget(t *testing.T) {
+	p, sock := startTestProxy(t)
+	if err := p.route("node-a", echoServer(t, "node-a")); err != nil {
+		t.Fatal(err)
+	}
+	// A node never routed, and a routed node on a port other than
+	// kubelet's: both are refused with the target named.
+	for _, target := range []string{"node-z:10250", "node-a:8080", "10.0.2.15:10250"} {
+		resp, _, _ := connect(t, sock, target)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "no route for CONNECT "+target) ||
+			!strings.Contains(string(body), "RouteKubelet") {
+			t.Errorf("CONNECT %s: %s %q, want 502 naming the target and RouteKubelet", target, resp.Status, body)
+		}
+	}
+}
+
+func TestProxyRefusedPort(t *testing.T) {
+	p, sock := startTestProxy(t)
+	// A port that was free a moment ago: nothing listens there.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	if err := p.route("node-a", port); err != nil {
+		t.Fatal(err)
+	}
+	resp, _, _ := connect(t, sock, "node-a:10250")
+	body, _ := io.ReadAll(resp.Body)
+	want := "dialing 127.0.0.1:" + strconv.Itoa(port) + " for CONNECT node-a:10250"
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), want) || !strings.Contains(string(body), "refused") {
+		t.Errorf("CONNECT to a refusing port: %s %q, want 502 with %q", resp.Status, body, want)
+	}
+}
+
+func TestProxyNotConnect(t *testing.T) {
+	_, sock := startTestProxy(t)
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET through the proxy: %s, want 405", resp.Status)
+	}
+}
+
+func TestProxyConcurrentTunnels(t *testing.T) {
+	p, sock := startTestProxy(t)
+	nodes := []string{"node-a", "node-b", "node-c"}
+	for _, n := range nodes {
+		if err := p.route(n, echoServer(t, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const perNode = 10
+	var wg sync.WaitGroup
+	errs := make(chan error, len(nodes)*perNode)
+	for _, n := range nodes {
+		for i := range perNode {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- tunnelRoundTrips(sock, n, i)
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// tunnelRoundTrips opens one tunnel to node and checks several exchanges
+// come back from that node, in order.
+func tunnelRoundTrips(sock, node string, id int) error {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s:10250 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", node)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return fmt.Errorf("tunnel %s/%d: %w", node, id, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("tunnel %s/%d: %s", node, id, resp.Status)
+	}
+	for j := range 5 {
+		msg := fmt.Sprintf("m%d-%d", id, j)
+		fmt.Fprintf(c, "%s\n", msg)
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("tunnel %s/%d: %w", node, id, err)
+		}
+		if want := node + ":" + msg + "\n"; line != want {
+			return fmt.Errorf("tunnel %s/%d: got %q, want %q", node, id, line, want)
+		}
+	}
+	return nil
+}
+
+// Close ends tunnels still open, so Stop never waits on a hung kubectl
+// exec.
+func TestProxyCloseEndsTunnels(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	p, err := startKubeletProxy(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.route("node-a", echoServer(t, "node-a")); err != nil {
+		t.Fatal(err)
+	}
+	resp, c, br := connect(t, sock, "node-a:10250")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatal(resp.Status)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("close did not return with a tunnel open")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadString('\n'); err == nil {
+		t.Error("the tunnel still reads after close")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket %s left after close: %v", sock, err)
+	}
+}
+
+func TestProxyRouteRejects(t *testing.T) {
+	p := newKubeletProxy(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := p.route("", 1234); err == nil {
+		t.Error("empty node name accepted")
+	}
+	for _, port := range []int{0, -1, 70000} {
+		if err := p.route("n", port); err == nil || !strings.Contains(err.Error(), strconv.Itoa(port)) {
+			t.Errorf("port %d: %v, want an error naming it", port, err)
+		}
+	}
+}
+
+func TestProxySocketPathTooLong(t *testing.T) {
+	long := "/" + strings.Repeat("d", 120) + "/egress.sock"
+	_, err := startKubeletProxy(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), long)
+	if err == nil || !strings.Contains(err.Error(), "shorter state directory") {
+		t.Errorf("a %d-byte socket path: %v", len(long), err)
+	}
+}
