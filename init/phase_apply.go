@@ -20,6 +20,12 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Info("skipped: nothing planned")
 		return nil
 	}
+	rep := b.configReport()
+	// Read before writing: afterwards the image's files are gone.
+	for _, path := range p.Overridden(os.ReadFile) {
+		log.Warn("registry mirrors from berth.dev/registry-mirrors replace the image's hosts.toml", "path", path)
+		rep.Overridden = append(rep.Overridden, path)
+	}
 	if err := p.WriteTo("/"); err != nil {
 		return err
 	}
@@ -27,7 +33,6 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), plan.DescribeMode); err != nil {
 		return err
 	}
-	rep := b.configReport()
 	errs := applySysctls(ctx, b, log, p.Sysctls)
 	for _, f := range p.Files {
 		rep.Files = append(rep.Files, f.Path)

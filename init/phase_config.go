@@ -23,8 +23,11 @@ type configReport struct {
 	Result  *nodeconfig.Result `json:"result,omitempty"`
 	Calls   []imds.CallTiming  `json:"imdsCalls,omitempty"`
 	Files   []string           `json:"files,omitempty"`
-	Plan    *planSummary       `json:"plan,omitempty"`
-	Skipped string             `json:"skipped,omitempty"`
+	// Overridden are files from the image the plan replaced (a registry's
+	// hosts.toml the registry-mirrors annotation also sets).
+	Overridden []string     `json:"overridden,omitempty"`
+	Plan       *planSummary `json:"plan,omitempty"`
+	Skipped    string       `json:"skipped,omitempty"`
 	// SysctlErrors are the optional sysctls the apply phase could not set.
 	SysctlErrors []string `json:"sysctlErrors,omitempty"`
 	// Hostname is the node's hostname once the config phase set it from

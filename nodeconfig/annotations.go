@@ -25,10 +25,22 @@ func (e *annotationError) path() string {
 	if e.Key == "" {
 		return "metadata.annotations"
 	}
-	return fmt.Sprintf("metadata.annotations[%q]", e.Key)
+	p := fmt.Sprintf("metadata.annotations[%q]", e.Key)
+	if me, ok := e.Err.(*mirrorError); ok {
+		p += me.Sub
+	}
+	return p
 }
 
-func (e *annotationError) Error() string { return e.path() + ": " + e.Err.Error() }
+// reason is the error without the part of the path inside the value.
+func (e *annotationError) reason() error {
+	if me, ok := e.Err.(*mirrorError); ok {
+		return me.Err
+	}
+	return e.Err
+}
+
+func (e *annotationError) Error() string { return e.path() + ": " + e.reason().Error() }
 
 func (e *annotationError) Unwrap() error { return e.Err }
 
@@ -75,13 +87,20 @@ func LifecyclePolicy(cfg *NodeConfig) (lifecycle.Policy, error) {
 
 // checkAnnotations reports bad berth annotations, each at its own path.
 func checkAnnotations(ps *problems, cfg *NodeConfig) {
-	_, err := LifecyclePolicy(cfg)
+	ann, err := Annotations(cfg)
+	_, lerr := lifecycle.PolicyFromAnnotations(ann)
+	err = errors.Join(err, lerr)
+	if v, ok := ann[RegistryMirrorsAnnotation]; ok {
+		if _, merr := ParseRegistryMirrors(v); merr != nil {
+			err = errors.Join(err, annotationErrors(RegistryMirrorsAnnotation, merr))
+		}
+	}
 	for _, e := range flatten(err) {
 		var ae *annotationError
 		var le *lifecycle.AnnotationError
 		switch {
 		case errors.As(e, &ae):
-			ps.errorf(ae.path(), "%v", ae.Err)
+			ps.errorf(ae.path(), "%v", ae.reason())
 		case errors.As(e, &le):
 			ps.errorf(fmt.Sprintf("metadata.annotations[%q]", le.Annotation), "%v", le.Err)
 		default:

@@ -100,6 +100,13 @@ func TestValidateDocumentRules(t *testing.T) {
 				`error: src: metadata.annotations["berth.dev/on-rebalance"]: not a berth annotation; the lifecycle ones are berth.dev/on-spot-interruption, berth.dev/on-rebalance-recommendation and berth.dev/on-asg-termination`,
 				`error: src: metadata.annotations["berth.dev/on-spot-interruption"]: "drain" is not an action; want shutdown, log or ignore`,
 			}},
+		{name: "registry mirrors", extra: "metadata:\n  annotations:\n    berth.dev/registry-mirrors: '{\"registry.berth.test\": [\"http://10.0.2.2:5000\"], \"*\": [\"https://cache.example.com/v2\"]}'\n"},
+		{name: "registry mirrors bad", extra: "metadata:\n  annotations:\n    berth.dev/registry-mirrors: '{\"docker.io\": [\"ftp://m.example.com\", 5], \"a b\": [\"http://x\"]}'\n",
+			want: []string{
+				`error: src: metadata.annotations["berth.dev/registry-mirrors"]["docker.io"][0]: "ftp://m.example.com" is not a mirror URL: want an http:// or https:// URL`,
+				`error: src: metadata.annotations["berth.dev/registry-mirrors"]["docker.io"][1]: want a URL string, got 5`,
+				`error: src: metadata.annotations["berth.dev/registry-mirrors"]["a b"]: not a registry host (host or host:port, as image references name it, or "*" for every registry): "a b" is not a DNS name: label "a b" has ' '; only letters, digits and '-' are allowed`,
+			}},
 		{name: "annotations not strings", extra: "metadata:\n  annotations:\n    berth.dev/on-asg-termination: [shutdown]\n",
 			want: []string{`error: src: metadata.annotations["berth.dev/on-asg-termination"]: want a string (quote it in YAML), got ["shutdown"]`}},
 		{name: "annotations not a map", extra: "metadata:\n  annotations: [a]\n",

@@ -36,11 +36,26 @@ var fileModes = map[string]fileMode{
 	DescribePath:                         {DescribeMode, "service environments, which may hold secrets"},
 }
 
+// hostsTOMLMode is every registry's hosts.toml (IsRegistryHostsFile),
+// whose paths depend on the user data, so they have no row of their own.
+var hostsTOMLMode = fileMode{0o644, "mirror URLs, which nodeconfig admits without credentials; containerd's own examples are world-readable"}
+
+// modeRow is path's row of the mode table.
+func modeRow(path string) (fileMode, bool) {
+	if m, ok := fileModes[path]; ok {
+		return m, true
+	}
+	if IsRegistryHostsFile(path) {
+		return hostsTOMLMode, true
+	}
+	return fileMode{}, false
+}
+
 // ModeFor is the mode of the file the plan writes at path. A path missing
 // from the table gets 0600: a new file is private until someone decides
 // otherwise (and TestFileModes fails until they do).
 func ModeFor(path string) fs.FileMode {
-	if m, ok := fileModes[path]; ok {
+	if m, ok := modeRow(path); ok {
 		return m.mode
 	}
 	return 0o600

@@ -23,7 +23,7 @@ func TestFileModes(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, f := range p.Files {
-				row, ok := fileModes[f.Path]
+				row, ok := modeRow(f.Path)
 				if !ok {
 					t.Errorf("%s is planned but missing from the mode table (plan/modes.go)", f.Path)
 					continue
@@ -50,7 +50,7 @@ func TestFileModes(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				row, ok := fileModes[node]
+				row, ok := modeRow(node)
 				switch {
 				case !ok:
 					t.Errorf("render wrote %s, which is missing from the mode table", node)

@@ -188,6 +188,9 @@ type Plan struct {
 	ContainerdSchema int
 	// BootstrapToken says kubelet joins by TLS bootstrapping.
 	BootstrapToken bool
+	// RegistryMirrors are the berth.dev/registry-mirrors annotation's, a
+	// hosts.toml each among Files.
+	RegistryMirrors []nodeconfig.RegistryMirrors
 }
 
 var bootstrapTokenRE = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
@@ -379,6 +382,16 @@ func Build(in Inputs) (*Plan, error) {
 		return nil, fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
 	}
 	add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
+
+	// Registry mirrors: a hosts.toml per registry, which containerd reads
+	// at each pull (config_path); the apply phase writes them before
+	// containerd starts.
+	mirrors, err := nodeconfig.RegistryMirrorsOf(in.Config)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, registryHostsFiles(mirrors)...)
+	p.RegistryMirrors = mirrors
 
 	// Name resolution: only when the user asked; otherwise the network
 	// phase's DHCP resolv.conf stands.

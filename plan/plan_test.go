@@ -108,6 +108,11 @@ func goldenCases() []goldenCase {
 		// Registry auth, a proxy password, an API key and an Authorization
 		// header: real in the files, <redacted> in plan.txt.
 		{name: "secrets", userData: "secrets.yaml", host: twoCPU},
+		// hosts.toml per registry in containerd's certs.d, _default for "*".
+		{name: "registry-mirrors", userData: "registry-mirrors.yaml", instance: func(m *imds.Metadata) {
+			m.LocalIPv4 = "10.0.2.15"
+			m.LocalHostname = "berth-node"
+		}, host: Host{CPUs: 2, MemoryMiB: 1024, NodeIP: "10.0.2.15"}},
 		{name: "bootstrap-token", userData: "bootstrap-token.yaml", instance: func(m *imds.Metadata) {
 			m.LocalIPv4 = "10.0.2.15"
 			m.LocalHostname = "berth-node"

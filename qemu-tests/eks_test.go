@@ -1,6 +1,7 @@
 package qemutests
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -55,8 +56,22 @@ func TestJoinEKSAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// containerd reaches the ECR registry host through a mirror to the
+	// stand-in (on EC2 it resolves and reaches ECR directly), which berth
+	// writes as a hosts.toml from the user data's annotation.
+	regURL, err := url.Parse(awsstub.GuestURL(stack.RegistryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrors, err := json.Marshal(map[string][]string{ecrRegistry: {regURL.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	nodeConfig := fmt.Sprintf(`apiVersion: node.eks.aws/v1alpha1
 kind: NodeConfig
+metadata:
+  annotations:
+    berth.dev/registry-mirrors: '%s'
 spec:
   cluster:
     name: berth-qemu
@@ -66,7 +81,7 @@ spec:
   instance:
     environment:
       AWS_ENDPOINT_URL_ECR: %s
-`, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR, ecrURL.String())
+`, mirrors, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR, ecrURL.String())
 	if strings.Contains(nodeConfig, "bootstrap") || strings.Contains(nodeConfig, inst.Role.SecretAccessKey) {
 		t.Fatal("the user data must carry no bootstrap token and no credentials")
 	}
@@ -101,6 +116,15 @@ spec:
 	if !strings.Contains(out, "command: /sbin/berth") || !strings.Contains(out, "eks-token") || !strings.Contains(out, "No such file") {
 		t.Fatalf("kubeconfig should run berth eks-token and there should be no bootstrap kubeconfig:\n%s", out)
 	}
+	hostsTOML := "/etc/containerd/certs.d/" + ecrRegistry + "/hosts.toml"
+	out, err = vm.Shell("cat "+hostsTOML, shellTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// vm.Shell's output has no final newline.
+	if want := fmt.Sprintf("server = \"https://%s\"\n\n[host.\"%s\"]\n  capabilities = [\"pull\", \"resolve\"]", ecrRegistry, regURL); !strings.HasSuffix(out, want) {
+		t.Fatalf("%s from berth.dev/registry-mirrors:\n%s\nwant it to hold:\n%s", hostsTOML, out, want)
+	}
 
 	a := api{c: cluster.Client(), base: info.HostEndpoint}
 	node := inst.LocalHostname
@@ -109,17 +133,6 @@ spec:
 		t.Fatal("the node is Ready but the authenticator and STS stand-in saw no request")
 	}
 
-	// containerd reaches the ECR registry host through a mirror to the
-	// stand-in (on EC2 it resolves and reaches ECR directly).
-	regURL, err := url.Parse(awsstub.GuestURL(stack.RegistryURL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hosts := fmt.Sprintf(`server = "%s"\n[host."%s"]\n  capabilities = ["pull", "resolve"]\n`, regURL, regURL)
-	if out, err := vm.Shell(fmt.Sprintf("mkdir -p /etc/containerd/certs.d/%s && printf '%s' > /etc/containerd/certs.d/%s/hosts.toml && cat /etc/containerd/certs.d/%s/hosts.toml",
-		ecrRegistry, hosts, ecrRegistry, ecrRegistry), shellTimeout); err != nil {
-		t.Fatalf("writing hosts.toml: %v %s", err, out)
-	}
 	pod := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": "from-ecr", "namespace": "default"},
@@ -135,6 +148,9 @@ spec:
 		t.Fatal(err)
 	}
 	waitPodRunning(t, vm, a, "from-ecr")
+	if len(stack.Registry.Requests()) == 0 {
+		t.Error("the pod runs but the registry stand-in behind the mirror served nothing")
+	}
 	if len(stack.ECR.Requests()) == 0 {
 		t.Error("the pod runs but the ECR stand-in issued no token")
 	}

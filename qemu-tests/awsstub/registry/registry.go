@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -192,6 +193,46 @@ func (s *Server) Load(r io.Reader, ref string) ([]Image, error) {
 		s.repos[im.Repository][im.Tag] = im.ManifestDigest
 	}
 	return out, nil
+}
+
+// LoadOCI serves the OCI image-layout tarball at path (one image, as
+// image/oci/cmd/mkoci writes) as repo:tag, whatever name its index gives
+// it, so one tarball can stand behind any reference a test pulls.
+func (s *Server) LoadOCI(repo, tag, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("registry: opening image %s: %w", path, err)
+	}
+	defer f.Close()
+	if _, err := s.Load(f, repo+":"+tag); err != nil {
+		return fmt.Errorf("registry: loading %s as %s:%s: %w", path, repo, tag, err)
+	}
+	return nil
+}
+
+// OCIImage is one tarball to serve under Repository:Tag.
+type OCIImage struct {
+	Repository, Tag, Path string
+}
+
+// StartAnonymous starts a public registry (anonymous pulls, as a
+// pull-through cache serves them) on addr with images loaded: the
+// cluster's images behind the registry.berth.test name, which a guest
+// reaches through its berth.dev/registry-mirrors mirror at
+// http://10.0.2.2:<port> (awsstub.GuestURL of the URL returned). On
+// error nothing is left running.
+func StartAnonymous(addr string, images []OCIImage, log *slog.Logger) (s *Server, url string, stop func(), err error) {
+	s = New(Config{Logger: log})
+	for _, im := range images {
+		if err := s.LoadOCI(im.Repository, im.Tag, im.Path); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	url, stop, err = s.Start(addr)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return s, url, stop, nil
 }
 
 // dropHost removes a leading registry host (a first component with a dot,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -203,5 +204,57 @@ func TestLoadWithExplicitRef(t *testing.T) {
 	}
 	if _, err := s.Load(bytes.NewReader(tb), "Bad Name"); err == nil {
 		t.Fatal("invalid ref accepted")
+	}
+}
+
+// TestStartAnonymous is the cluster's registry: a tarball served under a
+// name of the test's choosing, pulled without credentials the way
+// containerd pulls (GET /v2/, HEAD then GET the manifest by tag, the
+// config and layers by digest), every digest checked.
+func TestStartAnonymous(t *testing.T) {
+	tb, res := tarball(t, "registry.k8s.io/some/other:name")
+	path := t.TempDir() + "/busybox.tar"
+	if err := os.WriteFile(path, tb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, base, stop, err := StartAnonymous("127.0.0.1:0", []OCIImage{{Repository: "berth/busybox", Tag: "1.37.0-4", Path: path}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if resp, _ := get(t, http.MethodGet, base+"/v2/", false); resp.StatusCode != 200 {
+		t.Fatalf("/v2/ anonymous: %s", resp.Status)
+	}
+	resp, b := get(t, http.MethodHead, base+"/v2/berth/busybox/manifests/1.37.0-4", false)
+	if resp.StatusCode != 200 || len(b) != 0 || resp.Header.Get("Docker-Content-Digest") != res.ManifestDigest ||
+		resp.Header.Get("Content-Type") != oci.MediaTypeManifest || resp.ContentLength <= 0 {
+		t.Fatalf("HEAD manifest by tag: %s len %d %v", resp.Status, resp.ContentLength, resp.Header)
+	}
+	resp, body := get(t, http.MethodGet, base+"/v2/berth/busybox/manifests/1.37.0-4", false)
+	if resp.StatusCode != 200 || sha(body) != res.ManifestDigest {
+		t.Fatalf("GET manifest by tag: %s, digest %s", resp.Status, sha(body))
+	}
+	var m oci.Manifest
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range append([]oci.Descriptor{m.Config}, m.Layers...) {
+		resp, b := get(t, http.MethodGet, base+"/v2/berth/busybox/blobs/"+d.Digest, false)
+		if resp.StatusCode != 200 || sha(b) != d.Digest || int64(len(b)) != d.Size {
+			t.Fatalf("blob %s: %s, %d bytes", d.Digest, resp.Status, len(b))
+		}
+	}
+	// The tarball's own name is not served: only the name it was loaded as.
+	resp, body = get(t, http.MethodGet, base+"/v2/some/other/manifests/name", false)
+	var eb ErrorBody
+	if resp.StatusCode != 404 || json.Unmarshal(body, &eb) != nil || len(eb.Errors) != 1 || eb.Errors[0].Code != "NAME_UNKNOWN" {
+		t.Fatalf("unloaded name: %s %s", resp.Status, body)
+	}
+	if len(s.Requests()) != 5+len(m.Layers) { // /v2/, HEAD, GET, config, layers, the 404
+		t.Errorf("request log has %d entries", len(s.Requests()))
+	}
+	if _, _, _, err := StartAnonymous("127.0.0.1:0", []OCIImage{{Repository: "x", Tag: "y", Path: path + ".missing"}}, nil); err == nil ||
+		!strings.Contains(err.Error(), "busybox.tar.missing") {
+		t.Errorf("missing tarball: %v", err)
 	}
 }
