@@ -386,12 +386,23 @@ func layerTar(files []File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// modeOr755 is m's permission bits, 0o755 when it has none.
+// modeOr755 is m's permission bits as tar stores them, with setuid, setgid
+// and sticky (a /tmp is 01777); 0o755 when it has none.
 func modeOr755(m fs.FileMode) int64 {
-	if m.Perm() == 0 {
-		return 0o755
+	mode := int64(m.Perm())
+	if mode == 0 {
+		mode = 0o755
 	}
-	return int64(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		mode |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	return mode
 }
 
 func writeDir(tw *tar.Writer, name string) error {

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -282,6 +283,7 @@ func TestWriteLinksDirsAndAnnotations(t *testing.T) {
 			{Path: "bin/busybox", Data: []byte("\x7fELF")},
 			{Path: "bin/sh", Symlink: "busybox"},
 			{Path: "var/empty", Dir: true, Mode: 0o700},
+			{Path: "tmp", Dir: true, Mode: fs.ModeSticky | 0o777},
 			// A named directory may be the parent of other entries.
 			{Path: "etc", Dir: true, Mode: 0o755},
 			{Path: "etc/hostname", Mode: 0o644, Data: []byte("x\n")},
@@ -295,6 +297,9 @@ func TestWriteLinksDirsAndAnnotations(t *testing.T) {
 	}
 	if h := l.layer["var/empty/"]; h == nil || h.Typeflag != tar.TypeDir || h.Mode != 0o700 {
 		t.Errorf("var/empty/ = %+v, want a directory with mode 0700", h)
+	}
+	if h := l.layer["tmp/"]; h == nil || h.Mode != 0o1777 {
+		t.Errorf("tmp/ = %+v, want mode 01777", h)
 	}
 	if h := l.layer["etc/"]; h == nil || h.Typeflag != tar.TypeDir {
 		t.Errorf("etc/ = %+v, want one directory entry", h)
