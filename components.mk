@@ -160,12 +160,12 @@ $(CNI_DIR)/.built:
 $(OCI_IMAGES_DIR)/pause.tar: $(wildcard components/pause/*.go image/oci/*.go image/oci/cmd/mkoci/*.go)
 	@mkdir -p $(OCI_IMAGES_DIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/pause ./components/pause
-	$(GO) run ./image/oci/cmd/mkoci -name $(PAUSE_IMAGE) -entrypoint /pause -file pause=$(OCI_IMAGES_DIR)/pause -out $@
+	$(GO) run ./image/oci/cmd/mkoci -name $(PAUSE_IMAGE) -title pause -version $(lastword $(subst :, ,$(PAUSE_IMAGE))) -entrypoint /pause -file pause=$(OCI_IMAGES_DIR)/pause -out $@
 
 $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image/oci/cmd/mkoci/*.go)
 	@mkdir -p $(OCI_IMAGES_DIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/demo ./components/demo
-	$(GO) run ./image/oci/cmd/mkoci -name $(DEMO_IMAGE) -entrypoint /demo -file demo=$(OCI_IMAGES_DIR)/demo -out $@
+	$(GO) run ./image/oci/cmd/mkoci -name $(DEMO_IMAGE) -title berth-demo -version $(lastword $(subst :, ,$(DEMO_IMAGE))) -entrypoint /demo -file demo=$(OCI_IMAGES_DIR)/demo -out $@
 
 # The cluster's images (install-cni, kube-proxy, coredns, busybox), each
 # from its spec in image/oci/images/ by mkoci, which resolves the shared

@@ -49,6 +49,8 @@ func run(ctx context.Context, args []string) error {
 	fs.Var(&files, "file", "DEST=SRC: put file SRC at DEST in the image (repeatable)")
 	fs.StringVar(&img.WorkingDir, "workdir", "", "working directory")
 	fs.StringVar(&img.Architecture, "arch", "amd64", "architecture")
+	title := fs.String("title", "", "the org.opencontainers.image.title annotation")
+	version := fs.String("version", "", "the org.opencontainers.image.version annotation")
 	out := fs.String("out", "", "output tarball")
 	specFile := fs.String("spec", "", "image spec file (image/oci/imagespec); replaces -name, -file, -entrypoint...")
 	fs.Var(&vars, "var", "NAME=VALUE for ${NAME} in the -spec file (repeatable)")
@@ -59,8 +61,8 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("-out is required")
 	}
 	if *specFile != "" {
-		if img.Name != "" || len(files)+len(entry)+len(cmd)+len(env) > 0 {
-			return fmt.Errorf("-spec %s: the spec gives the name, files, entrypoint, cmd and env; drop those flags", *specFile)
+		if img.Name != "" || *title != "" || *version != "" || len(files)+len(entry)+len(cmd)+len(env) > 0 {
+			return fmt.Errorf("-spec %s: the spec gives the name, title, version, files, entrypoint, cmd and env; drop those flags", *specFile)
 		}
 		values := map[string]string{}
 		for _, v := range vars {
@@ -87,6 +89,14 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("-var is for -spec files only")
 	}
 	img.Entrypoint, img.Cmd, img.Env = entry, cmd, env
+	for k, v := range map[string]string{oci.AnnotationTitle: *title, oci.AnnotationVersion: *version} {
+		if v != "" {
+			if img.Annotations == nil {
+				img.Annotations = map[string]string{}
+			}
+			img.Annotations[k] = v
+		}
+	}
 	for _, f := range files {
 		dest, src, ok := strings.Cut(f, "=")
 		if !ok || dest == "" || src == "" {

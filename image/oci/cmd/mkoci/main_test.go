@@ -25,7 +25,8 @@ func TestRunWritesImportableLayout(t *testing.T) {
 	}
 	out1, out2 := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
 	for _, out := range []string{out1, out2} {
-		if err := run(context.Background(), []string{"-name", "registry.k8s.io/pause:3.10", "-entrypoint", "/pause", "-file", "pause=" + src, "-out", out}); err != nil {
+		if err := run(context.Background(), []string{"-name", "registry.k8s.io/pause:3.10", "-title", "pause", "-version", "3.10",
+			"-entrypoint", "/pause", "-file", "pause=" + src, "-out", out}); err != nil {
 			t.Fatalf("run: %v", err)
 		}
 	}
@@ -57,7 +58,24 @@ func TestRunWritesImportableLayout(t *testing.T) {
 		}
 	}
 	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[oci.AnnotationImageName] != "registry.k8s.io/pause:3.10" {
-		t.Errorf("index.json = %+v", idx)
+		t.Fatalf("index.json = %+v", idx)
+	}
+	var man oci.Manifest
+	tr = tar.NewReader(bytes.NewReader(a))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("manifest blob not found: %v", err)
+		}
+		if h.Name == "blobs/sha256/"+strings.TrimPrefix(idx.Manifests[0].Digest, "sha256:") {
+			if err := json.NewDecoder(tr).Decode(&man); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if man.Annotations[oci.AnnotationTitle] != "pause" || man.Annotations[oci.AnnotationVersion] != "3.10" {
+		t.Errorf("manifest annotations = %v", man.Annotations)
 	}
 }
 
