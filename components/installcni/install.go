@@ -11,9 +11,6 @@ import (
 	"path/filepath"
 )
 
-// plugins are the CNI plugins the conflist uses, by file name.
-var plugins = []string{"bridge", "host-local", "loopback", "portmap"}
-
 // planCopies returns the plugins whose destination lacks the source's
 // content (src and dst map names to content digests; a missing name has
 // none), in the order of names: a restart with everything in place copies
@@ -106,7 +103,7 @@ func installFile(src, dir, name string) error {
 
 // installPlugins copies the plugins from srcDir that dstDir lacks or holds
 // with other content, and returns the names it copied.
-func installPlugins(srcDir, dstDir string) ([]string, error) {
+func installPlugins(plugins []string, srcDir, dstDir string) ([]string, error) {
 	src, err := digests(srcDir, plugins)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
+// plugins is what configFromEnv installs.
+var plugins = []string{"bridge", "host-local", "loopback", "portmap"}
+
 func TestPlanCopies(t *testing.T) {
 	names := []string{"bridge", "host-local", "loopback", "portmap"}
 	src := map[string]string{"bridge": "b", "host-local": "h", "loopback": "l", "portmap": "p"}
@@ -70,7 +73,7 @@ func TestInstallPluginsCopiesOnceAndKeepsOtherFiles(t *testing.T) {
 	mustWrite(t, filepath.Join(dst, "bridge.tmp"), "half a bridge", 0o600)
 	mustWrite(t, filepath.Join(dst, "loopback"), "old loopback", 0o755)
 
-	copied, err := installPlugins(src, dst)
+	copied, err := installPlugins(plugins, src, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +106,7 @@ func TestInstallPluginsCopiesOnceAndKeepsOtherFiles(t *testing.T) {
 	}
 
 	// A restart with everything in place is a no-op.
-	copied, err = installPlugins(src, dst)
+	copied, err = installPlugins(plugins, src, dst)
 	if err != nil || len(copied) != 0 {
 		t.Errorf("second install copied %v (%v), want nothing", copied, err)
 	}
@@ -111,7 +114,7 @@ func TestInstallPluginsCopiesOnceAndKeepsOtherFiles(t *testing.T) {
 	if err := os.Remove(filepath.Join(dst, "portmap")); err != nil {
 		t.Fatal(err)
 	}
-	copied, err = installPlugins(src, dst)
+	copied, err = installPlugins(plugins, src, dst)
 	if err != nil || !reflect.DeepEqual(copied, []string{"portmap"}) {
 		t.Errorf("after removing portmap, copied %v (%v), want [portmap]", copied, err)
 	}
@@ -144,11 +147,11 @@ func TestInstallPluginsErrors(t *testing.T) {
 	if err := os.Remove(filepath.Join(src, "host-local")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := installPlugins(src, dst); err == nil || !strings.Contains(err.Error(), "host-local") {
+	if _, err := installPlugins(plugins, src, dst); err == nil || !strings.Contains(err.Error(), "host-local") {
 		t.Errorf("missing source plugin: err = %v, want one naming host-local", err)
 	}
 	src, _ = pluginDirs(t)
-	if _, err := installPlugins(src, filepath.Join(t.TempDir(), "absent")); err == nil || !strings.Contains(err.Error(), "absent") {
+	if _, err := installPlugins(plugins, src, filepath.Join(t.TempDir(), "absent")); err == nil || !strings.Contains(err.Error(), "absent") {
 		t.Errorf("missing host dir: err = %v, want one naming it", err)
 	}
 }
@@ -321,7 +324,7 @@ func TestRunInstallsAndKeepsInPlace(t *testing.T) {
 	src, bin := pluginDirs(t)
 	cfg := config{
 		nodeName: "n1", apiHost: host, apiPort: port, saDir: saDir,
-		srcDir: src, binDir: bin, netDir: filepath.Join(t.TempDir(), "net.d"),
+		srcDir: src, binDir: bin, netDir: filepath.Join(t.TempDir(), "net.d"), plugins: plugins,
 		poll: 10 * time.Millisecond, recheck: 10 * time.Millisecond,
 	}
 	// Only run writes the log, and the test reads it after run returns.
@@ -368,7 +371,8 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	env["NODE_NAME"] = "n1"
 	c, err := configFromEnv(func(k string) string { return env[k] })
-	if err != nil || c.nodeName != "n1" || c.binDir != "/host/opt/cni/bin" || c.netDir != "/host/etc/cni/net.d" || c.srcDir != "/cni/bin" {
+	if err != nil || c.nodeName != "n1" || c.binDir != "/host/opt/cni/bin" || c.netDir != "/host/etc/cni/net.d" || c.srcDir != "/cni/bin" ||
+		!reflect.DeepEqual(c.plugins, plugins) {
 		t.Errorf("configFromEnv = %+v, %v", c, err)
 	}
 }

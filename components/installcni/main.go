@@ -37,6 +37,9 @@ type config struct {
 	srcDir   string // the plugins in the image
 	binDir   string // the host's /opt/cni/bin
 	netDir   string // the host's /etc/cni/net.d
+	// plugins are the files of srcDir to install, the ones the conflist
+	// uses (loopback is kubelet's, for every pod's lo).
+	plugins []string
 	// poll is the wait between asks for the pod CIDR; recheck the wait
 	// between checks that the installed files are still in place.
 	poll    time.Duration
@@ -52,6 +55,7 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		srcDir:   "/cni/bin",
 		binDir:   "/host/opt/cni/bin",
 		netDir:   "/host/etc/cni/net.d",
+		plugins:  []string{"bridge", "host-local", "loopback", "portmap"},
 		poll:     2 * time.Second,
 		recheck:  5 * time.Second,
 	}
@@ -145,7 +149,7 @@ func waitPodCIDR(ctx context.Context, log *slog.Logger, cfg config, api *apiClie
 // ensure puts the plugins and the conflist in place, logging what it had to
 // do; with everything in place it does and logs nothing.
 func ensure(log *slog.Logger, cfg config, conf []byte) error {
-	copied, err := installPlugins(cfg.srcDir, cfg.binDir)
+	copied, err := installPlugins(cfg.plugins, cfg.srcDir, cfg.binDir)
 	if err != nil {
 		return err
 	}

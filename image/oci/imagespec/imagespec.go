@@ -6,9 +6,10 @@
 // architecture: a host binary of another machine would only fail at exec,
 // on a node, as "exec format error".
 //
-// A spec names build outputs whose paths carry versions, so ${NAME} in it is
-// replaced by the variables the caller gives (components.mk's versions and
-// directories); a name with no value is an error, never an empty string.
+// A spec names build outputs whose paths carry versions, so ${NAME} (and
+// $NAME: write $$ for a dollar sign) in it is replaced by the variables the
+// caller gives (components.mk's versions and directories); a name with no
+// value is an error, never an empty string.
 package imagespec
 
 import (
@@ -47,17 +48,14 @@ type Spec struct {
 	Root spec.Layer `json:"root"`
 }
 
-// machines maps an OCI architecture to the ELF machine its binaries have.
-var machines = map[string]elf.Machine{
-	"amd64": elf.EM_X86_64,
-	"arm64": elf.EM_AARCH64,
-}
-
 // Parse expands ${NAME} from vars in data, then decodes and checks the spec
 // strictly (an unknown field is an error).
 func Parse(data []byte, vars map[string]string) (*Spec, error) {
 	var missing []string
 	expanded := os.Expand(string(data), func(name string) string {
+		if name == "$" {
+			return "$"
+		}
 		v, ok := vars[name]
 		if !ok {
 			missing = append(missing, name)
@@ -102,7 +100,7 @@ func (s *Spec) validate() error {
 	case len(s.Entrypoint) == 0 || !strings.HasPrefix(s.Entrypoint[0], "/"):
 		return fmt.Errorf("entrypoint %q: want an absolute program path first", s.Entrypoint)
 	}
-	if _, ok := machines[s.arch()]; !ok {
+	if _, ok := MachineFor(s.arch()); !ok {
 		return fmt.Errorf("architecture %q: want one of amd64, arm64", s.Architecture)
 	}
 	if len(s.Root.Images) > 0 {
@@ -135,7 +133,7 @@ func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
 		Architecture: s.arch(),
 		Annotations:  map[string]string{oci.AnnotationTitle: s.Title, oci.AnnotationVersion: s.Version},
 	}
-	want := machines[s.arch()]
+	want, _ := MachineFor(s.arch())
 	for _, e := range t.Entries() {
 		if e.Path == "/" {
 			continue
@@ -193,8 +191,13 @@ func CheckELF(name string, data []byte, want elf.Machine) error {
 
 // MachineFor is the ELF machine of an OCI architecture's binaries.
 func MachineFor(arch string) (elf.Machine, bool) {
-	m, ok := machines[arch]
-	return m, ok
+	switch arch {
+	case "amd64":
+		return elf.EM_X86_64, true
+	case "arm64":
+		return elf.EM_AARCH64, true
+	}
+	return 0, false
 }
 
 // checkEntrypoint follows symlinks inside the image from prog to a regular

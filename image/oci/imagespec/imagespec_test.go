@@ -165,3 +165,14 @@ func TestParseRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestParseExpands(t *testing.T) {
+	s, err := Parse([]byte(strings.Replace(sample, "env: [PATH=/usr/sbin]", "env: [PATH=/usr/sbin, PRICE=$$5]", 1)),
+		map[string]string{"VERSION": "v2", "SRC": hostTrue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "registry.berth.test/berth/tool:v2" || s.Root.Binaries[0].Src != hostTrue || s.Env[1] != "PRICE=$5" {
+		t.Errorf("expanded spec: name %s, src %s, env %v", s.Name, s.Root.Binaries[0].Src, s.Env)
+	}
+}
