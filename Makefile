@@ -95,7 +95,7 @@ image-test: build kernel node-components
 
 ## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/.
-test-qemu: image-test etcd test-components-node
+test-qemu: image-test etcd test-components-node test-components-images
 	@rm -rf $(BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(BUILD)/qemu-logs $(GO) test -count=1 -timeout 55m -v ./qemu-tests > $(BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(BUILD)/qemu-tests.log"; exit $$rc; fi

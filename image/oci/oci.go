@@ -38,6 +38,10 @@ const (
 	// AnnotationRefName is the OCI spec's reference; containerd's own
 	// exporter puts only the tag there, and so do we.
 	AnnotationRefName = "org.opencontainers.image.ref.name"
+	// AnnotationTitle and AnnotationVersion are the OCI spec's pre-defined
+	// keys, put on the manifest: what the image is and which release of it.
+	AnnotationTitle   = "org.opencontainers.image.title"
+	AnnotationVersion = "org.opencontainers.image.version"
 
 	layoutVersion = "1.0.0"
 )
@@ -46,14 +50,20 @@ const (
 // SOURCE_DATE_EPOCH=0 builds do, so nothing depends on when it was built.
 var epoch = time.Unix(0, 0).UTC()
 
-// File is one regular file in the image's single layer.
+// File is one entry of the image's single layer: a regular file, or a
+// symbolic link when Symlink is set, or a directory when Dir is.
 type File struct {
 	// Path inside the image, relative to / (e.g. "pause" or "bin/demo").
 	Path string
 	// Mode holds the permission bits; 0 means 0o755 (these are mostly
-	// executables).
+	// executables and directories).
 	Mode fs.FileMode
 	Data []byte
+	// Symlink is a link's target (a multi-call program's names: busybox's
+	// applets, iptables' xtables-nft-multi).
+	Symlink string
+	// Dir makes an empty directory; parents of other entries need none.
+	Dir bool
 }
 
 // Image describes the image to write.
@@ -72,6 +82,8 @@ type Image struct {
 	OS           string
 	Architecture string
 	Files        []File
+	// Annotations go on the manifest (AnnotationTitle, AnnotationVersion).
+	Annotations map[string]string
 }
 
 // Descriptor is an OCI content descriptor.
@@ -91,10 +103,11 @@ type Index struct {
 
 // Manifest is an OCI image manifest.
 type Manifest struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	MediaType     string       `json:"mediaType"`
-	Config        Descriptor   `json:"config"`
-	Layers        []Descriptor `json:"layers"`
+	SchemaVersion int               `json:"schemaVersion"`
+	MediaType     string            `json:"mediaType"`
+	Config        Descriptor        `json:"config"`
+	Layers        []Descriptor      `json:"layers"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
 }
 
 // Config is the subset of the OCI image config this package writes.
@@ -176,6 +189,7 @@ func Write(w io.Writer, img Image) (Result, error) {
 		MediaType:     MediaTypeManifest,
 		Config:        Descriptor{MediaType: MediaTypeConfig, Digest: digest(cfgJSON), Size: int64(len(cfgJSON))},
 		Layers:        []Descriptor{{MediaType: MediaTypeLayer, Digest: digest(layerGz), Size: int64(len(layerGz))}},
+		Annotations:   img.Annotations,
 	}
 	manJSON, err := json.Marshal(man)
 	if err != nil {
@@ -256,16 +270,27 @@ func validate(img Image) error {
 		if p == "" || containsDotDot(f.Path) {
 			return fmt.Errorf("image %s: files[%d]: path %q is not inside the image", img.Name, i, f.Path)
 		}
-		if seen[p] {
+		if _, dup := seen[p]; dup {
 			return fmt.Errorf("image %s: files[%d]: path %q given twice", img.Name, i, f.Path)
 		}
-		seen[p] = true
+		if f.Dir && (f.Symlink != "" || len(f.Data) > 0) {
+			return fmt.Errorf("image %s: files[%d] (%s): a directory has no data or link target", img.Name, i, f.Path)
+		}
+		if f.Symlink != "" && len(f.Data) > 0 {
+			return fmt.Errorf("image %s: files[%d] (%s): a symlink has no data", img.Name, i, f.Path)
+		}
+		seen[p] = f.Dir
 	}
 	for p := range seen {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			if seen[d] {
+			if isDir, ok := seen[d]; ok && !isDir {
 				return fmt.Errorf("image %s: %q is a file and also the parent directory of %q", img.Name, d, p)
 			}
+		}
+	}
+	for k, v := range img.Annotations {
+		if k == "" || v == "" {
+			return fmt.Errorf("image %s: annotation %q=%q: key and value must be set", img.Name, k, v)
 		}
 	}
 	return nil
@@ -306,13 +331,21 @@ func refName(name string) string {
 // entry in lexical order, fixed owner and time.
 func layerTar(files []File) ([]byte, error) {
 	byPath := map[string]File{}
-	dirs := map[string]bool{}
+	// dirs maps each directory to its permission bits: a parent nobody
+	// named gets 0o755.
+	dirs := map[string]int64{}
 	for _, f := range files {
 		p := cleanPath(f.Path)
-		byPath[p] = f
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			dirs[d] = true
+			if _, ok := dirs[d]; !ok {
+				dirs[d] = 0o755
+			}
 		}
+		if f.Dir {
+			dirs[p] = modeOr755(f.Mode)
+			continue
+		}
+		byPath[p] = f
 	}
 	type entry struct {
 		name string
@@ -331,17 +364,19 @@ func layerTar(files []File) ([]byte, error) {
 	tw := tar.NewWriter(&buf)
 	for _, e := range all {
 		if e.dir {
-			if err := writeDir(tw, e.name); err != nil {
+			if err := writeDirMode(tw, e.name, dirs[strings.TrimSuffix(e.name, "/")]); err != nil {
 				return nil, fmt.Errorf("directory %s: %w", e.name, err)
 			}
 			continue
 		}
 		f := byPath[e.name]
-		mode := f.Mode.Perm()
-		if mode == 0 {
-			mode = 0o755
+		if f.Symlink != "" {
+			if err := writeSymlink(tw, e.name, f.Symlink); err != nil {
+				return nil, fmt.Errorf("symlink %s: %w", e.name, err)
+			}
+			continue
 		}
-		if err := writeFile(tw, e.name, int64(mode), f.Data); err != nil {
+		if err := writeFile(tw, e.name, modeOr755(f.Mode), f.Data); err != nil {
 			return nil, fmt.Errorf("file %s: %w", e.name, err)
 		}
 	}
@@ -351,11 +386,45 @@ func layerTar(files []File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// modeOr755 is m's permission bits as tar stores them, with setuid, setgid
+// and sticky (a /tmp is 01777); 0o755 when it has none.
+func modeOr755(m fs.FileMode) int64 {
+	mode := int64(m.Perm())
+	if mode == 0 {
+		mode = 0o755
+	}
+	if m&fs.ModeSetuid != 0 {
+		mode |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	return mode
+}
+
 func writeDir(tw *tar.Writer, name string) error {
+	return writeDirMode(tw, name, 0o755)
+}
+
+func writeDirMode(tw *tar.Writer, name string, mode int64) error {
 	return tw.WriteHeader(&tar.Header{
 		Typeflag: tar.TypeDir,
 		Name:     name,
-		Mode:     0o755,
+		Mode:     mode,
+		ModTime:  epoch,
+		Format:   tar.FormatPAX,
+	})
+}
+
+func writeSymlink(tw *tar.Writer, name, target string) error {
+	return tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeSymlink,
+		Name:     name,
+		Linkname: target,
+		Mode:     0o777,
 		ModTime:  epoch,
 		Format:   tar.FormatPAX,
 	})

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,6 +268,53 @@ func TestWriteRejectsBadInput(t *testing.T) {
 		"root":           {Name: "x", Files: []File{{Path: "/"}}},
 		"duplicate":      {Name: "x", Files: []File{{Path: "a"}, {Path: "/a"}}},
 		"file as parent": {Name: "x", Files: []File{{Path: "a"}, {Path: "a/b"}}},
+	} {
+		if _, err := Write(io.Discard, img); err == nil {
+			t.Errorf("%s: Write accepted %+v", name, img)
+		}
+	}
+}
+
+func TestWriteLinksDirsAndAnnotations(t *testing.T) {
+	img := Image{
+		Name:       "registry.berth.test/berth/busybox:1.35.0",
+		Entrypoint: []string{"/bin/sh"},
+		Files: []File{
+			{Path: "bin/busybox", Data: []byte("\x7fELF")},
+			{Path: "bin/sh", Symlink: "busybox"},
+			{Path: "var/empty", Dir: true, Mode: 0o700},
+			{Path: "tmp", Dir: true, Mode: fs.ModeSticky | 0o777},
+			// A named directory may be the parent of other entries.
+			{Path: "etc", Dir: true, Mode: 0o755},
+			{Path: "etc/hostname", Mode: 0o644, Data: []byte("x\n")},
+		},
+		Annotations: map[string]string{AnnotationTitle: "busybox", AnnotationVersion: "1.35.0"},
+	}
+	b, _ := write(t, img)
+	l := parse(t, b)
+	if h := l.layer["bin/sh"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
+		t.Errorf("bin/sh = %+v, want a symlink to busybox", h)
+	}
+	if h := l.layer["var/empty/"]; h == nil || h.Typeflag != tar.TypeDir || h.Mode != 0o700 {
+		t.Errorf("var/empty/ = %+v, want a directory with mode 0700", h)
+	}
+	if h := l.layer["tmp/"]; h == nil || h.Mode != 0o1777 {
+		t.Errorf("tmp/ = %+v, want mode 01777", h)
+	}
+	if h := l.layer["etc/"]; h == nil || h.Typeflag != tar.TypeDir {
+		t.Errorf("etc/ = %+v, want one directory entry", h)
+	}
+	if got := l.man.Annotations; got[AnnotationTitle] != "busybox" || got[AnnotationVersion] != "1.35.0" {
+		t.Errorf("manifest annotations = %v", got)
+	}
+}
+
+func TestWriteRejectsBadEntries(t *testing.T) {
+	for name, img := range map[string]Image{
+		"dir with data":     {Name: "x", Files: []File{{Path: "a", Dir: true, Data: []byte("x")}}},
+		"symlink with data": {Name: "x", Files: []File{{Path: "a", Symlink: "b", Data: []byte("x")}}},
+		"link as parent":    {Name: "x", Files: []File{{Path: "a", Symlink: "b"}, {Path: "a/b"}}},
+		"empty annotation":  {Name: "x", Files: []File{{Path: "a"}}, Annotations: map[string]string{AnnotationTitle: ""}},
 	} {
 		if _, err := Write(io.Discard, img); err == nil {
 			t.Errorf("%s: Write accepted %+v", name, img)

@@ -6,9 +6,16 @@
 // -file DEST=SRC may repeat; DEST is the path inside the image, and the file
 // keeps SRC's permission bits. -entrypoint, -cmd and -env may repeat, one
 // argument or variable each.
+//
+// An image with dynamically linked programs, links or busybox applets is
+// described by a spec file instead (image/oci/imagespec), with ${NAME} in it
+// set by -var NAME=VALUE:
+//
+//	mkoci -spec image/oci/images/kube-proxy.yaml -var KUBE_VERSION=v1.35.4 -var KUBE_PROXY_DIR=... -out kube-proxy.tar
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -16,6 +23,7 @@ import (
 
 	"github.com/berth-node/berth/fsutil"
 	"github.com/berth-node/berth/image/oci"
+	"github.com/berth-node/berth/image/oci/imagespec"
 )
 
 type list []string
@@ -24,16 +32,16 @@ func (l *list) String() string     { return strings.Join(*l, ",") }
 func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "mkoci:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("mkoci", flag.ContinueOnError)
 	var img oci.Image
-	var files, entry, cmd, env list
+	var files, entry, cmd, env, vars list
 	fs.StringVar(&img.Name, "name", "", "image reference to import as, e.g. registry.k8s.io/pause:3.10")
 	fs.Var(&entry, "entrypoint", "entrypoint argument (repeatable)")
 	fs.Var(&cmd, "cmd", "cmd argument (repeatable)")
@@ -41,14 +49,54 @@ func run(args []string) error {
 	fs.Var(&files, "file", "DEST=SRC: put file SRC at DEST in the image (repeatable)")
 	fs.StringVar(&img.WorkingDir, "workdir", "", "working directory")
 	fs.StringVar(&img.Architecture, "arch", "amd64", "architecture")
+	title := fs.String("title", "", "the org.opencontainers.image.title annotation")
+	version := fs.String("version", "", "the org.opencontainers.image.version annotation")
 	out := fs.String("out", "", "output tarball")
+	specFile := fs.String("spec", "", "image spec file (image/oci/imagespec); replaces -name, -file, -entrypoint...")
+	fs.Var(&vars, "var", "NAME=VALUE for ${NAME} in the -spec file (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out == "" {
 		return fmt.Errorf("-out is required")
 	}
+	if *specFile != "" {
+		if img.Name != "" || *title != "" || *version != "" || len(files)+len(entry)+len(cmd)+len(env) > 0 {
+			return fmt.Errorf("-spec %s: the spec gives the name, title, version, files, entrypoint, cmd and env; drop those flags", *specFile)
+		}
+		values := map[string]string{}
+		for _, v := range vars {
+			name, value, ok := strings.Cut(v, "=")
+			if !ok || name == "" {
+				return fmt.Errorf("-var %q: want NAME=VALUE", v)
+			}
+			values[name] = value
+		}
+		s, err := imagespec.Load(*specFile, values)
+		if err != nil {
+			return err
+		}
+		repo, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("finding the repository root for %s: %w", *specFile, err)
+		}
+		if img, err = imagespec.Build(ctx, s, repo); err != nil {
+			return fmt.Errorf("%s: %w", *specFile, err)
+		}
+		return write(img, *out)
+	}
+	if len(vars) > 0 {
+		return fmt.Errorf("-var is for -spec files only")
+	}
 	img.Entrypoint, img.Cmd, img.Env = entry, cmd, env
+	for k, v := range map[string]string{oci.AnnotationTitle: *title, oci.AnnotationVersion: *version} {
+		if v != "" {
+			if img.Annotations == nil {
+				img.Annotations = map[string]string{}
+			}
+			img.Annotations[k] = v
+		}
+	}
 	for _, f := range files {
 		dest, src, ok := strings.Cut(f, "=")
 		if !ok || dest == "" || src == "" {
@@ -64,14 +112,18 @@ func run(args []string) error {
 		}
 		img.Files = append(img.Files, oci.File{Path: dest, Mode: st.Mode().Perm(), Data: data})
 	}
+	return write(img, *out)
+}
+
+func write(img oci.Image, out string) error {
 	var buf strings.Builder
 	res, err := oci.Write(&buf, img)
 	if err != nil {
 		return err
 	}
-	if err := fsutil.WriteFileAtomic(*out, []byte(buf.String()), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(out, []byte(buf.String()), 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s %s\n", *out, img.Name, res.ManifestDigest)
+	fmt.Printf("%s: %s %s (%d bytes)\n", out, img.Name, res.ManifestDigest, buf.Len())
 	return nil
 }

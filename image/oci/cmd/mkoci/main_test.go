@@ -3,6 +3,8 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -23,7 +25,8 @@ func TestRunWritesImportableLayout(t *testing.T) {
 	}
 	out1, out2 := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar")
 	for _, out := range []string{out1, out2} {
-		if err := run([]string{"-name", "registry.k8s.io/pause:3.10", "-entrypoint", "/pause", "-file", "pause=" + src, "-out", out}); err != nil {
+		if err := run(context.Background(), []string{"-name", "registry.k8s.io/pause:3.10", "-title", "pause", "-version", "3.10",
+			"-entrypoint", "/pause", "-file", "pause=" + src, "-out", out}); err != nil {
 			t.Fatalf("run: %v", err)
 		}
 	}
@@ -55,7 +58,24 @@ func TestRunWritesImportableLayout(t *testing.T) {
 		}
 	}
 	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[oci.AnnotationImageName] != "registry.k8s.io/pause:3.10" {
-		t.Errorf("index.json = %+v", idx)
+		t.Fatalf("index.json = %+v", idx)
+	}
+	var man oci.Manifest
+	tr = tar.NewReader(bytes.NewReader(a))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("manifest blob not found: %v", err)
+		}
+		if h.Name == "blobs/sha256/"+strings.TrimPrefix(idx.Manifests[0].Digest, "sha256:") {
+			if err := json.NewDecoder(tr).Decode(&man); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if man.Annotations[oci.AnnotationTitle] != "pause" || man.Annotations[oci.AnnotationVersion] != "3.10" {
+		t.Errorf("manifest annotations = %v", man.Annotations)
 	}
 }
 
@@ -66,7 +86,106 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-name", "x", "-file", "nodest", "-out", filepath.Join(dir, "o.tar")},
 		{"-name", "x", "-file", "a=/etc/hostname"},
 	} {
-		if err := run(args); err == nil {
+		if err := run(context.Background(), args); err == nil {
+			t.Errorf("run(%s) succeeded", strings.Join(args, " "))
+		}
+	}
+}
+
+// layerEntries reads an image-layout tarball's single layer.
+func layerEntries(t *testing.T, b []byte) map[string]*tar.Header {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		files[h.Name] = data
+	}
+	var idx oci.Index
+	var man oci.Manifest
+	blob := func(d string) []byte { return files["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")] }
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil || len(idx.Manifests) != 1 {
+		t.Fatalf("index.json: %v %+v", err, idx)
+	}
+	if err := json.Unmarshal(blob(idx.Manifests[0].Digest), &man); err != nil || len(man.Layers) != 1 {
+		t.Fatalf("manifest: %v %+v", err, man)
+	}
+	if man.Annotations[oci.AnnotationVersion] != "v9" || man.Annotations[oci.AnnotationTitle] != "tool" {
+		t.Errorf("manifest annotations %v", man.Annotations)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0].Digest)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*tar.Header{}
+	lr := tar.NewReader(zr)
+	for {
+		h, err := lr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h.Name] = h
+	}
+}
+
+func TestRunSpec(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "tool.yaml")
+	if err := os.WriteFile(spec, []byte(`
+name: registry.berth.test/berth/tool:${V}
+title: tool
+version: ${V}
+entrypoint: [/usr/sbin/tool]
+root:
+  binaries:
+    - {name: tool, src: /bin/true, links: [tool-a, tool-b]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "tool.tar")
+	if err := run(context.Background(), []string{"-spec", spec, "-var", "V=v9", "-out", out}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := layerEntries(t, b)
+	if h := layer["usr/sbin/tool"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 {
+		t.Errorf("usr/sbin/tool = %+v", h)
+	}
+	for _, ln := range []string{"usr/sbin/tool-a", "usr/sbin/tool-b"} {
+		if h := layer[ln]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "tool" {
+			t.Errorf("%s = %+v, want a link to tool", ln, h)
+		}
+	}
+	var libs int
+	for name := range layer {
+		if strings.Contains(name, ".so") {
+			libs++
+		}
+	}
+	if libs == 0 {
+		t.Errorf("no shared library in the layer: %v", layer)
+	}
+
+	for _, args := range [][]string{
+		{"-spec", spec, "-out", out},                                      // ${V} unset
+		{"-spec", spec, "-var", "V=v9", "-name", "x", "-out", out},        // both ways at once
+		{"-name", "x", "-var", "V=v9", "-file", "a=" + spec, "-out", out}, // -var without -spec
+		{"-spec", spec, "-var", "novalue", "-out", out},
+	} {
+		if err := run(context.Background(), args); err == nil {
 			t.Errorf("run(%s) succeeded", strings.Join(args, " "))
 		}
 	}

@@ -1,0 +1,231 @@
+// Package imagespec reads the spec of one container image (its name,
+// version, entrypoint, and its content as an image-builder layer) and builds
+// it into an oci.Image with the node image builder's own layer code: ELF
+// binaries with the libraries they need, dlopened plugins, multi-call links,
+// busybox applets. Every ELF file in the image must be for the image's
+// architecture: a host binary of another machine would only fail at exec,
+// on a node, as "exec format error".
+//
+// A spec names build outputs whose paths carry versions, so ${NAME} (and
+// $NAME: write $$ for a dollar sign) in it is replaced by the variables the
+// caller gives (components.mk's versions and directories); a name with no
+// value is an error, never an empty string.
+package imagespec
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/berth-node/berth/image/assemble"
+	"github.com/berth-node/berth/image/fstree"
+	"github.com/berth-node/berth/image/oci"
+	"github.com/berth-node/berth/image/spec"
+)
+
+// Spec is one image's spec file.
+type Spec struct {
+	// Name is the reference the tarball is imported or served under.
+	Name string `json:"name"`
+	// Title and Version become the manifest's OCI annotations.
+	Title      string   `json:"title"`
+	Version    string   `json:"version"`
+	Entrypoint []string `json:"entrypoint"`
+	Cmd        []string `json:"cmd,omitempty"`
+	Env        []string `json:"env,omitempty"`
+	WorkingDir string   `json:"workingDir,omitempty"`
+	// Architecture is the OCI one (amd64, arm64); amd64 when empty.
+	Architecture string `json:"architecture,omitempty"`
+	// Root is the image's content, in the node image spec's layer format.
+	Root spec.Layer `json:"root"`
+}
+
+// Parse expands ${NAME} from vars in data, then decodes and checks the spec
+// strictly (an unknown field is an error).
+func Parse(data []byte, vars map[string]string) (*Spec, error) {
+	var missing []string
+	expanded := os.Expand(string(data), func(name string) string {
+		if name == "$" {
+			return "$"
+		}
+		v, ok := vars[name]
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("image spec uses variables with no value: %s (pass -var NAME=VALUE)", strings.Join(missing, ", "))
+	}
+	var s Spec
+	if err := yaml.UnmarshalStrict([]byte(expanded), &s); err != nil {
+		return nil, fmt.Errorf("decoding image spec: %w", err)
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Load reads and parses the spec at file.
+func Load(file string, vars map[string]string) (*Spec, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading image spec: %w", err)
+	}
+	s, err := Parse(data, vars)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return s, nil
+}
+
+func (s *Spec) validate() error {
+	switch {
+	case s.Name == "":
+		return fmt.Errorf("name is required")
+	case s.Title == "":
+		return fmt.Errorf("title is required (the org.opencontainers.image.title annotation)")
+	case s.Version == "":
+		return fmt.Errorf("version is required (the org.opencontainers.image.version annotation)")
+	case len(s.Entrypoint) == 0 || !strings.HasPrefix(s.Entrypoint[0], "/"):
+		return fmt.Errorf("entrypoint %q: want an absolute program path first", s.Entrypoint)
+	}
+	if _, ok := MachineFor(s.arch()); !ok {
+		return fmt.Errorf("architecture %q: want one of amd64, arm64", s.Architecture)
+	}
+	if len(s.Root.Images) > 0 {
+		return fmt.Errorf("root.images: a container image holds no images")
+	}
+	return s.Root.Validate()
+}
+
+func (s *Spec) arch() string {
+	if s.Architecture == "" {
+		return "amd64"
+	}
+	return s.Architecture
+}
+
+// Build assembles the image's content (relative paths in the spec are under
+// repoRoot) and checks it: every ELF file is for the image's architecture and
+// the entrypoint is a program in the image.
+func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
+	t, err := assemble.LayerTree(ctx, s.Root, repoRoot)
+	if err != nil {
+		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
+	}
+	img := oci.Image{
+		Name:         s.Name,
+		Entrypoint:   s.Entrypoint,
+		Cmd:          s.Cmd,
+		Env:          s.Env,
+		WorkingDir:   s.WorkingDir,
+		Architecture: s.arch(),
+		Annotations:  map[string]string{oci.AnnotationTitle: s.Title, oci.AnnotationVersion: s.Version},
+	}
+	want, _ := MachineFor(s.arch())
+	for _, e := range t.Entries() {
+		if e.Path == "/" {
+			continue
+		}
+		f := oci.File{Path: e.Path, Mode: fileMode(e.Perm)}
+		switch e.Kind {
+		case fstree.Dir:
+			f.Dir = true
+		case fstree.Symlink:
+			f.Symlink = e.Target
+		case fstree.File:
+			if err := CheckELF(e.Path, e.Data, want); err != nil {
+				return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
+			}
+			f.Data = e.Data
+		}
+		img.Files = append(img.Files, f)
+	}
+	if err := checkEntrypoint(img.Files, s.Entrypoint[0]); err != nil {
+		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
+	}
+	return img, nil
+}
+
+// fileMode turns fstree's Unix bits (0o7777) into an fs.FileMode.
+func fileMode(perm uint32) fs.FileMode {
+	m := fs.FileMode(perm & 0o777)
+	if perm&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if perm&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if perm&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// CheckELF returns an error when data is an ELF file for another machine
+// than want, or starts like one and does not parse. Other files pass.
+func CheckELF(name string, data []byte, want elf.Machine) error {
+	if !bytes.HasPrefix(data, []byte(elf.ELFMAG)) {
+		return nil
+	}
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("%s: reading ELF header: %w", name, err)
+	}
+	if f.Machine != want {
+		return fmt.Errorf("%s: ELF for %v, the image is for %v", name, f.Machine, want)
+	}
+	return nil
+}
+
+// MachineFor is the ELF machine of an OCI architecture's binaries.
+func MachineFor(arch string) (elf.Machine, bool) {
+	switch arch {
+	case "amd64":
+		return elf.EM_X86_64, true
+	case "arm64":
+		return elf.EM_AARCH64, true
+	}
+	return 0, false
+}
+
+// checkEntrypoint follows symlinks inside the image from prog to a regular
+// executable file, as the runtime's exec would.
+func checkEntrypoint(files []oci.File, prog string) error {
+	byPath := map[string]oci.File{}
+	for _, f := range files {
+		byPath[path.Clean("/"+f.Path)] = f
+	}
+	p := path.Clean(prog)
+	for range 16 {
+		f, ok := byPath[p]
+		switch {
+		case !ok:
+			return fmt.Errorf("entrypoint %s: %s is not in the image", prog, p)
+		case f.Dir:
+			return fmt.Errorf("entrypoint %s: %s is a directory", prog, p)
+		case f.Symlink != "":
+			if path.IsAbs(f.Symlink) {
+				p = path.Clean(f.Symlink)
+			} else {
+				p = path.Join(path.Dir(p), f.Symlink)
+			}
+			continue
+		case f.Mode&0o111 == 0:
+			return fmt.Errorf("entrypoint %s: %s is not executable (mode %04o)", prog, p, f.Mode)
+		}
+		return nil
+	}
+	return fmt.Errorf("entrypoint %s: too many levels of symlinks", prog)
+}
