@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/qemu-tests/awsstub"
+	"github.com/berth-node/berth/qemu-tests/clusterimages"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
@@ -63,7 +64,7 @@ func TestJoinEKSAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mirrors, err := json.Marshal(map[string][]string{ecrRegistry: {regURL.String()}})
+	mirrors, err := json.Marshal(map[string][]string{ecrRegistry: {regURL.String()}, clusterimages.Registry: {cluster.mirror}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
@@ -430,12 +429,12 @@ func TestHostContract(t *testing.T) {
 	}
 }
 
-func hostContract(t *testing.T, cluster *controlplane.Cluster, onDisk bool) {
+func hostContract(t *testing.T, cluster *testCluster, onDisk bool) {
 	info := cluster.Info()
 	ntp := startNTPFixture(t)
 	// RAID0 over the instance-store disk: containerd's and kubelet's state
 	// move onto it, and its mounts must be shared too.
-	nc := joinNodeConfig(info) + "  instance:\n    localStorage:\n      strategy: RAID0\n"
+	nc := cluster.nodeConfig() + "  instance:\n    localStorage:\n      strategy: RAID0\n"
 	_, imdsURL := startIMDS(t, mimeUserData(nc))
 	args := "berth.imds=" + imdsURL + " " + ntp.cmdline()
 	dir := qemu.ImageDir(t)

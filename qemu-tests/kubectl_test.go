@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,10 +44,17 @@ func kubectlPath(t *testing.T) string {
 // the exit status and stderr.
 func kubectl(t *testing.T, cluster *controlplane.Cluster, timeout time.Duration, args ...string) (string, error) {
 	t.Helper()
+	return kubectlIn(t, cluster, timeout, nil, args...)
+}
+
+// kubectlIn is kubectl with stdin (nil: none).
+func kubectlIn(t *testing.T, cluster *controlplane.Cluster, timeout time.Duration, stdin io.Reader, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	full := append([]string{"--kubeconfig=" + cluster.Kubeconfig()}, args...)
 	cmd := exec.CommandContext(ctx, kubectlPath(t), full...)
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -87,42 +95,6 @@ func kubectlExec(t *testing.T, cluster *controlplane.Cluster, ns, pod string, cm
 
 // debugPodRE finds the pod kubectl debug node creates, in its first line.
 var debugPodRE = regexp.MustCompile(`Creating debugging pod (\S+) with container`)
-
-// debugNode is `kubectl debug node/NODE --image=IMAGE -- cmd...`: a pod on
-// the node in the host's namespaces with the host's / at /host. It waits
-// for the pod to succeed and returns its logs (the command's output), then
-// deletes the pod. Not `-i`: kubectl attaches once the container runs, and
-// the output of a command that ends at once (a cat) is gone by then.
-func debugNode(t *testing.T, cluster *controlplane.Cluster, node, image string, cmd ...string) (string, error) {
-	t.Helper()
-	args := []string{"debug", "node/" + node, "--profile=general", "--image=" + image}
-	// An image imported into the node image is never pulled.
-	if strings.HasPrefix(image, "localhost/") {
-		args = append(args, "--image-pull-policy=Never")
-	}
-	out, err := kubectl(t, cluster, kubectlTimeout, append(append(args, "--"), cmd...)...)
-	if err != nil {
-		return "", err
-	}
-	m := debugPodRE.FindStringSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("kubectl debug node/%s did not name its pod:\n%s", node, out)
-	}
-	pod := m[1]
-	if _, err := kubectl(t, cluster, kubectlTimeout, "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout="+kubectlTimeout.String(), "pod/"+pod); err != nil {
-		st, _ := kubectl(t, cluster, kubectlTimeout, "get", "pod", pod, "-o", "jsonpath={.status}")
-		logs, _ := kubectl(t, cluster, kubectlTimeout, "logs", pod)
-		return "", fmt.Errorf("debug pod %s did not succeed: %w\nstatus: %s\nlogs: %s", pod, err, st, logs)
-	}
-	logs, err := kubectl(t, cluster, kubectlTimeout, "logs", pod)
-	if err != nil {
-		return "", err
-	}
-	if _, err := kubectl(t, cluster, kubectlTimeout, "delete", "pod", pod, "--wait=false"); err != nil {
-		t.Logf("deleting debug pod %s: %v", pod, err)
-	}
-	return logs, nil
-}
 
 // untilOK retries call until it succeeds or timeout passes (the first call
 // after a node joins may race kubelet's serving certificate), and says how

@@ -27,7 +27,7 @@ const (
 func TestGracefulNodeShutdown(t *testing.T) {
 	cluster := startControlPlane(t)
 	info := cluster.Info()
-	ud := joinNodeConfig(info) + fmt.Sprintf(`  kubelet:
+	ud := cluster.nodeConfig() + fmt.Sprintf(`  kubelet:
     config:
       shutdownGracePeriod: %s
       shutdownGracePeriodCriticalPods: %s

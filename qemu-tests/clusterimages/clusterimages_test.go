@@ -1,0 +1,96 @@
+package clusterimages
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-node/berth/image/oci"
+)
+
+// writeImage writes a one-file OCI tarball named name into dir/file.
+func writeImage(t *testing.T, dir, file, name string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := oci.Write(f, oci.Image{Name: name, Entrypoint: []string{"/x"}, Files: []oci.File{{Path: "x", Mode: 0o755, Data: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFindNamesEachImageByItsIndex(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "images")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeImage(t, dir, "install-cni.tar", "registry.berth.test/berth/install-cni:v1.7.1")
+	writeImage(t, dir, "kube-proxy.tar", "registry.berth.test/berth/kube-proxy:v1.35.4")
+	writeImage(t, dir, "coredns.tar", "registry.berth.test/berth/coredns:v1.15.0")
+	writeImage(t, dir, "busybox.tar", "registry.berth.test/berth/busybox:1.35.0-4")
+	writeImage(t, dir, "demo.tar", "localhost/berth-demo:v1")
+	s, err := Find(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Set{InstallCNI: "registry.berth.test/berth/install-cni:v1.7.1", KubeProxy: "registry.berth.test/berth/kube-proxy:v1.35.4",
+		CoreDNS: "registry.berth.test/berth/coredns:v1.15.0", Busybox: "registry.berth.test/berth/busybox:1.35.0-4", Demo: "registry.berth.test/berth/demo:v1"}
+	if s.InstallCNI != want.InstallCNI || s.KubeProxy != want.KubeProxy || s.CoreDNS != want.CoreDNS || s.Busybox != want.Busybox || s.Demo != want.Demo {
+		t.Errorf("Find = %+v, want %+v", s, want)
+	}
+	if s.paths[s.Demo] != filepath.Join(dir, "demo.tar") || len(s.paths) != 5 {
+		t.Errorf("paths %v", s.paths)
+	}
+
+	// A tarball named outside the cluster registry is refused, by path.
+	writeImage(t, dir, "coredns.tar", "docker.io/coredns/coredns:1.12")
+	if _, err := Find(root); err == nil || !strings.Contains(err.Error(), "coredns.tar") || !strings.Contains(err.Error(), Registry) {
+		t.Errorf("Find with a foreign name: %v", err)
+	}
+	// A missing one says what builds it.
+	writeImage(t, dir, "coredns.tar", "registry.berth.test/berth/coredns:v1.15.0")
+	os.Remove(filepath.Join(dir, "busybox.tar"))
+	if _, err := Find(root); err == nil || !strings.Contains(err.Error(), "make cluster-images") {
+		t.Errorf("Find without busybox.tar: %v", err)
+	}
+}
+
+func TestImageNameRejectsNonLayouts(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.tar")
+	if err := os.WriteFile(p, []byte("not a tar"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ImageName(p); err == nil {
+		t.Error("ImageName of a non-tar succeeded")
+	}
+}
+
+func TestSplitRef(t *testing.T) {
+	for _, tc := range []struct{ ref, repo, tag string }{
+		{"registry.berth.test/berth/demo:v1", "berth/demo", "v1"},
+		{"registry.berth.test/berth/busybox:1.35.0-4", "berth/busybox", "1.35.0-4"},
+		{"registry.berth.test/berth/demo", "", ""},
+		{"docker.io/berth/demo:v1", "", ""},
+		{"registry.berth.test/berth/demo:", "", ""},
+	} {
+		repo, tag, ok := splitRef(tc.ref)
+		if repo != tc.repo || tag != tc.tag || ok != (tc.repo != "") {
+			t.Errorf("splitRef(%q) = %q %q %v", tc.ref, repo, tag, ok)
+		}
+	}
+}
+
+func TestMirrorAnnotation(t *testing.T) {
+	var m map[string][]string
+	if err := json.Unmarshal([]byte(MirrorAnnotation("http://10.0.2.2:5000")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 1 || len(m[Registry]) != 1 || m[Registry][0] != "http://10.0.2.2:5000" {
+		t.Errorf("MirrorAnnotation: %v", m)
+	}
+}
