@@ -47,6 +47,7 @@ func TestCluster(t *testing.T) {
 	}
 	a := api{c: c.Client(), base: info.HostEndpoint}
 	node := "ip-10-0-2-15.us-west-2.compute.internal"
+	routeKubelet(t, c.Cluster, vm, node)
 
 	// 1. No CNI yet: registered, NotReady, and kubelet says why.
 	var podCIDR string
@@ -246,10 +247,9 @@ func debugNodeShell(t *testing.T, c *testCluster, node, commands string) (string
 // expectKubeletReach checks the API server reaches node's kubelet through
 // the control plane's egress proxy: kubectl logs and exec of the running
 // demo pod, and a shell from kubectl debug node reading the host's
-// boot.json under /host. The VM's NIC must carry qemu.FwdKubelet.
+// boot.json under /host. The node's kubelet must be routed (routeKubelet).
 func expectKubeletReach(t *testing.T, c *testCluster, vm *qemu.VM, node, pod string) {
 	t.Helper()
-	routeKubelet(t, c.Cluster, vm, node)
 	// The first call may come before kubelet has its serving certificate
 	// (its CSR approved by the control plane): retry for a while.
 	logs, took, tries, err := untilOK(2*time.Minute, func() (string, error) { return kubectlLogs(t, c.Cluster, "default", pod) })

@@ -400,13 +400,15 @@ func TestClusterAddons(t *testing.T) {
 		t.Errorf("kubernetes Service %s, endpoints %+v ports %+v, want 10.96.0.1 -> 10.0.2.2:%s", k8s.Spec.ClusterIP, slice.Endpoints, slice.Ports, port)
 	}
 
-	// A node as a kubelet registers it: no Ready condition yet, so the
-	// node lifecycle controller taints it.
+	// A node as a kubelet with --cloud-provider=external registers it: the
+	// cloud provider's uninitialized taint, no Ready condition yet (so the
+	// node lifecycle controller taints it too).
 	const nodeName = "berth-addons-test"
 	res := corev1.ResourceList{"cpu": resource.MustParse("2"), "memory": resource.MustParse("2Gi"), "pods": resource.MustParse("110")}
 	node := corev1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": nodeName}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		Status:     corev1.NodeStatus{Capacity: res, Allocatable: res},
 	}
 	t1 := time.Now()
@@ -418,6 +420,18 @@ func TestClusterAddons(t *testing.T) {
 		return node.Spec.PodCIDR != "", fmt.Sprintf("%+v", node.Spec)
 	})
 	t.Logf("figure: node podCIDR %s assigned in %s", node.Spec.PodCIDR, time.Since(t1).Round(time.Millisecond))
+	// The test control plane initializes it, as EKS's cloud-controller-
+	// manager does: without that nothing but DaemonSets lands on it.
+	eventually(t, 30*time.Second, "the uninitialized taint removed", func() (bool, string) {
+		var now corev1.Node // fresh: decoding keeps fields the answer omits
+		get("/api/v1/nodes/"+nodeName, &now)
+		for _, tn := range now.Spec.Taints {
+			if tn.Key == uninitializedTaint {
+				return false, fmt.Sprintf("%+v", now.Spec.Taints)
+			}
+		}
+		return true, ""
+	})
 	if _, n, err := net.ParseCIDR(node.Spec.PodCIDR); err != nil || !strings.HasPrefix(node.Spec.PodCIDR, "10.244.") || !strings.HasSuffix(n.String(), "/24") {
 		t.Errorf("podCIDR %q, want a /24 of %s", node.Spec.PodCIDR, DefaultClusterCIDR)
 	}

@@ -307,6 +307,7 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 	actx, stopApprover := context.WithCancel(ctx)
 	c.stopApprover = stopApprover
 	go c.approveServingCSRs(actx)
+	go c.initializeNodes(actx)
 	for _, o := range bootstrapObjects(token, time.Now().Add(certValidity)) {
 		if err := c.create(sctx, host, o); err != nil {
 			return nil, api.proc.failure(err)
