@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/runtime/containerd"
 )
 
 // imageImportResult is one image import in the services report. StartMs
@@ -60,7 +61,14 @@ type imageImporter struct {
 	timeout time.Duration
 	// done sees each result as it comes, in import order.
 	done func(imageImportResult)
+	// fresh says containerd started with no metadata database, so it has
+	// no images and listing them (a second of ctr under TCG, before the
+	// sandbox image's import) can be skipped.
+	fresh bool
 }
+
+// containerdMetaDB is containerd's metadata database under its root.
+const containerdMetaDB = containerd.Root + "/io.containerd.metadata.v1.bolt/meta.db"
 
 // importAll imports images in importOrder, one after the other, skipping
 // those containerd already has (a reboot keeps /var/lib/containerd on
@@ -71,15 +79,9 @@ func (im imageImporter) importAll(ctx context.Context, images []manifest.Image, 
 	if len(images) == 0 {
 		return
 	}
-	lctx, cancel := context.WithTimeout(ctx, im.timeout)
-	out, err := im.run(lctx, exec.Command(im.ctr, "-n", "k8s.io", "images", "ls", "-q"))
-	cancel()
 	var have []string
-	if err != nil {
-		// Importing an image containerd has is only slower, never wrong.
-		im.log.Warn("listing containerd's images; importing every image", "err", err, "output", strings.TrimSpace(string(out)))
-	} else {
-		have = strings.Fields(string(out))
+	if !im.fresh {
+		have = im.list(ctx)
 	}
 	for _, img := range importOrder(images, sandbox) {
 		im.done(im.one(ctx, img, slices.Contains(have, img.Name)))
@@ -87,6 +89,19 @@ func (im imageImporter) importAll(ctx context.Context, images []manifest.Image, 
 			return
 		}
 	}
+}
+
+// list names the images containerd has.
+func (im imageImporter) list(ctx context.Context) []string {
+	lctx, cancel := context.WithTimeout(ctx, im.timeout)
+	out, err := im.run(lctx, exec.Command(im.ctr, "-n", "k8s.io", "images", "ls", "-q"))
+	cancel()
+	if err != nil {
+		// Importing an image containerd has is only slower, never wrong.
+		im.log.Warn("listing containerd's images; importing every image", "err", err, "output", strings.TrimSpace(string(out)))
+		return nil
+	}
+	return strings.Fields(string(out))
 }
 
 func (im imageImporter) one(ctx context.Context, img manifest.Image, present bool) imageImportResult {

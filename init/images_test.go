@@ -68,7 +68,7 @@ func (f *fakeCtr) run(_ context.Context, cmd *exec.Cmd) ([]byte, error) {
 	return nil, nil
 }
 
-func runImports(t *testing.T, f *fakeCtr) []imageImportResult {
+func runImports(t *testing.T, f *fakeCtr, fresh bool) []imageImportResult {
 	t.Helper()
 	f.now = 5 * time.Second
 	var got []imageImportResult
@@ -76,6 +76,7 @@ func runImports(t *testing.T, f *fakeCtr) []imageImportResult {
 		log: slog.New(slog.DiscardHandler), run: f.run, ctr: "/usr/bin/ctr", timeout: time.Minute,
 		clock: func() time.Duration { return f.now },
 		done:  func(r imageImportResult) { got = append(got, r) },
+		fresh: fresh,
 	}
 	im.importAll(context.Background(), testImages, testSandbox)
 	return got
@@ -83,7 +84,7 @@ func runImports(t *testing.T, f *fakeCtr) []imageImportResult {
 
 func TestImportAll(t *testing.T) {
 	f := &fakeCtr{have: []string{"registry.berth.test/berth/busybox:1"}, fail: map[string]bool{"/usr/share/berth/images/demo.tar": true}}
-	got := runImports(t, f)
+	got := runImports(t, f, false)
 	wantCalls := []string{
 		"-n k8s.io images ls -q", // once for all of them
 		"-n k8s.io images import /usr/share/berth/images/pause.tar",
@@ -107,7 +108,7 @@ func TestImportAll(t *testing.T) {
 // there already, never an image left out.
 func TestImportAllListFails(t *testing.T) {
 	f := &fakeCtr{lsErr: errors.New("exit status 1")}
-	got := runImports(t, f)
+	got := runImports(t, f, false)
 	if len(got) != len(testImages) {
 		t.Fatalf("%d results, want %d: %+v", len(got), len(testImages), got)
 	}
@@ -115,5 +116,18 @@ func TestImportAllListFails(t *testing.T) {
 		if !r.Imported || r.Error != "" {
 			t.Errorf("%s: %+v, want imported", r.Name, r)
 		}
+	}
+}
+
+// TestImportAllFresh: a containerd that started without a database has
+// nothing to list; the sandbox image's import starts at once.
+func TestImportAllFresh(t *testing.T) {
+	f := &fakeCtr{}
+	got := runImports(t, f, true)
+	if len(f.calls) != len(testImages) || !strings.HasSuffix(f.calls[0], "pause.tar") {
+		t.Errorf("ctr calls %q, want one import per image, the sandbox image's first", f.calls)
+	}
+	if len(got) == 0 || got[0].StartMs != 5000 {
+		t.Errorf("results %+v, want the sandbox image's import at 5000 ms", got)
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -77,6 +79,9 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	containerdReady := make(chan struct{})
 	var readyOnce sync.Once
 	importsDone := make(chan struct{})
+	// Before containerd starts: it creates the database.
+	_, err := os.Stat(containerdMetaDB)
+	fresh := errors.Is(err, fs.ErrNotExist)
 	b.goSafe(log, "image-imports", func() {
 		defer close(importsDone)
 		select {
@@ -84,13 +89,13 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		case <-ctx.Done():
 			return
 		}
-		b.importImages(ctx, log, rep)
+		b.importImages(ctx, log, rep, fresh)
 	})
 
 	jw := &joinWatcher{log: b.log.With("phase", "join"), registered: make(chan struct{}), onRegistered: b.noteRegistered}
 	// OnChange needs the supervisor New returns.
 	var sup *supervise.Supervisor
-	sup, err := supervise.New(p.Services, supervise.Options{
+	sup, err = supervise.New(p.Services, supervise.Options{
 		Reaper: b.reaper,
 		Log:    b.log.With("phase", "services"),
 		// berth.loglevel=debug shows every service line on the console;
@@ -164,7 +169,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 // importImages imports the manifest's images (imageImporter), each result
 // into the report as it comes, so boot.json shows them if the report is
 // out before they end.
-func (b *boot) importImages(ctx context.Context, log *slog.Logger, rep *serviceReport) {
+func (b *boot) importImages(ctx context.Context, log *slog.Logger, rep *serviceReport, fresh bool) {
 	m := b.node.manifest
 	if m == nil || len(m.Images) == 0 {
 		return
@@ -174,7 +179,7 @@ func (b *boot) importImages(ctx context.Context, log *slog.Logger, rep *serviceR
 		ctr = "/usr/bin/ctr"
 	}
 	im := imageImporter{
-		log: log, run: reaperRunner(b.reaper), ctr: ctr, clock: b.clock, timeout: importTimeout,
+		log: log, run: reaperRunner(b.reaper), ctr: ctr, clock: b.clock, timeout: importTimeout, fresh: fresh,
 		done: func(res imageImportResult) {
 			b.updateReport("services", func(*report.Report) { rep.Images = append(rep.Images, res) })
 		},
