@@ -21,7 +21,9 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // The recorded reports: boot.json files saved from QEMU boots of the test
 // image (normal: a join; failed-join: no API server; crash-loop: a
-// containerd config it refuses), and BERTH-REPORT lines from older runs'
+// containerd config it refuses; kubelet-before-imports: a join with the
+// imports beside kubelet's start, its registeredMs from berth's console
+// line as boot.json has it after the report), and BERTH-REPORT lines from older runs'
 // console logs, before the report had endWall, cpu and split.
 func recorded(t *testing.T) []string {
 	t.Helper()
