@@ -21,7 +21,9 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // The recorded reports: boot.json files saved from QEMU boots of the test
 // image (normal: a join; failed-join: no API server; crash-loop: a
-// containerd config it refuses), and BERTH-REPORT lines from older runs'
+// containerd config it refuses; kubelet-before-imports: a join with the
+// imports beside kubelet's start, its registeredMs from berth's console
+// line as boot.json has it after the report), and BERTH-REPORT lines from older runs'
 // console logs, before the report had endWall, cpu and split.
 func recorded(t *testing.T) []string {
 	t.Helper()
@@ -294,4 +296,25 @@ func FuzzEsc(f *testing.F) {
 			t.Fatalf("%q: text %q attr %q, want %q as encoding/xml gives", s, got.Text, got.Attr, back.Text)
 		}
 	})
+}
+
+// Imports one after the other share a lane; one that starts before the
+// lane is free gets the next; phases and services keep a row each.
+func TestRows(t *testing.T) {
+	bars := []Bar{
+		{Name: "services", Kind: KindPhase, StartMs: 0, DurationMs: 1000},
+		{Name: "containerd", Kind: KindService, StartMs: 10, DurationMs: 300},
+		{Name: "pause", Kind: KindImage, StartMs: 310, DurationMs: 100}, // lane 1
+		{Name: "kubelet", Kind: KindService, StartMs: 320, DurationMs: 600},
+		{Name: "demo", Kind: KindImage, StartMs: 350, DurationMs: 200},    // overlaps pause: lane 2
+		{Name: "busybox", Kind: KindImage, StartMs: 410, DurationMs: 100}, // lane 1 is free again
+		{Name: "coredns", Kind: KindImage, StartMs: 560, DurationMs: 10},  // both free: lane 1
+	}
+	rowOf, first, n := Rows(bars)
+	if want := []int{0, 1, 2, 3, 4, 2, 2}; !slices.Equal(rowOf, want) {
+		t.Errorf("rows %v, want %v", rowOf, want)
+	}
+	if want := []int{0, 1, 2, 3, 4}; !slices.Equal(first, want) || n != 5 {
+		t.Errorf("first bars %v of %d rows, want %v of 5", first, n, want)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -33,8 +35,9 @@ var fill = map[Kind]string{
 	KindWait:    "#8a8a8a",
 }
 
-// WriteSVG writes the boot chart: a row per phase, service and image
-// import in start order on a time axis (ms since kernel start), the waits
+// WriteSVG writes the boot chart: a row per phase and service and lanes
+// for the image imports (Rows), in start order on a time axis (ms since
+// kernel start), the waits
 // outside berth drawn over the phases they happened in, and two lanes at
 // the bottom splitting berth's part of boot into its own work and waits.
 // Bars carry class (their Kind) and data-start-ms, for tools and tests.
@@ -57,7 +60,8 @@ func WriteSVG(w io.Writer, b *Boot) error {
 	}
 	wOf := func(ms int64) float64 { return max(float64(ms)*float64(plotRight-labelWidth)/float64(endMs), 1) }
 
-	rows := 1 + len(bars) + 2 // kernel, bars, the two split lanes
+	rowOf, firstOfRow, barRows := Rows(bars)
+	rows := 1 + barRows + 2 // kernel, bars, the two split lanes
 	height := headHeight + rows*rowHeight + 40
 
 	var s svgBuf
@@ -123,7 +127,34 @@ func WriteSVG(w io.Writer, b *Boot) error {
 	s.f("\n")
 	row++
 	waits := split.Waits
-	for _, x := range bars {
+	// An import lane's label and notes name its imports, written once
+	// all are drawn so that no note lies under a later import's bar.
+	laneNotes := map[int][]string{}
+	laneStart, laneEnd := map[int]int64{}, map[int]int64{}
+	lanes := 0
+	for i, x := range bars {
+		row = 1 + rowOf[i]
+		if x.Kind == KindImage {
+			if firstOfRow[row-1] == i {
+				lanes++
+				name := "image imports"
+				if lanes > 1 {
+					name = fmt.Sprintf("image imports, lane %d", lanes)
+				}
+				label(name)
+				laneStart[row] = x.StartMs
+			}
+			bar(x, x.Kind)
+			// The name's last element: the tooltip has it whole.
+			note := fmt.Sprintf("%s %d ms", x.Name[strings.LastIndex(x.Name, "/")+1:], x.DurationMs)
+			if x.Note != "" {
+				note += " (" + oneLine(x.Note) + ")"
+			}
+			laneNotes[row] = append(laneNotes[row], note)
+			laneEnd[row] = max(laneEnd[row], x.EndMs())
+			s.f("\n")
+			continue
+		}
 		label(x.label())
 		bar(x, x.Kind)
 		if x.Kind == KindPhase {
@@ -148,8 +179,19 @@ func WriteSVG(w io.Writer, b *Boot) error {
 			s.text(xOf(x.EndMs())+4, y()+barHeight-4, "d", clip(note, 60))
 		}
 		s.f("\n")
-		row++
 	}
+	for _, r := range slices.Sorted(maps.Keys(laneNotes)) {
+		row = r
+		note := clip(strings.Join(laneNotes[r], ", "), 90)
+		if xOf(laneEnd[r]) > labelWidth+0.5*(plotRight-labelWidth) {
+			// No room after the lane: the notes go before its first bar.
+			s.text(xOf(laneStart[r])-4, y()+barHeight-4, "d l", note)
+		} else {
+			s.text(xOf(laneEnd[r])+4, y()+barHeight-4, "d", note)
+		}
+		s.f("\n")
+	}
+	row = 1 + barRows
 	s.f("</g>\n")
 
 	// The split: berth's own work and the waits, each on its own lane.

@@ -230,3 +230,29 @@ func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
 }
+
+// Rows places the bars (in Bars' order) on the chart's rows: a row each
+// for phases and services; image imports in lanes, each import in the
+// first lane free at its start, so imports one after the other share a
+// row and those run side by side, beside kubelet's start, show as
+// parallel lanes. It returns each bar's row, each row's first bar and
+// the number of rows.
+func Rows(bars []Bar) (rowOf []int, first []int, n int) {
+	rowOf = make([]int, len(bars))
+	var laneRow []int   // the row of each import lane
+	var laneEnd []int64 // when each lane's last import ends
+	for i, x := range bars {
+		if x.Kind == KindImage {
+			lane := slices.IndexFunc(laneEnd, func(end int64) bool { return end <= x.StartMs })
+			if lane >= 0 {
+				rowOf[i], laneEnd[lane] = laneRow[lane], x.EndMs()
+				continue
+			}
+			laneRow, laneEnd = append(laneRow, n), append(laneEnd, x.EndMs())
+		}
+		rowOf[i] = n
+		first = append(first, i)
+		n++
+	}
+	return rowOf, first, n
+}

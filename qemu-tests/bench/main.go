@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -31,6 +33,9 @@ import (
 
 // reportTimeout bounds one boot to its report (kubelet healthy) under TCG.
 const reportTimeout = 8 * time.Minute
+
+// registerTimeout bounds the wait for the registration after the report.
+const registerTimeout = 3 * time.Minute
 
 type options struct {
 	n          int
@@ -126,7 +131,7 @@ func run(ctx context.Context, w io.Writer, o options) error {
 func boots(ctx context.Context, w io.Writer, o options, variant, cmdline string, phaseOrder map[string][]string) variantResult {
 	var vr variantResult
 	for i := 1; i <= o.n && ctx.Err() == nil; i++ {
-		b, err := bootOnce(ctx, o, fmt.Sprintf("%s-%d", variant, i), cmdline)
+		b, err := bootOnce(ctx, o, fmt.Sprintf("%s-%d", variant, i), cmdline, cmdline != "")
 		if err != nil {
 			fmt.Fprintf(w, "%s boot %d: %v\n", variant, i, err)
 			vr.Failed = append(vr.Failed, err.Error())
@@ -149,8 +154,14 @@ func boots(ctx context.Context, w io.Writer, o options, variant, cmdline string,
 	return vr
 }
 
-// bootOnce boots the image, waits for its report and powers it off.
-func bootOnce(ctx context.Context, o options, name, cmdline string) (*analyze.Boot, error) {
+// registeredRE is berth's console line for kubelet's registration, with
+// the guest's ms since kernel start.
+var registeredRE = regexp.MustCompile(`\[\s*(\d+)ms\] join: node registered with the API server`)
+
+// bootOnce boots the image, waits for its report (and, joining, for the
+// node's registration, which comes after it: the report's own copy has
+// no registration time yet) and powers it off.
+func bootOnce(ctx context.Context, o options, name, cmdline string, join bool) (*analyze.Boot, error) {
 	logf, err := os.Create(filepath.Join(o.out, name+".console.log"))
 	if err != nil {
 		return nil, fmt.Errorf("creating the console log: %w", err)
@@ -173,7 +184,20 @@ func bootOnce(ctx context.Context, o options, name, cmdline string) (*analyze.Bo
 	if err != nil {
 		return nil, fmt.Errorf("re-encoding the boot report: %w", err)
 	}
-	return analyze.Decode(data)
+	b, err := analyze.Decode(data)
+	if err != nil || !join || b.Report.RegisteredMs > 0 {
+		return b, err
+	}
+	l, err := vm.ExpectLine(registeredRE, registerTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the registration: %w", err)
+	}
+	ms, err := strconv.ParseInt(registeredRE.FindStringSubmatch(l.Text)[1], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("registration line %q: %w", l.Text, err)
+	}
+	b.Report.RegisteredMs = ms
+	return b, nil
 }
 
 // serveJoinConfig serves, through the IMDS stand-in, a NodeConfig that

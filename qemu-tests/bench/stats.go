@@ -17,12 +17,19 @@ const (
 	mKernelToBerth   = "kernel → berth"
 	mKernelToKubelet = "kernel → kubelet exec"
 	mInitToKubelet   = "berth → kubelet exec"
-	mBerthPart       = "berth's part (to the report)"
-	mOwn             = "berth's own work"
-	mWaits           = "waits outside berth"
-	mCPU             = "berth CPU (user+sys)"
-	mChildCPU        = "children CPU (user+sys)"
-	mRSS             = "RSS KiB"
+	// mKubeletToRegistered is from kubelet's exec to berth's line saying
+	// kubelet registered the node (join boots only).
+	mKubeletToRegistered = "kubelet exec → registered"
+	// mImportsEnd is from kubelet's exec to the end of the last image
+	// import (negative: they ended before kubelet started), for reports
+	// whose imports carry their start.
+	mImportsEnd = "kubelet exec → imports end"
+	mBerthPart  = "berth's part (to the report)"
+	mOwn        = "berth's own work"
+	mWaits      = "waits outside berth"
+	mCPU        = "berth CPU (user+sys)"
+	mChildCPU   = "children CPU (user+sys)"
+	mRSS        = "RSS KiB"
 )
 
 // figures reads one boot's sample from its report.
@@ -35,6 +42,22 @@ func figures(b *analyze.Boot) sample {
 	if c := analyze.Chains(b); len(c) > 0 && c[0].Missing == "" {
 		s[mKernelToKubelet] = c[0].AtMs
 		s[mInitToKubelet] = c[0].AtMs - r.KernelToInitMs
+		if r.RegisteredMs > 0 {
+			s[mKubeletToRegistered] = r.RegisteredMs - c[0].AtMs
+		}
+		if sv := b.Services; sv != nil && len(sv.Images) > 0 {
+			var end int64
+			for _, im := range sv.Images {
+				if im.StartMs == 0 {
+					end = 0
+					break
+				}
+				end = max(end, im.StartMs+im.DurationMs)
+			}
+			if end > 0 {
+				s[mImportsEnd] = end - c[0].AtMs
+			}
+		}
 	}
 	sp := analyze.Split(b)
 	s[mOwn], s[mWaits] = sp.BerthMs, sp.WaitMs
@@ -122,7 +145,7 @@ func writeTable(w io.Writer, res, base *result, phaseOrder map[string][]string) 
 }
 
 // headline are the figures the table shows first, in this order.
-var headline = []string{mKernelToBerth, mKernelToKubelet, mInitToKubelet, mBerthPart, mOwn, mWaits, mCPU, mChildCPU, mRSS}
+var headline = []string{mKernelToBerth, mKernelToKubelet, mInitToKubelet, mKubeletToRegistered, mImportsEnd, mBerthPart, mOwn, mWaits, mCPU, mChildCPU, mRSS}
 
 // orderedNames puts the headline figures first, then the phases in
 // pipeline order, then anything else by name.

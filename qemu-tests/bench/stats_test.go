@@ -52,3 +52,25 @@ func TestFiguresAndTable(t *testing.T) {
 		t.Errorf("want the headline figures, then the phases in pipeline order:\n%s", text)
 	}
 }
+
+// A join boot's figures: registration and the imports' end, both from
+// kubelet's exec.
+func TestFiguresJoin(t *testing.T) {
+	b, err := analyze.Decode([]byte(`{"kernelToInitMs":1000,"endMs":9000,"registeredMs":8000,
+		"phases":[{"name":"services","startMs":2000,"durationMs":7000}],
+		"services":{"kernelToKubeletMs":3000,
+			"services":[{"name":"containerd","started_at":"2026-01-01T00:00:00Z","ready_ms":900},{"name":"kubelet","started_at":"2026-01-01T00:00:01Z","ready_ms":5000}],
+			"images":[{"name":"pause","imported":true,"startMs":2950,"durationMs":2000},{"name":"demo","imported":true,"startMs":4950,"durationMs":1500}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := figures(b)
+	if s[mKernelToKubelet] != 3000 || s[mKubeletToRegistered] != 5000 || s[mImportsEnd] != 3450 {
+		t.Errorf("figures = %v, want kubelet exec 3000, registered +5000, imports end +3450", s)
+	}
+	// Imports without their start (older reports) give no such figure.
+	b.Services.Images[1].StartMs = 0
+	if v, ok := figures(b)[mImportsEnd]; ok {
+		t.Errorf("imports end %d from a report without the imports' starts", v)
+	}
+}
