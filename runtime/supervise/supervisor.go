@@ -73,7 +73,8 @@ type Options struct {
 	ProbeInterval time.Duration
 	ProbeTimeout  time.Duration
 	// AfterReady runs, by service name, once the service is first ready and
-	// before its dependents start (PID 1 imports the image's OCI tarballs here). It is
+	// before its dependents start (PID 1 waits for the FORWARD policy after
+	// containerd's; the image imports run beside kubelet, not here). It is
 	// retried on the next readiness if the service died during it; any
 	// other failure is logged and dependents start anyway.
 	AfterReady  map[string]func(ctx context.Context) error
