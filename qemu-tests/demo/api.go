@@ -38,7 +38,11 @@ func (a api) do(ctx context.Context, method, path string, body, out any) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	ct := "application/json"
+	if method == "PATCH" {
+		ct = "application/merge-patch+json"
+	}
+	req.Header.Set("Content-Type", ct)
 	resp, err := a.c.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
@@ -161,4 +165,59 @@ func (a api) workloadReady(ctx context.Context, kind, ns, name string) (bool, st
 	s := w.Status
 	ready := s.NumberReady + s.ReadyReplicas
 	return ready > 0, fmt.Sprintf("%s/%s: %d ready of %d", kind, name, ready, s.Desired+s.Replicas)
+}
+
+// uninitializedTaint is the taint kubelet with --cloud-provider=external
+// puts on its node until a cloud controller manager initializes it: EKS's
+// removes it; the local control plane has none, so the demo does, or
+// CoreDNS (which does not tolerate it, unlike the DaemonSets) never
+// schedules.
+const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// taint is one of a node's spec.taints.
+type taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// withoutTaint is taints less those with key, and whether there were any.
+func withoutTaint(taints []taint, key string) ([]taint, bool) {
+	out := []taint{}
+	for _, t := range taints {
+		if t.Key != key {
+			out = append(out, t)
+		}
+	}
+	return out, len(out) != len(taints)
+}
+
+// initializeNode removes the cloud provider's uninitialized taint, as a
+// cloud controller manager does. The patch carries the resourceVersion it
+// read, so a taint the node controller adds meanwhile is not lost: the
+// conflict makes the caller's next round read again.
+func (a api) initializeNode(ctx context.Context) (bool, string) {
+	var n struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Spec struct {
+			Taints []taint `json:"taints"`
+		} `json:"spec"`
+	}
+	if err := a.do(ctx, "GET", "/api/v1/nodes/"+nodeName, nil, &n); err != nil {
+		return false, err.Error()
+	}
+	rest, had := withoutTaint(n.Spec.Taints, uninitializedTaint)
+	if !had {
+		return true, ""
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"resourceVersion": n.Metadata.ResourceVersion},
+		"spec":     map[string]any{"taints": rest},
+	}
+	if err := a.do(ctx, "PATCH", "/api/v1/nodes/"+nodeName, patch, nil); err != nil {
+		return false, "removing the taint " + uninitializedTaint + ": " + err.Error()
+	}
+	return false, "taint " + uninitializedTaint + " removed; checking"
 }

@@ -316,6 +316,21 @@ func TestCheckClientLog(t *testing.T) {
 	}
 }
 
+// The cloud controller manager's part: only the uninitialized taint goes;
+// the node controller's not-ready taint stays, and a node without taints
+// gets an empty list (a null would not clear anything in a merge patch).
+func TestWithoutTaint(t *testing.T) {
+	notReady := taint{Key: "node.kubernetes.io/not-ready", Effect: "NoSchedule"}
+	rest, had := withoutTaint([]taint{{Key: uninitializedTaint, Value: "true", Effect: "NoSchedule"}, notReady}, uninitializedTaint)
+	if !had || len(rest) != 1 || rest[0] != notReady {
+		t.Errorf("withoutTaint = %v, %t", rest, had)
+	}
+	rest, had = withoutTaint(nil, uninitializedTaint)
+	if b, _ := json.Marshal(rest); had || string(b) != "[]" {
+		t.Errorf("withoutTaint(nil) = %s, %t", b, had)
+	}
+}
+
 func TestBootJSONIn(t *testing.T) {
 	out := "Creating debugging pod node-debugger-x with container debugger on node n.\n" +
 		`{"version":"v1","ok":true,"kernelToInitMs":900,"endMs":5000,"registeredMs":7000}` + "\n"

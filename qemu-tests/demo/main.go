@@ -239,6 +239,12 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.host.Registered = d.vm.Uptime()
 	d.progress(d.host.Registered, "node registered: %s (NotReady until the CNI DaemonSet runs)", nodeName)
+	if err := d.wait(ctx, "node initialized (taint "+uninitializedTaint+" removed)", registerTimeout, func() (bool, string) {
+		return a.initializeNode(ctx)
+	}); err != nil {
+		return err
+	}
+	d.progress(d.vm.Uptime(), "node initialized: taint %s removed, as a cloud controller manager does", uninitializedTaint)
 	if err := d.clusterSteps(ctx, a); err != nil {
 		return err
 	}
