@@ -129,7 +129,7 @@ func (d *demo) clusterSteps(ctx context.Context, a api) error {
 		return fmt.Errorf("the busybox client pod (phase %s): %v; its log:\n%s", phase.Status.Phase, err, out)
 	}
 	d.host.ServiceAnswered, d.host.DNSResolved = at, at
-	d.progress(at, "Service answered: http://%s.%s.svc.cluster.local/ from a busybox pod → %q", svcName, podNS, res.Answer)
+	d.progress(at, "Service answered: http://%s/ (%s.%s's address) from a busybox pod → %q", res.Demo, svcName, podNS, res.Answer)
 	d.progress(at, "DNS resolved: kubernetes.default → %s, %s.%s → %s", res.Kubernetes, svcName, podNS, res.Demo)
 
 	// kubectl logs and debug node: the API server reaches the kubelet.

@@ -281,7 +281,7 @@ func TestDemoPodAndService(t *testing.T) {
 		t.Errorf("service: %s", b)
 	}
 	b, _ = json.Marshal(dnsClientPod("registry.berth.test/berth/busybox:1"))
-	for _, want := range []string{`"restartPolicy":"Never"`, `"nodeName":"` + nodeName + `"`, "http://berth-demo.default.svc.cluster.local/", "nslookup kubernetes.default.svc.cluster.local"} {
+	for _, want := range []string{`"restartPolicy":"Never"`, `"nodeName":"` + nodeName + `"`, "nslookup berth-demo.default.svc.cluster.local", "nslookup kubernetes.default.svc.cluster.local"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("client pod lacks %s: %s", want, b)
 		}

@@ -95,15 +95,20 @@ func demoService() map[string]any {
 	}
 }
 
-// clientScript fetches the demo Service by its cluster DNS name (retrying
-// while kube-proxy and CoreDNS catch up with the new Service), then
-// resolves the kubernetes Service and the demo Service, so its log has
-// the answer and both addresses.
+// clientScript resolves the kubernetes Service and the demo Service by
+// their cluster DNS names, then fetches the demo Service at the address
+// it resolved to (retrying while kube-proxy catches up with the new
+// Service), so its log has both addresses and the answer. busybox's own
+// nslookup does the lookups: the static busybox's wget resolves names by
+// glibc's getaddrinfo, which in a static binary loads NSS modules and
+// crashes (a segfault per try in a test run).
 const clientScript = `set -e
-for i in $(seq 60); do wget -q -T 3 -O /tmp/answer http://` + svcName + `.` + podNS + `.svc.cluster.local/ && break; sleep 1; done
-echo "answer: $(cat /tmp/answer)"
 nslookup kubernetes.default.svc.cluster.local
-nslookup ` + svcName + `.` + podNS + `.svc.cluster.local
+for i in $(seq 30); do nslookup ` + svcName + `.` + podNS + `.svc.cluster.local > /tmp/ns && break; sleep 1; done
+cat /tmp/ns
+ip=$(awk '/^Address: /{a=$2} END{print a}' /tmp/ns)
+for i in $(seq 60); do wget -q -T 3 -O /tmp/answer "http://$ip/" && break; sleep 1; done
+echo "answer: $(cat /tmp/answer)"
 `
 
 // dnsClientPod runs clientScript once in a busybox pod.
