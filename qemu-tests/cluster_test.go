@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	kubectlpkg "github.com/berth-node/berth/qemu-tests/kubectl"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
@@ -238,9 +239,9 @@ func debugNodeShell(t *testing.T, c *testCluster, node, commands string) (string
 	t.Helper()
 	out, err := kubectlIn(t, c.Cluster, kubectlTimeout, strings.NewReader(commands),
 		"debug", "node/"+node, "-i", "--profile=general", "--image="+c.images.Busybox, "--", "sh")
-	if m := debugPodRE.FindStringSubmatch(out); m != nil {
-		if _, derr := kubectl(t, c.Cluster, kubectlTimeout, "delete", "pod", m[1], "--wait=false"); derr != nil {
-			t.Logf("deleting debug pod %s: %v", m[1], derr)
+	if pod, ok := kubectlpkg.DebugPod(out); ok {
+		if _, derr := kubectl(t, c.Cluster, kubectlTimeout, "delete", "pod", pod, "--wait=false"); derr != nil {
+			t.Logf("deleting debug pod %s: %v", pod, derr)
 		}
 	}
 	return out, err

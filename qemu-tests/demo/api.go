@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
 )
 
 // api is a minimal client for the local cluster's admin endpoint: the demo
-// needs three calls, not client-go.
+// needs a few GETs and POSTs, not client-go.
 type api struct {
 	c    *http.Client
 	base string
@@ -35,7 +38,11 @@ func (a api) do(ctx context.Context, method, path string, body, out any) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	ct := "application/json"
+	if method == "PATCH" {
+		ct = "application/merge-patch+json"
+	}
+	req.Header.Set("Content-Type", ct)
 	resp, err := a.c.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
@@ -83,23 +90,134 @@ func (a api) nodeReady(ctx context.Context) (registered, ready bool, seen string
 	return true, false, "no Ready condition yet", n
 }
 
-// podRunning says whether the demo pod runs, and what it saw.
-func (a api) podRunning(ctx context.Context) (bool, string) {
-	var p struct {
-		Status struct {
-			Phase             string `json:"phase"`
-			ContainerStatuses []struct {
-				State map[string]any `json:"state"`
-			} `json:"containerStatuses"`
-		} `json:"status"`
+// podState is the part of a Pod the demo reads.
+type podState struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Status struct {
+		Phase             string `json:"phase"`
+		ContainerStatuses []struct {
+			Ready bool           `json:"ready"`
+			State map[string]any `json:"state"`
+		} `json:"containerStatuses"`
+	} `json:"status"`
+}
+
+// seen is what a wait reports of a pod that is not there yet.
+func (p podState) seen() string {
+	s := p.Metadata.Name + " phase " + p.Status.Phase
+	if p.Status.Phase == "" {
+		s = p.Metadata.Name + " not scheduled yet"
 	}
-	if err := a.do(ctx, "GET", "/api/v1/namespaces/"+podNS+"/pods/"+podName, nil, &p); err != nil {
-		return false, err.Error()
-	}
-	seen := "phase " + p.Status.Phase
 	for _, c := range p.Status.ContainerStatuses {
 		b, _ := json.Marshal(c.State)
-		seen += " " + string(b)
+		s += " " + string(b)
 	}
-	return p.Status.Phase == "Running", seen
+	return s
+}
+
+// podPhase says whether pod ns/name reached one of phases, and what it saw.
+func (a api) podPhase(ctx context.Context, ns, name string, phases ...string) (bool, string, podState) {
+	var p podState
+	if err := a.do(ctx, "GET", "/api/v1/namespaces/"+ns+"/pods/"+name, nil, &p); err != nil {
+		return false, err.Error(), p
+	}
+	return slices.Contains(phases, p.Status.Phase), p.seen(), p
+}
+
+// runningPod finds a Running pod in ns matching the label selector: a
+// DaemonSet's pod has a generated name.
+func (a api) runningPod(ctx context.Context, ns, selector string) (string, bool, string) {
+	var l struct {
+		Items []podState `json:"items"`
+	}
+	if err := a.do(ctx, "GET", "/api/v1/namespaces/"+ns+"/pods?labelSelector="+url.QueryEscape(selector), nil, &l); err != nil {
+		return "", false, err.Error()
+	}
+	if len(l.Items) == 0 {
+		return "", false, "no pod with " + selector + " yet"
+	}
+	var seen []string
+	for _, p := range l.Items {
+		if p.Status.Phase == "Running" {
+			return p.Metadata.Name, true, ""
+		}
+		seen = append(seen, p.seen())
+	}
+	return "", false, strings.Join(seen, "; ")
+}
+
+// workloadReady says whether an apps/v1 DaemonSet or Deployment (kind
+// "daemonsets" or "deployments") has a ready pod, and what it saw.
+func (a api) workloadReady(ctx context.Context, kind, ns, name string) (bool, string) {
+	var w struct {
+		Status struct {
+			NumberReady   int `json:"numberReady"`
+			ReadyReplicas int `json:"readyReplicas"`
+			Desired       int `json:"desiredNumberScheduled"`
+			Replicas      int `json:"replicas"`
+		} `json:"status"`
+	}
+	if err := a.do(ctx, "GET", "/apis/apps/v1/namespaces/"+ns+"/"+kind+"/"+name, nil, &w); err != nil {
+		return false, err.Error()
+	}
+	s := w.Status
+	ready := s.NumberReady + s.ReadyReplicas
+	return ready > 0, fmt.Sprintf("%s/%s: %d ready of %d", kind, name, ready, s.Desired+s.Replicas)
+}
+
+// uninitializedTaint is the taint kubelet with --cloud-provider=external
+// puts on its node until a cloud controller manager initializes it: EKS's
+// removes it; the local control plane has none, so the demo does, or
+// CoreDNS (which does not tolerate it, unlike the DaemonSets) never
+// schedules.
+const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// taint is one of a node's spec.taints.
+type taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// withoutTaint is taints less those with key, and whether there were any.
+func withoutTaint(taints []taint, key string) ([]taint, bool) {
+	out := []taint{}
+	for _, t := range taints {
+		if t.Key != key {
+			out = append(out, t)
+		}
+	}
+	return out, len(out) != len(taints)
+}
+
+// initializeNode removes the cloud provider's uninitialized taint, as a
+// cloud controller manager does. The patch carries the resourceVersion it
+// read, so a taint the node controller adds meanwhile is not lost: the
+// conflict makes the caller's next round read again.
+func (a api) initializeNode(ctx context.Context) (bool, string) {
+	var n struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Spec struct {
+			Taints []taint `json:"taints"`
+		} `json:"spec"`
+	}
+	if err := a.do(ctx, "GET", "/api/v1/nodes/"+nodeName, nil, &n); err != nil {
+		return false, err.Error()
+	}
+	rest, had := withoutTaint(n.Spec.Taints, uninitializedTaint)
+	if !had {
+		return true, ""
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"resourceVersion": n.Metadata.ResourceVersion},
+		"spec":     map[string]any{"taints": rest},
+	}
+	if err := a.do(ctx, "PATCH", "/api/v1/nodes/"+nodeName, patch, nil); err != nil {
+		return false, "removing the taint " + uninitializedTaint + ": " + err.Error()
+	}
+	return false, "taint " + uninitializedTaint + " removed; checking"
 }

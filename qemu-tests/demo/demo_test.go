@@ -136,7 +136,11 @@ func TestTimelineGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&out, "[%6.1fs] %s\n", ev.At.Seconds(), describe(ev))
 	}
-	h.Registered, h.Ready, h.PodRunning = 30*time.Second, 30*time.Second, 40*time.Second
+	// The console's power-off lines come at about 40 s, so the cluster's
+	// steps are squeezed in before.
+	h.Registered, h.CNIInstalled, h.Ready = 30*time.Second, 31*time.Second, 32*time.Second
+	h.KubeProxyRunning, h.CoreDNSReady, h.PodRunning = 33*time.Second, 34*time.Second, 35*time.Second
+	h.ServiceAnswered, h.DNSResolved, h.LogsRead, h.DebugShell = 36*time.Second, 36*time.Second, 37*time.Second, 38*time.Second
 	h.PowerDown, h.QEMUExited = 40*time.Second, 41*time.Second
 	tl.Host = h
 	out.WriteString("\n")
@@ -156,7 +160,7 @@ func TestTimelineGolden(t *testing.T) {
 	if !bytes.Equal(out.Bytes(), want) {
 		t.Errorf("timeline differs from %s (rerun with -update if intended):\n%s", golden, out.String())
 	}
-	for _, s := range []string{"kernel → berth (kernelToInitMs)", "kubelet started                  17505 ms", "node Ready                           30.0 s", "the kernel started at about 3.4 s"} {
+	for _, s := range []string{"kernel → berth (kernelToInitMs)", "kubelet started                  17505 ms", "node Ready                           32.0 s", "CoreDNS Ready                        34.0 s", "the kernel started at about 3.4 s"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("timeline lacks %q", s)
 		}
@@ -194,7 +198,7 @@ func TestUserDataIsAcceptedByBerth(t *testing.T) {
 		BootstrapToken:       "abcdef.0123456789abcdef",
 		ServiceCIDR:          "10.96.0.0/12",
 	}
-	docs, err := userdata.Decode(mimeUserData(nodeConfigYAML(info)))
+	docs, err := userdata.Decode(mimeUserData(nodeConfigYAML(info, "http://10.0.2.2:5000")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,18 +227,26 @@ func TestUserDataIsAcceptedByBerth(t *testing.T) {
 	if err := json.Unmarshal(cfgs[0].Metadata["annotations"], &ann); err != nil || ann[plan.BootstrapTokenAnnotation] != info.BootstrapToken {
 		t.Errorf("annotations %v (%v), want the bootstrap token", ann, err)
 	}
+	if got, want := ann[nodeconfig.RegistryMirrorsAnnotation], `{"registry.berth.test":["http://10.0.2.2:5000"]}`; got != want {
+		t.Errorf("registry mirrors annotation %q, want %q", got, want)
+	}
 }
 
-// The demo pod lands on the demo node without a scheduler decision and uses
-// the image baked into the test image, never pulling.
-func TestDemoPod(t *testing.T) {
-	b, err := json.Marshal(demoPod())
+// The demo pod lands on the demo node without a scheduler decision, pulls
+// its image (through the node's mirror) and carries the label the
+// Service selects; the client pod runs once on the same node.
+func TestDemoPodAndService(t *testing.T) {
+	const image = "registry.berth.test/berth/demo:v1"
+	b, err := json.Marshal(demoPod(image))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var p struct {
-		Metadata struct{ Name, Namespace string }
-		Spec     struct {
+		Metadata struct {
+			Name, Namespace string
+			Labels          map[string]string
+		}
+		Spec struct {
 			NodeName   string `json:"nodeName"`
 			Grace      int    `json:"terminationGracePeriodSeconds"`
 			Containers []struct {
@@ -247,11 +259,109 @@ func TestDemoPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Spec.NodeName != imdsInstance().LocalHostname || p.Metadata.Name != podName || p.Spec.Grace != podGraceS ||
-		len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Image != "localhost/berth-demo:v1" || p.Spec.Containers[0].ImagePullPolicy != "Never" {
+		len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Image != image || p.Spec.Containers[0].ImagePullPolicy != "IfNotPresent" {
 		t.Errorf("pod: %s", b)
+	}
+	var svc struct {
+		Spec struct {
+			Selector map[string]string
+			Ports    []struct{ Port, TargetPort int }
+		}
+	}
+	b, _ = json.Marshal(demoService())
+	if err := json.Unmarshal(b, &svc); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range svc.Spec.Selector {
+		if p.Metadata.Labels[k] != v {
+			t.Errorf("the Service selects %s=%s, the pod's labels are %v", k, v, p.Metadata.Labels)
+		}
+	}
+	if len(svc.Spec.Selector) == 0 || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort != svcTargetPort {
+		t.Errorf("service: %s", b)
+	}
+	b, _ = json.Marshal(dnsClientPod("registry.berth.test/berth/busybox:1"))
+	for _, want := range []string{`"restartPolicy":"Never"`, `"nodeName":"` + nodeName + `"`, "nslookup berth-demo.default.svc.cluster.local", "nslookup kubernetes.default.svc.cluster.local"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("client pod lacks %s: %s", want, b)
+		}
 	}
 	if imdsInstance().LocalIPv4 != "10.0.2.15" {
 		t.Errorf("IMDS local-ipv4 %q is not QEMU's guest address", imdsInstance().LocalIPv4)
+	}
+}
+
+// The client pod's log passes only with the demo pod's answer and both
+// names resolved to their ClusterIPs; the DNS server's own address line
+// is not an answer.
+func TestCheckClientLog(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join("testdata", "client.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := checkClientLog(string(good), "berth-demo", "10.96.0.1", "10.100.204.7")
+	if err != nil || r != (clientResult{Answer: "berth-demo", Kubernetes: "10.96.0.1", Demo: "10.100.204.7"}) {
+		t.Errorf("good log: %+v, %v", r, err)
+	}
+	for name, tc := range map[string]struct{ log, clusterIP, want string }{
+		"wrong answer":    {strings.Replace(string(good), "answer: berth-demo", "answer: other", 1), "10.100.204.7", "answered"},
+		"no answer":       {strings.Replace(string(good), "answer: berth-demo", "answer: ", 1), "10.100.204.7", "answered"},
+		"service missing": {string(good), "10.100.204.8", "did not resolve"},
+		"server only":     {"answer: berth-demo\nServer:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n", "10.96.0.10", "kubernetes.default did not resolve"},
+		"no cluster IP":   {string(good), "", "did not resolve"},
+	} {
+		if _, err := checkClientLog(tc.log, "berth-demo", "10.96.0.1", tc.clusterIP); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", name, err, tc.want)
+		}
+	}
+}
+
+// The cloud controller manager's part: only the uninitialized taint goes;
+// the node controller's not-ready taint stays, and a node without taints
+// gets an empty list (a null would not clear anything in a merge patch).
+func TestWithoutTaint(t *testing.T) {
+	notReady := taint{Key: "node.kubernetes.io/not-ready", Effect: "NoSchedule"}
+	rest, had := withoutTaint([]taint{{Key: uninitializedTaint, Value: "true", Effect: "NoSchedule"}, notReady}, uninitializedTaint)
+	if !had || len(rest) != 1 || rest[0] != notReady {
+		t.Errorf("withoutTaint = %v, %t", rest, had)
+	}
+	rest, had = withoutTaint(nil, uninitializedTaint)
+	if b, _ := json.Marshal(rest); had || string(b) != "[]" {
+		t.Errorf("withoutTaint(nil) = %s, %t", b, had)
+	}
+}
+
+func TestBootJSONIn(t *testing.T) {
+	out := "Creating debugging pod node-debugger-x with container debugger on node n.\n" +
+		`{"version":"v1","ok":true,"kernelToInitMs":900,"endMs":5000,"registeredMs":7000}` + "\n"
+	r, err := bootJSONIn(out)
+	if err != nil || !r.OK || r.Version != "v1" || r.EndMs != 5000 || r.RegisteredMs != 7000 {
+		t.Errorf("bootJSONIn = %+v, %v", r, err)
+	}
+	for _, bad := range []string{"cat: can't open '/host/run/berth/boot.json'", `{"ok":tr`} {
+		if _, err := bootJSONIn(bad); err == nil {
+			t.Errorf("bootJSONIn(%q) found a report", bad)
+		}
+	}
+}
+
+func TestKubernetesIP(t *testing.T) {
+	for cidr, want := range map[string]string{"10.96.0.0/12": "10.96.0.1", "172.20.0.0/16": "172.20.0.1", "10.100.3.0/12": "10.96.0.1"} {
+		if got, err := kubernetesIP(cidr); err != nil || got != want {
+			t.Errorf("kubernetesIP(%s) = %s, %v; want %s", cidr, got, err, want)
+		}
+	}
+	if _, err := kubernetesIP("10.96.0.0"); err == nil {
+		t.Error("a CIDR without a length was taken")
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	if got := lastLines("a\n\n b \nc\n\n", 2); fmt.Sprint(got) != "[b c]" {
+		t.Errorf("lastLines = %q", got)
+	}
+	if got := lastLines("", 3); len(got) != 0 {
+		t.Errorf("lastLines of nothing = %q", got)
 	}
 }
 

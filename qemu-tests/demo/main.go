@@ -1,8 +1,13 @@
 // Command demo is `make demo`: it starts a throwaway Kubernetes control plane
-// on the host's loopback, serves a NodeConfig pointing at it through an
+// on the host's loopback with EKS's default add-ons (the install-cni
+// DaemonSet as aws-node, kube-proxy, CoreDNS) and the registry stand-in
+// serving their images, serves a NodeConfig pointing at it through an
 // IMDSv2 stand-in, boots the berth test image in QEMU, and shows the node
-// join: kernel → berth → network → config → containerd → kubelet → node
-// registered → Ready → a pod Running. It then powers the node off through
+// join and the cluster work: kernel → berth → network → config →
+// containerd → kubelet → node registered → CNI installed → Ready →
+// kube-proxy → CoreDNS → a pod pulled and Running behind a Service that a
+// busybox pod resolves and fetches → kubectl logs and debug node. It then
+// powers the node off through
 // the ACPI power button, prints the boot timeline and where the logs are,
 // and exits 0. On any failure, or on Ctrl-C, it says why, prints the
 // console's tail, cleans up, and exits non-zero.
@@ -22,8 +27,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-node/berth/qemu-tests/clusterimages"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
+	"github.com/berth-node/berth/qemu-tests/kubectl"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/berth-node/berth/report"
 )
@@ -33,7 +40,7 @@ const (
 	bootTimeout     = 8 * time.Minute // QEMU start to the boot report (kubelet healthy)
 	registerTimeout = 5 * time.Minute
 	readyTimeout    = 5 * time.Minute
-	podTimeout      = 5 * time.Minute
+	podTimeout      = 6 * time.Minute
 	// powerOffBound covers kubelet, the pod's grace period, containerd,
 	// sync and unmount.
 	powerOffBound = 2 * time.Minute
@@ -97,12 +104,15 @@ type demo struct {
 	host  hostTimes
 	rep   *report.Report
 
-	cluster    *controlplane.Cluster
-	stopIMDS   func()
-	vm         *qemu.VM
-	consoleLog *os.File
-	consoleAt  string
-	cpLogs     string
+	cluster      *controlplane.Cluster
+	images       clusterimages.Set
+	kc           kubectl.Runner
+	stopRegistry func()
+	stopIMDS     func()
+	vm           *qemu.VM
+	consoleLog   *os.File
+	consoleAt    string
+	cpLogs       string
 }
 
 func (d *demo) progress(at time.Duration, format string, args ...any) {
@@ -135,6 +145,17 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("finding the control plane binaries (run make node-components): %w", err)
 	}
+	d.images, err = clusterimages.Find(o.components)
+	if err != nil {
+		return fmt.Errorf("finding the cluster's images (make cluster-images): %w", err)
+	}
+	_, mirror, stopRegistry, err := d.images.Serve(d.log)
+	if err != nil {
+		return err
+	}
+	d.stopRegistry = stopRegistry
+	d.note("registry stand-in serving %s, %s, %s, %s, %s (the node dials %s)",
+		d.images.InstallCNI, d.images.KubeProxy, d.images.CoreDNS, d.images.Busybox, d.images.Demo, mirror)
 	d.note("starting the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) from %s", o.components)
 	t0 := time.Now()
 	d.cluster, err = controlplane.Start(ctx, d.log, controlplane.Options{BinDirs: dirs, StateDir: cpDir, KeepState: true})
@@ -146,7 +167,17 @@ func (d *demo) run(ctx context.Context) error {
 	d.note("control plane ready in %.1f s: %s (the node dials %s); admin kubeconfig %s",
 		time.Since(t0).Seconds(), info.HostEndpoint, info.APIServerEndpoint, info.Kubeconfig)
 
-	srv, err := imdsserver.New(imdsserver.Config{Instance: imdsInstance(), UserData: mimeUserData(nodeConfigYAML(info))})
+	if d.kc, err = kubectl.Find(dirs, info.Kubeconfig); err != nil {
+		return err
+	}
+	// The add-ons go in before the node boots, as a new EKS cluster has
+	// them: the node joins NotReady and the CNI DaemonSet makes it Ready.
+	if err := d.cluster.ApplyAddons(ctx, d.cluster.Addons(d.images.InstallCNI, d.images.KubeProxy, d.images.CoreDNS)); err != nil {
+		return err
+	}
+	d.note("add-ons applied: install-cni DaemonSet, kube-proxy DaemonSet, CoreDNS Deployment and kube-dns Service")
+
+	srv, err := imdsserver.New(imdsserver.Config{Instance: imdsInstance(), UserData: mimeUserData(nodeConfigYAML(info, mirror))})
 	if err != nil {
 		return fmt.Errorf("setting up the IMDS stand-in: %w", err)
 	}
@@ -170,13 +201,22 @@ func (d *demo) run(ctx context.Context) error {
 	cfg := qemu.ImageConfig(o.image, "berth.imds="+imdsURL)
 	cfg.MemoryMB = 2048
 	cfg.CPUs = 2
-	cfg.NICs = []qemu.NIC{{}}
+	// The kubelet's port forwarded to the host, for kubectl logs, exec
+	// and debug through the control plane's egress proxy.
+	cfg.NICs = []qemu.NIC{{HostFwd: []string{qemu.FwdKubelet}}}
 	cfg.Timeout = o.timeout
 	d.vm, err = qemu.Boot(ctx, cfg, qemu.BootOptions{ConsoleLog: d.consoleLog})
 	if err != nil {
 		return fmt.Errorf("booting the node: %w", err)
 	}
 	d.note("QEMU started (TCG, 2 GiB, 2 vCPUs, virtio NIC); console log: %s", d.consoleAt)
+	port, err := d.vm.HostFwdPort(controlplane.KubeletPort)
+	if err != nil {
+		return fmt.Errorf("the node's kubelet forward: %w", err)
+	}
+	if err := d.cluster.RouteKubelet(nodeName, port); err != nil {
+		return fmt.Errorf("routing the API server to the node's kubelet: %w", err)
+	}
 
 	// 3. Boot, as the console tells it.
 	if err := d.wait(ctx, "the boot report", bootTimeout, func() (bool, string) {
@@ -191,7 +231,6 @@ func (d *demo) run(ctx context.Context) error {
 
 	// 4. The join, as the API server tells it.
 	a := api{c: d.cluster.Client(), base: info.HostEndpoint}
-	var ns nodeStatus
 	if err := d.wait(ctx, "node registered", registerTimeout, func() (bool, string) {
 		reg, _, seen, _ := a.nodeReady(ctx)
 		return reg, seen
@@ -199,27 +238,16 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.host.Registered = d.vm.Uptime()
-	d.progress(d.host.Registered, "node registered: %s", nodeName)
-	if err := d.wait(ctx, "node Ready", readyTimeout, func() (bool, string) {
-		_, ready, seen, n := a.nodeReady(ctx)
-		ns = n
-		return ready, seen
+	d.progress(d.host.Registered, "node registered: %s (NotReady until the CNI DaemonSet runs)", nodeName)
+	if err := d.wait(ctx, "node initialized (taint "+uninitializedTaint+" removed)", registerTimeout, func() (bool, string) {
+		return a.initializeNode(ctx)
 	}); err != nil {
 		return err
 	}
-	d.host.Ready = d.vm.Uptime()
-	ni := ns.Status.NodeInfo
-	d.progress(d.host.Ready, "node Ready (kubelet %s, %s, kernel %s, %s)", ni.KubeletVersion, ni.ContainerRuntimeVersion, ni.KernelVersion, ni.OSImage)
-
-	if err := a.do(ctx, "POST", "/api/v1/namespaces/"+podNS+"/pods", demoPod(), nil); err != nil {
-		return fmt.Errorf("creating the demo pod: %w", err)
-	}
-	d.progress(d.vm.Uptime(), "pod %s/%s created (image %s)", podNS, podName, demoImage)
-	if err := d.wait(ctx, "pod Running", podTimeout, func() (bool, string) { return a.podRunning(ctx) }); err != nil {
+	d.progress(d.vm.Uptime(), "node initialized: taint %s removed, as a cloud controller manager does", uninitializedTaint)
+	if err := d.clusterSteps(ctx, a); err != nil {
 		return err
 	}
-	d.host.PodRunning = d.vm.Uptime()
-	d.progress(d.host.PodRunning, "pod Running")
 
 	// 5. An orderly power-off through the ACPI power button.
 	if err := d.vm.PowerDown(); err != nil {
@@ -320,6 +348,9 @@ func (d *demo) cleanup() error {
 	}
 	if d.stopIMDS != nil {
 		d.stopIMDS()
+	}
+	if d.stopRegistry != nil {
+		d.stopRegistry()
 	}
 	if d.cluster != nil {
 		if err := d.cluster.Stop(); err != nil {

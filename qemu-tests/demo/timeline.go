@@ -58,8 +58,19 @@ type hostTimes struct {
 	KubeletStarted    time.Duration
 	BootReport        time.Duration
 	Registered        time.Duration
-	Ready             time.Duration
-	PodRunning        time.Duration
+	// CNIInstalled is when the install-cni DaemonSet's pod ran: the node
+	// goes Ready because of it.
+	CNIInstalled     time.Duration
+	Ready            time.Duration
+	KubeProxyRunning time.Duration
+	CoreDNSReady     time.Duration
+	PodRunning       time.Duration
+	// ServiceAnswered and DNSResolved come from one busybox pod's run, so
+	// they are both its end.
+	ServiceAnswered time.Duration
+	DNSResolved     time.Duration
+	LogsRead        time.Duration
+	DebugShell      time.Duration
 	// The power-off: the button press, each step's console line, QEMU's exit.
 	PowerDown         time.Duration
 	KubeletStopped    time.Duration
@@ -96,8 +107,8 @@ type timeline struct {
 
 // formatTimeline writes the boot timeline: the guest's own clock from the
 // boot report (kernel → berth → each phase → containerd → kubelet), then the
-// host's wall clock for what only the host sees (registration, Ready, the
-// pod), the power-off, and where the logs are.
+// host's wall clock for what only the host sees (registration, the
+// add-ons, Ready, the pods, the Service, DNS, kubectl), the power-off, and where the logs are.
 func formatTimeline(w io.Writer, tl timeline) error {
 	var b strings.Builder
 	row := func(indent int, label, value, note string) {
@@ -135,7 +146,7 @@ func formatTimeline(w io.Writer, tl timeline) error {
 	}
 
 	h := tl.Host
-	b.WriteString("\nJoin, host wall clock (s since QEMU started")
+	b.WriteString("\nJoin and cluster, host wall clock (s since QEMU started")
 	if h.FirstBerthLine > 0 {
 		fmt.Fprintf(&b, "; the kernel started at about %s", sec(h.FirstBerthLine-time.Duration(h.FirstBerthGuestMs)*time.Millisecond))
 	}
@@ -148,8 +159,15 @@ func formatTimeline(w io.Writer, tl timeline) error {
 		{"kubelet started", h.KubeletStarted},
 		{"boot report", h.BootReport},
 		{"node registered", h.Registered},
+		{"CNI installed (install-cni pod)", h.CNIInstalled},
 		{"node Ready", h.Ready},
-		{"pod Running", h.PodRunning},
+		{"kube-proxy Running", h.KubeProxyRunning},
+		{"CoreDNS Ready", h.CoreDNSReady},
+		{"demo pod Running (pulled)", h.PodRunning},
+		{"Service answered (busybox pod)", h.ServiceAnswered},
+		{"DNS resolved (busybox pod)", h.DNSResolved},
+		{"kubectl logs of the demo pod", h.LogsRead},
+		{"kubectl debug node shell", h.DebugShell},
 	} {
 		v := "not reached"
 		if m.at > 0 {
