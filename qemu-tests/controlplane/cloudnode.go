@@ -18,9 +18,9 @@ import (
 	"time"
 )
 
-// uninitializedTaint is the cloud provider's "not initialized yet" taint
+// UninitializedTaint is the cloud provider's "not initialized yet" taint
 // (k8s.io/cloud-provider/api.TaintExternalCloudProvider).
-const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+const UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
 
 // taint is a node taint as the API has it; other fields survive the
 // round trip in raw.
@@ -32,7 +32,7 @@ func withoutUninitialized(taints []taint) ([]taint, bool) {
 	out := make([]taint, 0, len(taints))
 	found := false
 	for _, tn := range taints {
-		if tn["key"] == uninitializedTaint {
+		if tn["key"] == UninitializedTaint {
 			found = true
 			continue
 		}
@@ -94,12 +94,12 @@ func (c *Cluster) initializeOnce(ctx context.Context) error {
 		req.Header.Set("Content-Type", "application/json-patch+json")
 		resp, err := c.client.Do(req)
 		if err != nil {
-			return fmt.Errorf("node %s: removing the %s taint: %w", n.Metadata.Name, uninitializedTaint, err)
+			return fmt.Errorf("node %s: removing the %s taint: %w", n.Metadata.Name, UninitializedTaint, err)
 		}
 		rb, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("node %s: removing the %s taint: %s: %.300s", n.Metadata.Name, uninitializedTaint, resp.Status, rb)
+			return fmt.Errorf("node %s: removing the %s taint: %s: %.300s", n.Metadata.Name, UninitializedTaint, resp.Status, rb)
 		}
 		c.log.Info("node initialized (uninitialized taint removed, as a cloud-controller-manager does)", "node", n.Metadata.Name)
 	}

@@ -7,7 +7,7 @@ import (
 
 func TestWithoutUninitialized(t *testing.T) {
 	other := taint{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
-	cloud := taint{"key": uninitializedTaint, "value": "true", "effect": "NoSchedule"}
+	cloud := taint{"key": UninitializedTaint, "value": "true", "effect": "NoSchedule"}
 	for _, tc := range []struct {
 		in    []taint
 		want  []taint

@@ -408,7 +408,7 @@ func TestClusterAddons(t *testing.T) {
 	node := corev1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": nodeName}},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		Status:     corev1.NodeStatus{Capacity: res, Allocatable: res},
 	}
 	t1 := time.Now()
@@ -426,7 +426,7 @@ func TestClusterAddons(t *testing.T) {
 		var now corev1.Node // fresh: decoding keeps fields the answer omits
 		get("/api/v1/nodes/"+nodeName, &now)
 		for _, tn := range now.Spec.Taints {
-			if tn.Key == uninitializedTaint {
+			if tn.Key == UninitializedTaint {
 				return false, fmt.Sprintf("%+v", now.Spec.Taints)
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/berth-node/berth/qemu-tests/controlplane"
 )
 
 // api is a minimal client for the local cluster's admin endpoint: the demo
@@ -167,13 +169,6 @@ func (a api) workloadReady(ctx context.Context, kind, ns, name string) (bool, st
 	return ready > 0, fmt.Sprintf("%s/%s: %d ready of %d", kind, name, ready, s.Desired+s.Replicas)
 }
 
-// uninitializedTaint is the taint kubelet with --cloud-provider=external
-// puts on its node until a cloud controller manager initializes it: EKS's
-// removes it; the local control plane has none, so the demo does, or
-// CoreDNS (which does not tolerate it, unlike the DaemonSets) never
-// schedules.
-const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
-
 // taint is one of a node's spec.taints.
 type taint struct {
 	Key    string `json:"key"`
@@ -181,26 +176,22 @@ type taint struct {
 	Effect string `json:"effect"`
 }
 
-// withoutTaint is taints less those with key, and whether there were any.
-func withoutTaint(taints []taint, key string) ([]taint, bool) {
-	out := []taint{}
+// hasTaint says whether taints hold one with key.
+func hasTaint(taints []taint, key string) bool {
 	for _, t := range taints {
-		if t.Key != key {
-			out = append(out, t)
+		if t.Key == key {
+			return true
 		}
 	}
-	return out, len(out) != len(taints)
+	return false
 }
 
-// initializeNode removes the cloud provider's uninitialized taint, as a
-// cloud controller manager does. The patch carries the resourceVersion it
-// read, so a taint the node controller adds meanwhile is not lost: the
-// conflict makes the caller's next round read again.
-func (a api) initializeNode(ctx context.Context) (bool, string) {
+// nodeInitialized says whether the control plane has removed the cloud
+// provider's uninitialized taint kubelet registers with
+// (--cloud-provider=external), as EKS's cloud-controller-manager does:
+// until then CoreDNS, which does not tolerate it, cannot schedule.
+func (a api) nodeInitialized(ctx context.Context) (bool, string) {
 	var n struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
 		Spec struct {
 			Taints []taint `json:"taints"`
 		} `json:"spec"`
@@ -208,16 +199,8 @@ func (a api) initializeNode(ctx context.Context) (bool, string) {
 	if err := a.do(ctx, "GET", "/api/v1/nodes/"+nodeName, nil, &n); err != nil {
 		return false, err.Error()
 	}
-	rest, had := withoutTaint(n.Spec.Taints, uninitializedTaint)
-	if !had {
-		return true, ""
+	if hasTaint(n.Spec.Taints, controlplane.UninitializedTaint) {
+		return false, fmt.Sprintf("taints %v", n.Spec.Taints)
 	}
-	patch := map[string]any{
-		"metadata": map[string]any{"resourceVersion": n.Metadata.ResourceVersion},
-		"spec":     map[string]any{"taints": rest},
-	}
-	if err := a.do(ctx, "PATCH", "/api/v1/nodes/"+nodeName, patch, nil); err != nil {
-		return false, "removing the taint " + uninitializedTaint + ": " + err.Error()
-	}
-	return false, "taint " + uninitializedTaint + " removed; checking"
+	return true, ""
 }

@@ -316,18 +316,13 @@ func TestCheckClientLog(t *testing.T) {
 	}
 }
 
-// The cloud controller manager's part: only the uninitialized taint goes;
-// the node controller's not-ready taint stays, and a node without taints
-// gets an empty list (a null would not clear anything in a merge patch).
-func TestWithoutTaint(t *testing.T) {
+func TestHasTaint(t *testing.T) {
 	notReady := taint{Key: "node.kubernetes.io/not-ready", Effect: "NoSchedule"}
-	rest, had := withoutTaint([]taint{{Key: uninitializedTaint, Value: "true", Effect: "NoSchedule"}, notReady}, uninitializedTaint)
-	if !had || len(rest) != 1 || rest[0] != notReady {
-		t.Errorf("withoutTaint = %v, %t", rest, had)
+	if !hasTaint([]taint{notReady, {Key: controlplane.UninitializedTaint, Effect: "NoSchedule"}}, controlplane.UninitializedTaint) {
+		t.Error("hasTaint missed the uninitialized taint")
 	}
-	rest, had = withoutTaint(nil, uninitializedTaint)
-	if b, _ := json.Marshal(rest); had || string(b) != "[]" {
-		t.Errorf("withoutTaint(nil) = %s, %t", b, had)
+	if hasTaint([]taint{notReady}, controlplane.UninitializedTaint) || hasTaint(nil, controlplane.UninitializedTaint) {
+		t.Error("hasTaint found a taint that is not there")
 	}
 }
 

@@ -239,12 +239,12 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.host.Registered = d.vm.Uptime()
 	d.progress(d.host.Registered, "node registered: %s (NotReady until the CNI DaemonSet runs)", nodeName)
-	if err := d.wait(ctx, "node initialized (taint "+uninitializedTaint+" removed)", registerTimeout, func() (bool, string) {
-		return a.initializeNode(ctx)
+	if err := d.wait(ctx, "node initialized (taint "+controlplane.UninitializedTaint+" removed by the control plane)", registerTimeout, func() (bool, string) {
+		return a.nodeInitialized(ctx)
 	}); err != nil {
 		return err
 	}
-	d.progress(d.vm.Uptime(), "node initialized: taint %s removed, as a cloud controller manager does", uninitializedTaint)
+	d.progress(d.vm.Uptime(), "node initialized: the control plane removed taint %s, as EKS's cloud-controller-manager does", controlplane.UninitializedTaint)
 	if err := d.clusterSteps(ctx, a); err != nil {
 		return err
 	}
