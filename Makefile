@@ -121,10 +121,12 @@ faults: image-test
 include components.mk
 
 ## demo: the main job. Builds everything, starts a local control plane (etcd,
-## kube-apiserver, controller-manager, scheduler) on the host, boots a node in
-## QEMU that joins it from its user data, runs a pod, prints the boot timeline
-## and powers the node off.
-demo: deps image-test etcd
+## kube-apiserver, controller-manager, scheduler) on the host with the
+## cluster's add-ons (install-cni, kube-proxy, CoreDNS) and the registry
+## stand-in, boots a node in QEMU that joins it from its user data, goes Ready
+## by the CNI DaemonSet, answers a Service by name from a pod, shows kubectl
+## logs and debug node, prints the boot timeline and powers the node off.
+demo: deps image-test etcd cluster-images
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(BUILD)/demo
 
 ## bench: boot the test image N times (default 5) without config and N times
