@@ -13,7 +13,7 @@ APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs 
              cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset
 export GOFLAGS := -mod=mod
 
-.PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo bench clean
+.PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo bench clean size
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 deps: $(BUILD)/.deps-stamp
@@ -33,6 +33,11 @@ $(BUILD)/.deps-stamp: Makefile
 build:
 	@mkdir -p $(BUILD)
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BUILD)/berth ./init
+
+## size: berth's stripped size and its bytes per module; fails when a
+## dependency turns off the linker's dead method elimination.
+size:
+	tools/size.sh
 
 ## lint: gofmt and go vet; any finding fails.
 lint:

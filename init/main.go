@@ -18,6 +18,7 @@ import (
 
 func main() {
 	if os.Getpid() == 1 {
+		tuneGC(os.Getenv)
 		pid1() // never returns
 	}
 	args := os.Args[1:]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -218,6 +219,11 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	if id, err := os.ReadFile(bootIDPath); err == nil {
 		b.rep.BootID = strings.TrimSpace(string(id))
 	}
+	// Boot's garbage (user data, rendered files, image import buffers,
+	// JSON) is dead by now; hand its pages back to the kernel at once
+	// rather than when the scavenger gets to them, so the node starts with
+	// PID 1 at its working set and the report's RSS says what that is.
+	debug.FreeOSMemory()
 	if rss, err := report.ReadRSSKiB(selfStatus); err != nil {
 		log.Warn("reading RSS for the boot report", "err", err)
 	} else {

@@ -19,9 +19,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	credentialproviderv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
 )
 
 const (
@@ -156,11 +153,11 @@ func ParseImage(image string) (Registry, error) {
 // ParseRequest decodes the CredentialProviderRequest kubelet writes to the
 // plugin's stdin. Unknown fields are ignored, so a newer kubelet that
 // adds some still gets credentials.
-func ParseRequest(b []byte) (*credentialproviderv1.CredentialProviderRequest, error) {
+func ParseRequest(b []byte) (*Request, error) {
 	if len(b) > maxRequest {
 		return nil, fmt.Errorf("CredentialProviderRequest: %d bytes, more than the %d allowed", len(b), maxRequest)
 	}
-	var req credentialproviderv1.CredentialProviderRequest
+	var req Request
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&req); err != nil {
 		return nil, fmt.Errorf("CredentialProviderRequest: %w", err)
@@ -200,11 +197,12 @@ func CacheDuration(now, exp time.Time) time.Duration {
 // trailing newline. The cache key is the registry, so one login serves
 // every image in it.
 func Response(reg Registry, a Auth, now time.Time) ([]byte, error) {
-	resp := credentialproviderv1.CredentialProviderResponse{
-		TypeMeta:      metav1.TypeMeta{APIVersion: PluginAPIVersion, Kind: "CredentialProviderResponse"},
-		CacheKeyType:  credentialproviderv1.RegistryPluginCacheKeyType,
-		CacheDuration: &metav1.Duration{Duration: CacheDuration(now, a.ExpiresAt)},
-		Auth:          map[string]credentialproviderv1.AuthConfig{reg.Host: {Username: a.Username, Password: a.Password}},
+	resp := response{
+		APIVersion:    PluginAPIVersion,
+		Kind:          "CredentialProviderResponse",
+		CacheKeyType:  registryPluginCacheKeyType,
+		CacheDuration: CacheDuration(now, a.ExpiresAt).String(),
+		Auth:          map[string]authConfig{reg.Host: {Username: a.Username, Password: a.Password}},
 	}
 	b, err := json.Marshal(resp)
 	if err != nil {
@@ -212,3 +210,36 @@ func Response(reg Registry, a Auth, now time.Time) ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
+
+// The plugin protocol's types (k8s.io/kubelet/pkg/apis/credentialprovider/v1),
+// only the fields berth reads or writes, with the upstream JSON names:
+// the upstream package linked apimachinery's scheme into PID 1 for four
+// structs (issue 17). ecr_test.go decodes and re-encodes them with the
+// upstream types.
+
+// Request is a CredentialProviderRequest, without the service account
+// fields berth does not use.
+type Request struct {
+	Kind       string `json:"kind,omitempty"`
+	APIVersion string `json:"apiVersion,omitempty"`
+	// Image is the image kubelet is pulling.
+	Image string `json:"image"`
+}
+
+// response is a CredentialProviderResponse. CacheDuration is the duration
+// string metav1.Duration writes; berth always sets it.
+type response struct {
+	Kind          string                `json:"kind,omitempty"`
+	APIVersion    string                `json:"apiVersion,omitempty"`
+	CacheKeyType  string                `json:"cacheKeyType"`
+	CacheDuration string                `json:"cacheDuration,omitempty"`
+	Auth          map[string]authConfig `json:"auth,omitempty"`
+}
+
+type authConfig struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// registryPluginCacheKeyType is v1's RegistryPluginCacheKeyType.
+const registryPluginCacheKeyType = "Registry"

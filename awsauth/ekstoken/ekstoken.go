@@ -25,8 +25,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 )
 
 const (
@@ -161,14 +159,39 @@ func Decode(token string) (*url.URL, error) {
 // ExecCredential renders the token as the JSON an exec credential plugin
 // prints, with a trailing newline.
 func ExecCredential(t Token) ([]byte, error) {
-	exp := metav1.NewTime(t.Expiration.UTC())
-	ec := clientauthv1beta1.ExecCredential{
-		TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: "ExecCredential"},
-		Status:   &clientauthv1beta1.ExecCredentialStatus{Token: t.Value, ExpirationTimestamp: &exp},
+	ec := execCredential{
+		Kind:       "ExecCredential",
+		APIVersion: APIVersion,
+		Status: execCredentialStatus{
+			// metav1.Time's encoding: RFC 3339 in UTC, whole seconds.
+			ExpirationTimestamp: t.Expiration.UTC().Format(time.RFC3339),
+			Token:               t.Value,
+		},
 	}
 	b, err := json.Marshal(ec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding ExecCredential: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// execCredential is client.authentication.k8s.io/v1beta1 ExecCredential
+// (k8s.io/client-go/pkg/apis/clientauthentication/v1beta1), only what
+// berth writes, with the upstream JSON names: the upstream package linked
+// client-go and apimachinery into PID 1 for one struct (issue 17).
+// ekstoken_test.go checks the bytes against the upstream type's.
+type execCredential struct {
+	Kind       string               `json:"kind,omitempty"`
+	APIVersion string               `json:"apiVersion,omitempty"`
+	Spec       execCredentialSpec   `json:"spec,omitempty"`
+	Status     execCredentialStatus `json:"status,omitempty"`
+}
+
+type execCredentialSpec struct {
+	Interactive bool `json:"interactive"`
+}
+
+type execCredentialStatus struct {
+	ExpirationTimestamp string `json:"expirationTimestamp,omitempty"`
+	Token               string `json:"token,omitempty"`
 }

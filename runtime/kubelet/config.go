@@ -7,10 +7,6 @@ import (
 	"math"
 	"reflect"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // Paths kubelet's files live at: nodeadm's, so docs and habits carry over.
@@ -66,24 +62,25 @@ const VolumePluginDir = "/var/lib/kubelet/volumeplugins"
 
 // Config is the base KubeletConfiguration: nodeadm's defaults and version
 // toggles, except cgroupDriver cgroupfs and the cgroups of berth's layout.
-func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
+func Config(in ConfigInputs) *KubeletConfiguration {
 	f, t := false, true
-	c := &kubeletv1beta1.KubeletConfiguration{
-		TypeMeta: metav1.TypeMeta{APIVersion: kubeletConfigAPI, Kind: kubeletConfigKind},
-		Address:  "0.0.0.0",
-		Authentication: kubeletv1beta1.KubeletAuthentication{
-			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: &f},
-			Webhook: kubeletv1beta1.KubeletWebhookAuthentication{
+	c := &KubeletConfiguration{
+		APIVersion: kubeletConfigAPI,
+		Kind:       kubeletConfigKind,
+		Address:    "0.0.0.0",
+		Authentication: KubeletAuthentication{
+			Anonymous: KubeletAnonymousAuthentication{Enabled: &f},
+			Webhook: KubeletWebhookAuthentication{
 				Enabled:  &t,
-				CacheTTL: metav1.Duration{Duration: 2 * time.Minute},
+				CacheTTL: Duration{Duration: 2 * time.Minute},
 			},
-			X509: kubeletv1beta1.KubeletX509Authentication{ClientCAFile: CACertPath},
+			X509: KubeletX509Authentication{ClientCAFile: CACertPath},
 		},
-		Authorization: kubeletv1beta1.KubeletAuthorization{
-			Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook,
-			Webhook: kubeletv1beta1.KubeletWebhookAuthorization{
-				CacheAuthorizedTTL:   metav1.Duration{Duration: 5 * time.Minute},
-				CacheUnauthorizedTTL: metav1.Duration{Duration: 30 * time.Second},
+		Authorization: KubeletAuthorization{
+			Mode: authorizationModeWebhook,
+			Webhook: KubeletWebhookAuthorization{
+				CacheAuthorizedTTL:   Duration{Duration: 5 * time.Minute},
+				CacheUnauthorizedTTL: Duration{Duration: 30 * time.Second},
 			},
 		},
 		CgroupDriver:             "cgroupfs",
@@ -100,13 +97,13 @@ func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
 			"nodefs.inodesFree": "5%",
 		},
 		FeatureGates:          map[string]bool{"RotateKubeletServerCertificate": true},
-		HairpinMode:           kubeletv1beta1.HairpinVeth,
+		HairpinMode:           hairpinVeth,
 		ProtectKernelDefaults: true,
 		// The default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec,
 		// is on berth's read-only root image.
 		VolumePluginDir:     VolumePluginDir,
 		ReadOnlyPort:        0,
-		Logging:             logsapi.LoggingConfiguration{Verbosity: defaultLogVerbosity},
+		Logging:             LoggingConfiguration{Verbosity: defaultLogVerbosity},
 		SerializeImagePulls: &f,
 		ServerTLSBootstrap:  true,
 		TLSCipherSuites: []string{
@@ -134,12 +131,12 @@ func Config(in ConfigInputs) *kubeletv1beta1.KubeletConfiguration {
 // "0s", "memorySwap": {}), and writing them would only obscure what berth
 // chose; kubelet defaults them the same either way. Pointer fields berth
 // sets (even to false) are not zero and stay.
-func MarshalConfig(c *kubeletv1beta1.KubeletConfiguration) ([]byte, error) {
+func MarshalConfig(c *KubeletConfiguration) ([]byte, error) {
 	got, err := toGeneric(c)
 	if err != nil {
 		return nil, err
 	}
-	zero, err := toGeneric(&kubeletv1beta1.KubeletConfiguration{})
+	zero, err := toGeneric(&KubeletConfiguration{})
 	if err != nil {
 		return nil, err
 	}

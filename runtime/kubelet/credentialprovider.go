@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/awsauth/ecr"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeletv1 "k8s.io/kubelet/config/v1"
 )
 
 // Where kubelet finds its image credential provider: nodeadm's config path,
@@ -80,12 +78,13 @@ func majorMinor(version string) (int, int, error) {
 // ECR registry patterns, and ECR Public's hosts when ecrPublic (see
 // ServesECRPublic).
 func CredentialProviderConfig(ecrPublic bool) ([]byte, error) {
-	cfg := kubeletv1.CredentialProviderConfig{
-		TypeMeta: metav1.TypeMeta{APIVersion: credentialProviderConfigAPI, Kind: "CredentialProviderConfig"},
-		Providers: []kubeletv1.CredentialProvider{{
+	cfg := credentialProviderConfig{
+		APIVersion: credentialProviderConfigAPI,
+		Kind:       "CredentialProviderConfig",
+		Providers: []credentialProvider{{
 			Name:                 ecr.ProviderName,
 			MatchImages:          ecr.MatchImages(ecrPublic),
-			DefaultCacheDuration: &metav1.Duration{Duration: credentialProviderCache},
+			DefaultCacheDuration: &Duration{Duration: credentialProviderCache},
 			APIVersion:           ecr.PluginAPIVersion,
 		}},
 	}

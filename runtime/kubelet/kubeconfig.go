@@ -3,7 +3,6 @@ package kubelet
 import (
 	"fmt"
 
-	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -26,21 +25,21 @@ const BerthPath = "/sbin/berth"
 
 // Exec is the exec credential plugin command for an EKS cluster. cluster
 // is the cluster name (the cluster ID on Outposts, as in nodeadm).
-func (p TokenProvider) Exec(cluster, region string) *clientcmdv1.ExecConfig {
+func (p TokenProvider) Exec(cluster, region string) *ExecConfig {
 	args := []string{"eks", "get-token", "--cluster-name", cluster, "--region", region}
 	cmd := "aws"
 	if p == BerthEKSToken {
 		cmd = BerthPath
 		args = append([]string{"eks-token"}, args[2:]...)
 	}
-	return &clientcmdv1.ExecConfig{
+	return &ExecConfig{
 		APIVersion: "client.authentication.k8s.io/v1beta1",
 		Command:    cmd,
 		Args:       args,
 		// Env is written as [] rather than null, as kubectl does.
-		Env: []clientcmdv1.ExecEnvVar{},
+		Env: []ExecEnvVar{},
 		// Never prompt: kubelet has no terminal.
-		InteractiveMode: clientcmdv1.NeverExecInteractiveMode,
+		InteractiveMode: neverExecInteractiveMode,
 	}
 }
 
@@ -49,7 +48,7 @@ func (p TokenProvider) Exec(cluster, region string) *clientcmdv1.ExecConfig {
 type KubeconfigInputs struct {
 	Server string
 	// Exec authenticates with an exec credential plugin (EKS).
-	Exec *clientcmdv1.ExecConfig
+	Exec *ExecConfig
 	// BootstrapToken is a "<id>.<secret>" bootstrap token (TLS
 	// bootstrapping, for clusters that are not EKS).
 	BootstrapToken string
@@ -61,7 +60,7 @@ func Kubeconfig(in KubeconfigInputs) ([]byte, error) {
 	if in.Server == "" {
 		return nil, fmt.Errorf("rendering kubeconfig: cluster.apiServerEndpoint is empty")
 	}
-	user := clientcmdv1.AuthInfo{}
+	user := kubeconfigAuthInfo{}
 	switch {
 	case in.Exec != nil && in.BootstrapToken != "":
 		return nil, fmt.Errorf("rendering kubeconfig: both an exec plugin and a bootstrap token were given")
@@ -72,18 +71,18 @@ func Kubeconfig(in KubeconfigInputs) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("rendering kubeconfig: no credentials (exec plugin or bootstrap token)")
 	}
-	cfg := clientcmdv1.Config{
+	cfg := kubeconfigFile{
 		APIVersion: "v1",
 		Kind:       "Config",
-		Clusters: []clientcmdv1.NamedCluster{{
+		Clusters: []kubeconfigNamedCluster{{
 			Name:    "kubernetes",
-			Cluster: clientcmdv1.Cluster{Server: in.Server, CertificateAuthority: CACertPath},
+			Cluster: kubeconfigCluster{Server: in.Server, CertificateAuthority: CACertPath},
 		}},
-		Contexts: []clientcmdv1.NamedContext{{
+		Contexts: []kubeconfigNamedContext{{
 			Name:    "kubelet",
-			Context: clientcmdv1.Context{Cluster: "kubernetes", AuthInfo: "kubelet"},
+			Context: kubeconfigContext{Cluster: "kubernetes", AuthInfo: "kubelet"},
 		}},
-		AuthInfos:      []clientcmdv1.NamedAuthInfo{{Name: "kubelet", AuthInfo: user}},
+		AuthInfos:      []kubeconfigNamedAuthInfo{{Name: "kubelet", AuthInfo: user}},
 		CurrentContext: "kubelet",
 	}
 	out, err := yaml.Marshal(cfg)
@@ -92,3 +91,67 @@ func Kubeconfig(in KubeconfigInputs) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// The kubeconfig v1 types (k8s.io/client-go/tools/clientcmd/api/v1), only
+// the fields berth writes, with their JSON names: importing clientcmd's
+// package linked client-go and apimachinery's runtime into PID 1 for one
+// file (issue 17). kubelet_test.go reads the output back with the upstream
+// types.
+type (
+	// kubeconfigFile is clientcmd v1's Config.
+	kubeconfigFile struct {
+		Kind           string                    `json:"kind,omitempty"`
+		APIVersion     string                    `json:"apiVersion,omitempty"`
+		Clusters       []kubeconfigNamedCluster  `json:"clusters"`
+		AuthInfos      []kubeconfigNamedAuthInfo `json:"users"`
+		Contexts       []kubeconfigNamedContext  `json:"contexts"`
+		CurrentContext string                    `json:"current-context"`
+	}
+	// kubeconfigCluster is clientcmd v1's Cluster.
+	kubeconfigCluster struct {
+		Server               string `json:"server"`
+		CertificateAuthority string `json:"certificate-authority,omitempty"`
+	}
+	// kubeconfigAuthInfo is clientcmd v1's AuthInfo.
+	kubeconfigAuthInfo struct {
+		Token string      `json:"token,omitempty"`
+		Exec  *ExecConfig `json:"exec,omitempty"`
+	}
+	// kubeconfigContext is clientcmd v1's Context.
+	kubeconfigContext struct {
+		Cluster  string `json:"cluster"`
+		AuthInfo string `json:"user"`
+	}
+	// kubeconfigNamedCluster is clientcmd v1's NamedCluster.
+	kubeconfigNamedCluster struct {
+		Name    string            `json:"name"`
+		Cluster kubeconfigCluster `json:"cluster"`
+	}
+	// kubeconfigNamedContext is clientcmd v1's NamedContext.
+	kubeconfigNamedContext struct {
+		Name    string            `json:"name"`
+		Context kubeconfigContext `json:"context"`
+	}
+	// kubeconfigNamedAuthInfo is clientcmd v1's NamedAuthInfo.
+	kubeconfigNamedAuthInfo struct {
+		Name     string             `json:"name"`
+		AuthInfo kubeconfigAuthInfo `json:"user"`
+	}
+	// ExecConfig is clientcmd v1's ExecConfig.
+	ExecConfig struct {
+		Command            string       `json:"command"`
+		Args               []string     `json:"args"`
+		Env                []ExecEnvVar `json:"env"`
+		APIVersion         string       `json:"apiVersion,omitempty"`
+		ProvideClusterInfo bool         `json:"provideClusterInfo"`
+		InteractiveMode    string       `json:"interactiveMode,omitempty"`
+	}
+	// ExecEnvVar is clientcmd v1's ExecEnvVar.
+	ExecEnvVar struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	}
+)
+
+// neverExecInteractiveMode is clientcmd v1's NeverExecInteractiveMode.
+const neverExecInteractiveMode = "Never"

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"time"
-
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // Toggles are the KubeletConfiguration settings nodeadm turns on by kubelet
@@ -75,7 +73,7 @@ func VersionToggles(version string) (Toggles, error) {
 
 // apply writes the toggles into c. Zero periods leave the fields unset, so
 // MarshalConfig drops them and kubelet keeps graceful shutdown off.
-func (t Toggles) apply(c *kubeletv1beta1.KubeletConfiguration) {
+func (t Toggles) apply(c *KubeletConfiguration) {
 	if c.FeatureGates == nil {
 		c.FeatureGates = map[string]bool{}
 	}
