@@ -177,15 +177,16 @@ func (t *Tree) Materialize(dir string) error {
 			}
 			continue
 		}
-		if err := os.Chmod(dst, goMode(e.Perm)); err != nil {
+		if err := os.Chmod(dst, GoMode(e.Perm)); err != nil {
 			return fmt.Errorf("staging %s: %w", e.Path, err)
 		}
 	}
 	return nil
 }
 
-// goMode converts Unix permission bits to Go's fs.FileMode.
-func goMode(perm uint32) fs.FileMode {
+// GoMode converts an entry's Unix permission bits (0o7777) to Go's
+// fs.FileMode.
+func GoMode(perm uint32) fs.FileMode {
 	m := fs.FileMode(perm & 0o777)
 	if perm&0o4000 != 0 {
 		m |= fs.ModeSetuid

@@ -17,7 +17,6 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"sort"
@@ -138,7 +137,7 @@ func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
 		if e.Path == "/" {
 			continue
 		}
-		f := oci.File{Path: e.Path, Mode: fileMode(e.Perm)}
+		f := oci.File{Path: e.Path, Mode: fstree.GoMode(e.Perm)}
 		switch e.Kind {
 		case fstree.Dir:
 			f.Dir = true
@@ -156,21 +155,6 @@ func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
 		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
 	}
 	return img, nil
-}
-
-// fileMode turns fstree's Unix bits (0o7777) into an fs.FileMode.
-func fileMode(perm uint32) fs.FileMode {
-	m := fs.FileMode(perm & 0o777)
-	if perm&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if perm&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if perm&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
 }
 
 // CheckELF returns an error when data is an ELF file for another machine
