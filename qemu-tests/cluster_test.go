@@ -238,17 +238,37 @@ func runPod(t *testing.T, c *testCluster, a api, name string, hostNet bool, scri
 // debugNodeShell is the documented way onto a berth node:
 // `kubectl debug node/NODE -i --image=BUSYBOX -- sh`, with the commands on
 // the shell's stdin (a test has no terminal for -t). The shell waits for
-// its input, so kubectl's attach loses nothing; the pod is deleted after.
+// its input, so nothing runs before kubectl attaches; but kubectl's attach
+// may lose the last output of a container that exits at once (seen in CI
+// runs: an empty answer), so the pod's log, which has all the shell wrote,
+// is what it returns, once the pod has succeeded. The pod is deleted after.
 func debugNodeShell(t *testing.T, c *testCluster, node, commands string) (string, error) {
 	t.Helper()
 	out, err := kubectlIn(t, c.Cluster, kubectlTimeout, strings.NewReader(commands),
 		"debug", "node/"+node, "-i", "--profile=general", "--image="+c.images.Busybox, "--", "sh")
-	if pod, ok := kubectlpkg.DebugPod(out); ok {
+	pod, ok := kubectlpkg.DebugPod(out)
+	if !ok {
+		return out, err
+	}
+	defer func() {
 		if _, derr := kubectl(t, c.Cluster, kubectlTimeout, "delete", "pod", pod, "--wait=false"); derr != nil {
 			t.Logf("deleting debug pod %s: %v", pod, derr)
 		}
+	}()
+	if err != nil {
+		return out, err
 	}
-	return out, err
+	if _, werr := kubectl(t, c.Cluster, kubectlTimeout, "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout="+kubectlTimeout.String(), "pod/"+pod); werr != nil {
+		return out, fmt.Errorf("debug pod %s did not end after its shell's input: %w", pod, werr)
+	}
+	logs, lerr := kubectl(t, c.Cluster, kubectlTimeout, "logs", pod)
+	if lerr != nil {
+		return out, lerr
+	}
+	if !strings.Contains(out, strings.TrimSpace(logs)) {
+		t.Logf("kubectl debug's attach showed %d bytes of the shell's %d; the shell's log has them all", len(out), len(logs))
+	}
+	return logs, nil
 }
 
 // expectKubeletReach checks the API server reaches node's kubelet through
