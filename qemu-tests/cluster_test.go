@@ -1,6 +1,7 @@
 package qemutests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	kubectlpkg "github.com/berth-node/berth/qemu-tests/kubectl"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
@@ -235,40 +235,15 @@ func runPod(t *testing.T, c *testCluster, a api, name string, hostNet bool, scri
 	return logs
 }
 
-// debugNodeShell is the documented way onto a berth node:
-// `kubectl debug node/NODE -i --image=BUSYBOX -- sh`, with the commands on
-// the shell's stdin (a test has no terminal for -t). The shell waits for
-// its input, so nothing runs before kubectl attaches; but kubectl's attach
-// may lose the last output of a container that exits at once (seen in CI
-// runs: an empty answer), so the pod's log, which has all the shell wrote,
-// is what it returns, once the pod has succeeded. The pod is deleted after.
+// debugNodeShell is kubectl.Runner.DebugNodeShell with the cluster's
+// busybox image: the shell's output, from its log.
 func debugNodeShell(t *testing.T, c *testCluster, node, commands string) (string, error) {
 	t.Helper()
-	out, err := kubectlIn(t, c.Cluster, kubectlTimeout, strings.NewReader(commands),
-		"debug", "node/"+node, "-i", "--profile=general", "--image="+c.images.Busybox, "--", "sh")
-	pod, ok := kubectlpkg.DebugPod(out)
-	if !ok {
-		return out, err
+	logs, attached, err := kubectlRunner(t, c.Cluster).DebugNodeShell(context.Background(), kubectlTimeout, node, c.images.Busybox, commands)
+	if err == nil && !strings.Contains(attached, strings.TrimSpace(logs)) {
+		t.Logf("kubectl debug's attach showed %d bytes of the shell's %d; the shell's log has them all", len(attached), len(logs))
 	}
-	defer func() {
-		if _, derr := kubectl(t, c.Cluster, kubectlTimeout, "delete", "pod", pod, "--wait=false"); derr != nil {
-			t.Logf("deleting debug pod %s: %v", pod, derr)
-		}
-	}()
-	if err != nil {
-		return out, err
-	}
-	if _, werr := kubectl(t, c.Cluster, kubectlTimeout, "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout="+kubectlTimeout.String(), "pod/"+pod); werr != nil {
-		return out, fmt.Errorf("debug pod %s did not end after its shell's input: %w", pod, werr)
-	}
-	logs, lerr := kubectl(t, c.Cluster, kubectlTimeout, "logs", pod)
-	if lerr != nil {
-		return out, lerr
-	}
-	if !strings.Contains(out, strings.TrimSpace(logs)) {
-		t.Logf("kubectl debug's attach showed %d bytes of the shell's %d; the shell's log has them all", len(out), len(logs))
-	}
-	return logs, nil
+	return logs, err
 }
 
 // expectKubeletReach checks the API server reaches node's kubelet through

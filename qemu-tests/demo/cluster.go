@@ -156,17 +156,10 @@ func (d *demo) kubectlRetry(ctx context.Context, args ...string) (string, time.D
 	return kubectl.UntilOK(ctx, logsRetry, logsRetryWait, func() (string, error) { return d.kc.Run(ctx, kubectlTimeout, nil, args...) })
 }
 
-// debugNode is `kubectl debug node/NODE -i --image=BUSYBOX -- sh` with
-// the commands on the shell's stdin (the demo has no terminal for -t);
-// the debug pod is deleted after.
+// debugNode reads the host's boot.json from a busybox shell on the node
+// (kubectl.Runner.DebugNodeShell).
 func (d *demo) debugNode(ctx context.Context) (*report.Report, error) {
-	out, err := d.kc.Run(ctx, kubectlTimeout, strings.NewReader("cat /host/run/berth/boot.json; exit 0\n"),
-		"debug", "node/"+nodeName, "-i", "--profile=general", "--image="+d.images.Busybox, "--", "sh")
-	if pod, ok := kubectl.DebugPod(out); ok {
-		if _, derr := d.kc.Run(ctx, kubectlTimeout, nil, "delete", "pod", pod, "--wait=false"); derr != nil {
-			d.note("deleting debug pod %s: %v", pod, derr)
-		}
-	}
+	out, _, err := d.kc.DebugNodeShell(ctx, kubectlTimeout, nodeName, d.images.Busybox, "cat /host/run/berth/boot.json; exit 0\n")
 	if err != nil {
 		return nil, fmt.Errorf("kubectl debug node/%s: %w", nodeName, err)
 	}

@@ -91,3 +91,35 @@ func UntilOK(ctx context.Context, timeout, interval time.Duration, call func() (
 		}
 	}
 }
+
+// DebugNodeShell is the documented way onto a berth node:
+// `kubectl debug node/NODE -i --image=IMAGE -- sh`, with commands on the
+// shell's stdin (no terminal for -t). The shell waits for its input, so
+// nothing runs before kubectl attaches; but the attach may lose what a
+// container prints just before it exits (seen in CI: an empty answer), so
+// the pod's log, which has all the shell wrote, is what it returns once
+// the pod has succeeded. attached is what the attach showed. The debug pod
+// is deleted after.
+func (r Runner) DebugNodeShell(ctx context.Context, timeout time.Duration, node, image, commands string) (logs, attached string, err error) {
+	attached, err = r.Run(ctx, timeout, strings.NewReader(commands),
+		"debug", "node/"+node, "-i", "--profile=general", "--image="+image, "--", "sh")
+	pod, ok := DebugPod(attached)
+	if !ok {
+		if err == nil {
+			err = fmt.Errorf("kubectl debug node/%s did not name its pod:\n%s", node, attached)
+		}
+		return "", attached, err
+	}
+	defer func() {
+		// Best effort: a leftover debug pod costs the node nothing.
+		_, _ = r.Run(ctx, timeout, nil, "delete", "pod", pod, "--wait=false")
+	}()
+	if err != nil {
+		return "", attached, err
+	}
+	if _, err := r.Run(ctx, timeout, nil, "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout="+timeout.String(), "pod/"+pod); err != nil {
+		return "", attached, fmt.Errorf("debug pod %s did not end after its shell's input: %w", pod, err)
+	}
+	logs, err = r.Run(ctx, timeout, nil, "logs", pod)
+	return logs, attached, err
+}

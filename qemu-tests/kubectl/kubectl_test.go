@@ -86,3 +86,41 @@ func TestUntilOK(t *testing.T) {
 		t.Errorf("UntilOK past its timeout: %d tries, %v", tries, err)
 	}
 }
+
+// A kubectl whose debug attach loses the shell's output: DebugNodeShell
+// answers with the pod's log, after waiting for it, and deletes the pod.
+func TestDebugNodeShellReadsTheLog(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := `#!/bin/sh
+shift # --kubeconfig
+echo "$1" >> ` + calls + `
+case "$1" in
+debug) cat > /dev/null; echo "Creating debugging pod node-debugger-n-x1 with container debugger on node n." ;;
+wait) echo "pod/node-debugger-n-x1 condition met" ;;
+logs) echo '{"ok":true}' ;;
+delete) echo deleted ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Find([]string{dir}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, attached, err := r.DebugNodeShell(context.Background(), 10*time.Second, "n", "busybox:1", "cat /host/run/berth/boot.json\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(logs) != `{"ok":true}` || !strings.Contains(attached, "Creating debugging pod") {
+		t.Errorf("logs %q attached %q", logs, attached)
+	}
+	b, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(b)); strings.Join(got, " ") != "debug wait logs delete" {
+		t.Errorf("kubectl calls %v, want debug wait logs delete", got)
+	}
+}
