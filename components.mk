@@ -24,8 +24,10 @@ DEMO_IMAGE         := localhost/berth-demo:v1
 # busybox-static, tagged with its package version made a valid tag (no
 # epoch; + and ~ become -).
 CLUSTER_REGISTRY   := registry.berth.test/berth
-BUSYBOX_VERSION    := $(shell dpkg-query -W -f='$${Version}' busybox-static 2>/dev/null | sed 's/^[0-9]*://; s/[^A-Za-z0-9_.-]/-/g')
-CLUSTER_IMAGE_REFS := $(CLUSTER_REGISTRY)/install-cni:$(CNI_VERSION) $(CLUSTER_REGISTRY)/kube-proxy:$(KUBE_VERSION) \
+# Recursive (=), not :=: on a fresh machine busybox-static is installed by
+# `make deps` in the same make run, after this file is read.
+BUSYBOX_VERSION     = $(shell dpkg-query -W -f='$${Version}' busybox-static 2>/dev/null | sed 's/^[0-9]*://; s/[^A-Za-z0-9_.-]/-/g')
+CLUSTER_IMAGE_REFS  = $(CLUSTER_REGISTRY)/install-cni:$(CNI_VERSION) $(CLUSTER_REGISTRY)/kube-proxy:$(KUBE_VERSION) \
   $(CLUSTER_REGISTRY)/coredns:$(COREDNS_VERSION) $(CLUSTER_REGISTRY)/busybox:$(BUSYBOX_VERSION)
 # demo.tar (above) is served under this name; the name inside the tarball is
 # only a default.
@@ -177,7 +179,7 @@ comma := ,
 CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy.tar coredns.tar busybox.tar)
 MKOCI_SRCS := $(filter-out %_test.go,$(wildcard image/oci/*.go image/oci/imagespec/*.go image/oci/cmd/mkoci/*.go \
   image/assemble/*.go image/elfdeps/*.go image/spec/*.go image/fstree/*.go))
-MKOCI_VARS := -var CNI_VERSION=$(CNI_VERSION) -var CNI_DIR=$(CNI_DIR) -var KUBE_VERSION=$(KUBE_VERSION) \
+MKOCI_VARS = -var CNI_VERSION=$(CNI_VERSION) -var CNI_DIR=$(CNI_DIR) -var KUBE_VERSION=$(KUBE_VERSION) \
   -var KUBE_PROXY_DIR=$(KUBE_PROXY_DIR) -var COREDNS_VERSION=$(COREDNS_VERSION) -var COREDNS_DIR=$(COREDNS_DIR) \
   -var BUSYBOX_VERSION=$(BUSYBOX_VERSION)
 MKOCI_SPEC = @mkdir -p $(OCI_IMAGES_DIR) && $(GO) run ./image/oci/cmd/mkoci -spec image/oci/images/$(1).yaml $(MKOCI_VARS) -out $@
