@@ -105,21 +105,21 @@ kernel: deps
 	fi; \
 	ln -sfn "$$dir" $(KERNEL_DIR); echo "kernel: $(KERNEL_DIR) -> $$dir"
 
-MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -berth $(BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) $(MKIMAGE_COMPONENTS)
+MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -arch $(ARCH) -berth $(ARCH_BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) $(MKIMAGE_COMPONENTS)
 
 ## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, root.erofs).
 image: build kernel node-components
-	$(MKIMAGE) -variant default -out $(BUILD)/image
+	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image
 
 ## disk: the node image plus build/image/disk.raw, a GPT disk that boots
 ## under UEFI (EC2, OVMF): ESP with a UKI, dm-verity root, growable data
 ## partition. Same spec as `image`; the manifest records the disk's sha256.
 disk: deps build kernel node-components
-	$(MKIMAGE) -variant default -out $(BUILD)/image -disk $(BUILD)/image/disk.raw
+	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image -disk $(ARCH_BUILD)/image/disk.raw
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
 image-test: build kernel node-components
-	$(MKIMAGE) -variant test -out $(BUILD)/image-test
+	$(MKIMAGE) -variant test -out $(ARCH_BUILD)/image-test
 
 ## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/.

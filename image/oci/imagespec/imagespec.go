@@ -119,7 +119,7 @@ func (s *Spec) arch() string {
 // repoRoot) and checks it: every ELF file is for the image's architecture and
 // the entrypoint is a program in the image.
 func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
-	t, err := assemble.LayerTree(ctx, s.Root, repoRoot)
+	t, err := assemble.LayerTree(ctx, s.Root, repoRoot, s.arch())
 	if err != nil {
 		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
 	}
