@@ -25,7 +25,7 @@ ARCH_BUILD    := $(BUILD)
 ARCH_APT_PKGS :=
 else ifeq ($(ARCH),arm64)
 ARCH_BUILD    := $(BUILD)/arm64
-ARCH_APT_PKGS := qemu-system-arm qemu-efi-aarch64 gcc-aarch64-linux-gnu libseccomp-dev:arm64
+ARCH_APT_PKGS := qemu-system-arm qemu-efi-aarch64 gcc-aarch64-linux-gnu libseccomp-dev:arm64 systemd-boot-efi:arm64
 else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif
