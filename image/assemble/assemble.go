@@ -258,7 +258,7 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, kver string, m 
 	}
 	return disk.Assemble(ctx, log, in.Disk, disk.Inputs{
 		RootFS: rootOut, Kernel: vmlinuz, Initrd: initrd, OSRelease: []byte(osRelease(in.BerthVersion)),
-		Cmdline: cmd, Epoch: in.MTime,
+		Cmdline: cmd, Epoch: in.MTime, Arch: archOf(in),
 	})
 }
 
