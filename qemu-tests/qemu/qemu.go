@@ -283,6 +283,9 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 		logf = func(string, ...any) {}
 	}
 	need := []string{cfg.Kernel, cfg.Initrd}
+	if plat.kernelViaUEFI {
+		need = append(need, plat.fwCode, plat.fwVars)
+	}
 	if cfg.UEFI {
 		need = []string{plat.fwCode, plat.fwVars}
 		if len(cfg.Disks) == 0 {
@@ -299,7 +302,7 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
-	if cfg.UEFI {
+	if cfg.UEFI || plat.kernelViaUEFI {
 		vars, err := os.ReadFile(plat.fwVars)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, "vars.fd"), vars, 0o644)
@@ -391,10 +394,11 @@ func (vm *VM) args() []string {
 		"-m", fmt.Sprint(c.MemoryMB), "-smp", fmt.Sprint(c.CPUs),
 		"-nodefaults", "-display", "none", "-no-reboot",
 	)
-	if c.UEFI {
+	if c.UEFI || vm.plat.kernelViaUEFI {
 		a = append(a, "-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+vm.plat.fwCode,
 			"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(vm.dir, "vars.fd"))
-	} else {
+	}
+	if !c.UEFI {
 		a = append(a, "-kernel", c.Kernel, "-initrd", c.Initrd, "-append", c.Append)
 	}
 	a = append(a,

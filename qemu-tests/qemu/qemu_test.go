@@ -102,7 +102,8 @@ func TestArgsArm64(t *testing.T) {
 	got := strings.Join(vm.args(), " ")
 	for _, want := range []string{
 		"-accel tcg -machine virt -cpu max -m 512 -smp 1",
-		"-kernel k -initrd i -append console=ttyAMA0",
+		// The firmware loads the kernel, so that the guest has ACPI.
+		"-drive if=pflash,format=raw,unit=0,readonly=on,file=" + AAVMFCode + " -drive if=pflash,format=raw,unit=1,file=/tmp/bqX/vars.fd -kernel k -initrd i -append console=ttyAMA0",
 		"-chardev socket,id=sh0,path=/tmp/bqX/sh.sock,server=on,wait=off -device virtio-serial-pci,id=vser0 -device virtconsole,bus=vser0.0,chardev=sh0",
 		"-device nvme,drive=disk0,serial=s0",
 	} {
@@ -114,8 +115,8 @@ func TestArgsArm64(t *testing.T) {
 		t.Errorf("arm64 args carry amd64's machine or shell port:\n%s", got)
 	}
 	vm.cfg.UEFI = true
-	if got := strings.Join(vm.args(), " "); !strings.Contains(got, "file="+AAVMFCode) {
-		t.Errorf("arm64 UEFI args lack AAVMF:\n%s", got)
+	if got := strings.Join(vm.args(), " "); !strings.Contains(got, "file="+AAVMFCode) || strings.Contains(got, "-kernel") {
+		t.Errorf("arm64 UEFI disk boot: want AAVMF and no -kernel:\n%s", got)
 	}
 	if arm64.binary != "qemu-system-aarch64" || arm64.console != "ttyAMA0" || arm64.shellTTY != "hvc0" {
 		t.Errorf("arm64 platform %+v", arm64)
