@@ -13,15 +13,38 @@ APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs 
              cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset
 export GOFLAGS := -mod=mod
 
+# ARCH is the node's architecture: amd64 (the default) or arm64 (Graviton).
+# amd64's outputs stay where they always were (build/berth, build/image-test,
+# build/kernel...), which CI and the tests name; arm64's go under
+# build/arm64/ with the same layout, so both can be built side by side.
+# ARCH_APT_PKGS are the extra packages an arm64 build and its QEMU boots
+# need; an amd64 run installs nothing more than before.
+ARCH ?= amd64
+ifeq ($(ARCH),amd64)
+ARCH_BUILD    := $(BUILD)
+ARCH_APT_PKGS :=
+else ifeq ($(ARCH),arm64)
+ARCH_BUILD    := $(BUILD)/arm64
+ARCH_APT_PKGS := qemu-system-arm qemu-efi-aarch64 gcc-aarch64-linux-gnu libseccomp-dev:arm64 systemd-boot-efi:arm64
+else
+$(error ARCH=$(ARCH): want amd64 or arm64)
+endif
+
 .PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo bench clean size
 
 ## deps: install the apt packages the build and tests need (once; stamped).
-deps: $(BUILD)/.deps-stamp
+## With ARCH=arm64 also the cross toolchain, libseccomp-dev:arm64 (after
+## `dpkg --add-architecture arm64`), qemu-system-aarch64 and AAVMF.
+deps: $(ARCH_BUILD)/.deps-stamp
 # The Makefile is a prerequisite so that a package added to APT_PKGS is
 # installed on a machine that ran deps before (the check is cheap).
-$(BUILD)/.deps-stamp: Makefile
-	@mkdir -p $(BUILD)
-	@missing=""; for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+$(ARCH_BUILD)/.deps-stamp: Makefile
+	@mkdir -p $(ARCH_BUILD)
+	@SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	if [ "$(ARCH)" != "$$(dpkg --print-architecture)" ] && ! dpkg --print-foreign-architectures | grep -qx '$(ARCH)'; then \
+	  echo "deps: dpkg --add-architecture $(ARCH)"; $$SUDO dpkg --add-architecture $(ARCH) && $$SUDO apt-get update -qq; \
+	fi
+	@missing=""; for p in $(APT_PKGS) $(ARCH_APT_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -29,10 +52,10 @@ $(BUILD)/.deps-stamp: Makefile
 	fi
 	@touch $@
 
-## build: the static berth binary at build/berth.
+## build: the static berth binary at build/berth (ARCH=arm64: build/arm64/berth).
 build:
-	@mkdir -p $(BUILD)
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BUILD)/berth ./init
+	@mkdir -p $(ARCH_BUILD)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ARCH_BUILD)/berth ./init
 
 ## size: berth's stripped size and its bytes per module; fails when a
 ## dependency turns off the linker's dead method elimination.
@@ -59,51 +82,66 @@ test-unit: kernel
 	  awk '/^\s*--- FAIL/{p=1} p&&/^(=== RUN|\s*--- PASS|ok |PASS$$)/{p=0} p' $(BUILD)/unit-tests.log | head -300; \
 	  echo "test-unit: FAILED (exit $$rc); full log: $(BUILD)/unit-tests.log"; exit $$rc; fi
 
-## kernel: the Debian kernel package linux-image-amd64 currently depends on,
+## kernel: the Debian kernel package linux-image-$(ARCH) currently depends on,
 ## downloaded and unpacked into build/kernel/<package>_<version>/ (skipped when
-## present); build/kernel/current points at it.
-KERNEL_DIR := $(BUILD)/kernel/current
+## present); build/kernel/current points at it. ARCH=arm64: build/arm64/kernel/,
+## from the arm64 package (dpkg's foreign architecture, added by make deps).
+KERNEL_DIR := $(ARCH_BUILD)/kernel/current
+# apt names a foreign architecture's package with its :arch suffix; the
+# host's own needs none (and amd64's commands stay as they were).
+KERNEL_APT_ARCH := $(if $(filter $(ARCH),$(shell dpkg --print-architecture 2>/dev/null)),,:$(ARCH))
 kernel: deps
-	@mkdir -p $(BUILD)/kernel
-	@pkg=$$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $$2; exit}'); \
+	@mkdir -p $(ARCH_BUILD)/kernel
+	@pkg=$$(apt-cache depends linux-image-$(ARCH)$(KERNEL_APT_ARCH) 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $$2; exit}'); \
 	if [ -z "$$pkg" ]; then \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get update -qq; \
-	  pkg=$$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $$2; exit}'); \
+	  pkg=$$(apt-cache depends linux-image-$(ARCH)$(KERNEL_APT_ARCH) | awk '/Depends: linux-image-[0-9]/{print $$2; exit}'); \
 	fi; \
-	[ -n "$$pkg" ] || { echo "kernel: cannot resolve linux-image-amd64's kernel package"; exit 1; }; \
-	ver=$$(apt-cache show "$$pkg" | awk '/^Version:/{print $$2; exit}'); \
+	pkg=$${pkg%:$(ARCH)}; \
+	[ -n "$$pkg" ] || { echo "kernel: cannot resolve linux-image-$(ARCH)'s kernel package"; exit 1; }; \
+	ver=$$(apt-cache show "$$pkg$(KERNEL_APT_ARCH)" | awk '/^Version:/{print $$2; exit}'); \
 	dir="$$pkg"_"$$ver"; \
-	if [ ! -f "$(BUILD)/kernel/$$dir/.unpacked" ]; then \
-	  echo "kernel: fetching $$pkg $$ver"; \
-	  tmp=$$(mktemp -d "$(BUILD)/kernel/.dl-XXXXXX"); chmod 755 "$$tmp"; \
-	  (cd "$$tmp" && apt-get download -q "$$pkg=$$ver"); \
-	  rm -rf "$(BUILD)/kernel/$$dir"; dpkg -x "$$tmp"/*.deb "$(BUILD)/kernel/$$dir"; rm -rf "$$tmp"; \
-	  touch "$(BUILD)/kernel/$$dir/.unpacked"; \
+	if [ ! -f "$(ARCH_BUILD)/kernel/$$dir/.unpacked" ]; then \
+	  echo "kernel: fetching $$pkg$(KERNEL_APT_ARCH) $$ver"; \
+	  tmp=$$(mktemp -d "$(ARCH_BUILD)/kernel/.dl-XXXXXX"); chmod 755 "$$tmp"; \
+	  (cd "$$tmp" && apt-get download -q "$$pkg$(KERNEL_APT_ARCH)=$$ver"); \
+	  rm -rf "$(ARCH_BUILD)/kernel/$$dir"; dpkg -x "$$tmp"/*.deb "$(ARCH_BUILD)/kernel/$$dir"; rm -rf "$$tmp"; \
+	  touch "$(ARCH_BUILD)/kernel/$$dir/.unpacked"; \
 	fi; \
 	ln -sfn "$$dir" $(KERNEL_DIR); echo "kernel: $(KERNEL_DIR) -> $$dir"
 
-MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -berth $(BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) $(MKIMAGE_COMPONENTS)
+# arm64 stops here until its node components (kubelet, containerd, runc,
+# CNI, pause) are cross-built and the image's host programs (mkfs.*, mount,
+# iptables and their libraries, busybox) come from arm64 packages: mkimage
+# would refuse every amd64 file anyway (ELF machine check), this says why
+# before the builds. `make build kernel ARCH=arm64` work.
+ARCH_GUARD := $(if $(filter arm64,$(ARCH)),arm64-image-guard)
+.PHONY: arm64-image-guard
+arm64-image-guard:
+	@echo "ARCH=arm64: the node image needs arm64 node components and host programs, not built yet (issue 18); make build kernel ARCH=arm64 work"; exit 1
+
+MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -arch $(ARCH) -berth $(ARCH_BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) $(MKIMAGE_COMPONENTS)
 
 ## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, root.erofs).
-image: build kernel node-components
-	$(MKIMAGE) -variant default -out $(BUILD)/image
+image: $(ARCH_GUARD) build kernel node-components
+	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image
 
 ## disk: the node image plus build/image/disk.raw, a GPT disk that boots
 ## under UEFI (EC2, OVMF): ESP with a UKI, dm-verity root, growable data
 ## partition. Same spec as `image`; the manifest records the disk's sha256.
-disk: deps build kernel node-components
-	$(MKIMAGE) -variant default -out $(BUILD)/image -disk $(BUILD)/image/disk.raw
+disk: $(ARCH_GUARD) deps build kernel node-components
+	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image -disk $(ARCH_BUILD)/image/disk.raw
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
-image-test: build kernel node-components
-	$(MKIMAGE) -variant test -out $(BUILD)/image-test
+image-test: $(ARCH_GUARD) build kernel node-components
+	$(MKIMAGE) -variant test -out $(ARCH_BUILD)/image-test
 
 ## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/.
 test-qemu: image-test etcd test-components-node test-components-images
-	@rm -rf $(BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(BUILD)/qemu-logs $(GO) test -count=1 -timeout 55m -v ./qemu-tests > $(BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
-	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/qemu-tests.log || true; \
-	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(BUILD)/qemu-tests.log"; exit $$rc; fi
+	@rm -rf $(ARCH_BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(ARCH_BUILD)/qemu-logs $(GO) test -count=1 -timeout 55m -v ./qemu-tests > $(ARCH_BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
+	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(ARCH_BUILD)/qemu-tests.log || true; \
+	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(ARCH_BUILD)/qemu-tests.log"; exit $$rc; fi
 
 ## faults: the fault suite at full strength (test-qemu runs it reduced):
 ## kill -9 of containerd and kubelet BERTH_FAULT_KILLS times each (100),
@@ -132,7 +170,7 @@ include components.mk
 ## by the CNI DaemonSet, answers a Service by name from a pod, shows kubectl
 ## logs and debug node, prints the boot timeline and powers the node off.
 demo: deps image-test etcd cluster-images
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(BUILD)/demo
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(ARCH_BUILD)/demo
 
 ## bench: boot the test image N times (default 5) without config and N times
 ## joining a local control plane, one at a time; print min, median and max per
@@ -140,7 +178,7 @@ demo: deps image-test etcd cluster-images
 ## BASE=old.json, show each median's change. Not part of make test.
 N ?= 5
 bench: deps image-test etcd
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(BUILD)/image-test $(GO) run ./qemu-tests/bench -n $(N) -out $(BUILD)/bench $(if $(BASE),-base $(BASE))
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/bench -n $(N) -out $(ARCH_BUILD)/bench $(if $(BASE),-base $(BASE))
 
 clean:
 	rm -rf $(BUILD)

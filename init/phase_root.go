@@ -18,6 +18,9 @@ import (
 // A disk boot (berth.verity= on the command line, put there by the image
 // build) takes the root from the disk's verity-protected partition instead.
 func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
+	if err := checkImageArch(log, b.node.manifest, runningArch()); err != nil {
+		return err
+	}
 	if v, ok := b.cl.Get(verity.ParamKey); ok {
 		return switchToVerityRoot(ctx, b, log, v)
 	}

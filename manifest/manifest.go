@@ -20,6 +20,10 @@ type Manifest struct {
 	BerthVersion string `json:"berthVersion"`
 	// KernelVersion is the uname -r of the kernel the image was built for.
 	KernelVersion string `json:"kernelVersion"`
+	// Arch is the architecture every binary and module in the image is
+	// for, by Go's name (amd64, arm64). Empty in images built before it
+	// was recorded, which were all amd64 (LegacyArch).
+	Arch string `json:"arch,omitempty"`
 	// Components maps a component name (kubelet, containerd, runc, cni,
 	// etcd...) to its version, for example "kubelet": "v1.35.4".
 	Components map[string]string `json:"components,omitempty"`
@@ -43,6 +47,31 @@ type Manifest struct {
 	// manifest.json written beside it only: the disk holds the manifest, so
 	// the one inside cannot know the disk's digest.
 	Disk *Disk `json:"disk,omitempty"`
+}
+
+// LegacyArch is what a manifest without Arch is for: until the builder
+// recorded the architecture it could only build amd64 (berth and its Go
+// helpers were built with GOARCH=amd64 fixed, from amd64 Debian packages).
+const LegacyArch = "amd64"
+
+// CheckArch returns an error when the image is for another architecture
+// than goarch, the running berth's (runtime.GOARCH): its kubelet,
+// containerd, runc and modules would fail one by one, as "exec format
+// error" and "Invalid module format", long after the cause. A manifest
+// without Arch is taken as LegacyArch, and note says so: refusing it would
+// stop every image built before the field from booting, and accepting it
+// on arm64 would boot amd64 binaries.
+func (m *Manifest) CheckArch(goarch string) (note string, err error) {
+	arch := m.Arch
+	if arch == "" {
+		arch = LegacyArch
+		note = "the image manifest records no architecture (built before it did): taken as " + LegacyArch
+	}
+	if arch != goarch {
+		return note, fmt.Errorf("the image is for %s but this berth runs on %s: its binaries and kernel modules "+
+			"cannot run here; boot an image built with ARCH=%s", arch, goarch, goarch)
+	}
+	return note, nil
 }
 
 // Disk is the GPT disk image built from the same spec as the initramfs.

@@ -9,8 +9,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/berth-node/berth/fsutil"
 	"github.com/berth-node/berth/image/disk"
+	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/elfdeps"
 	"github.com/berth-node/berth/image/erofs"
 	"github.com/berth-node/berth/image/fstree"
@@ -56,6 +59,11 @@ type Inputs struct {
 	MTime int64
 	// Out is the output directory (vmlinuz, initramfs.img, manifest.json, root.erofs).
 	Out string
+	// Arch is the architecture the image is for, by Go's name (amd64,
+	// arm64; amd64 when empty): goBuild packages are built for it, every
+	// ELF file placed in the image (berth, binaries, libraries, modules)
+	// must be for its machine, and the manifest records it.
+	Arch string
 	// Components are the versions of the components the spec ships
 	// (kubelet, containerd...), recorded in the manifest; the Makefile
 	// that built them is where they are pinned.
@@ -87,6 +95,11 @@ type Result struct {
 
 // Build writes the image into in.Out.
 func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
+	arch := archOf(in)
+	machine, ok := elfarch.Machine(arch)
+	if !ok {
+		return nil, fmt.Errorf("architecture %q: want one of %s", arch, elfarch.Names)
+	}
 	kver, err := KernelVersion(in.KernelDir)
 	if err != nil {
 		return nil, err
@@ -94,11 +107,14 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	if err := os.MkdirAll(in.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output dir: %w", err)
 	}
-	m := &manifest.Manifest{BerthVersion: in.BerthVersion, KernelVersion: kver, Tools: map[string]string{},
+	m := &manifest.Manifest{BerthVersion: in.BerthVersion, KernelVersion: kver, Arch: arch, Tools: map[string]string{},
 		Components: in.Components, SandboxImage: in.Spec.SandboxImage}
 
 	root, err := rootTree(ctx, log, in, m)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMachine(root, machine, "root"); err != nil {
 		return nil, err
 	}
 	rootOut := filepath.Join(in.Out, "root.erofs")
@@ -132,6 +148,9 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	if err := addModules(log, ird, in.KernelDir, kver, in.Spec, m); err != nil {
 		return nil, err
 	}
+	if err := checkMachine(ird, machine, "initramfs"); err != nil {
+		return nil, err
+	}
 
 	m.Files, err = mergeFiles(ird.Manifest(), root.Manifest())
 	if err != nil {
@@ -160,6 +179,9 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	kdata, err := os.ReadFile(vmlinuz)
 	if err != nil {
 		return nil, fmt.Errorf("reading kernel: %w", err)
+	}
+	if err := checkKernel(vmlinuz, kdata, arch); err != nil {
+		return nil, err
 	}
 	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "vmlinuz"), kdata, 0o644); err != nil {
 		return nil, fmt.Errorf("writing vmlinuz: %w", err)
@@ -236,8 +258,69 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, kver string, m 
 	}
 	return disk.Assemble(ctx, log, in.Disk, disk.Inputs{
 		RootFS: rootOut, Kernel: vmlinuz, Initrd: initrd, OSRelease: []byte(osRelease(in.BerthVersion)),
-		Cmdline: cmd, Epoch: in.MTime,
+		Cmdline: cmd, Epoch: in.MTime, Arch: archOf(in),
 	})
+}
+
+// archOf is the image's architecture: amd64 unless the inputs say.
+func archOf(in Inputs) string {
+	if in.Arch == "" {
+		return "amd64"
+	}
+	return in.Arch
+}
+
+// checkMachine refuses an ELF file of another machine anywhere in t (which
+// is the image's root or initramfs, named by where): a host binary, library
+// or module of the wrong architecture would fail only on the node. It names
+// every such file, up to maxWrongELF: one host program brings its
+// libraries, and the program, not the first library by path, is the one to
+// fix.
+func checkMachine(t *fstree.Tree, want elf.Machine, where string) error {
+	var errs []error
+	n := 0
+	for _, e := range t.Entries() {
+		if e.Kind != fstree.File {
+			continue
+		}
+		if err := elfarch.Check(e.Path, e.Data, want); err != nil {
+			if n++; n <= maxWrongELF {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if n > maxWrongELF {
+		errs = append(errs, fmt.Errorf("and %d more", n-maxWrongELF))
+	}
+	return fmt.Errorf("%s: %d files are not for %v:\n%w", where, n, want, errors.Join(errs...))
+}
+
+// maxWrongELF bounds the files checkMachine names.
+const maxWrongELF = 20
+
+// checkKernel refuses a kernel image of another architecture (a -kernel
+// directory from the other arch's build): the boot image formats differ, so
+// the check reads their magic numbers. amd64's is a bzImage ("HdrS" at
+// 0x202); arm64's Debian ships the plain Image ("ARM\x64" at 56) or, with
+// CONFIG_EFI_ZBOOT, a PE file whose header says "zimg" at 4.
+func checkKernel(name string, data []byte, arch string) error {
+	at := func(off int, magic string) bool {
+		return len(data) >= off+len(magic) && string(data[off:off+len(magic)]) == magic
+	}
+	var ok bool
+	switch arch {
+	case "amd64":
+		ok = at(0x202, "HdrS")
+	case "arm64":
+		ok = at(56, "ARM\x64") || (at(0, "MZ") && at(4, "zimg"))
+	}
+	if !ok {
+		return fmt.Errorf("kernel %s: not a Linux boot image for %s (make kernel ARCH=%s unpacks one)", name, arch, arch)
+	}
+	return nil
 }
 
 // osRelease is the image's /etc/os-release, also the UKI's .osrel.
@@ -363,7 +446,7 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		}
 	}
 	for _, g := range l.GoBuild {
-		data, err := goBuild(ctx, in.RepoRoot, g.Package)
+		data, err := goBuild(ctx, in.RepoRoot, g.Package, archOf(in))
 		if err != nil {
 			return err
 		}
@@ -472,8 +555,8 @@ func lookPath(name string) (string, error) {
 }
 
 // goBuild builds a main package of this module as a static, reproducible
-// linux/amd64 binary and returns its bytes.
-func goBuild(ctx context.Context, repo, pkg string) ([]byte, error) {
+// linux binary for arch and returns its bytes.
+func goBuild(ctx context.Context, repo, pkg, arch string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "mkimage-go-")
 	if err != nil {
 		return nil, err
@@ -482,7 +565,7 @@ func goBuild(ctx context.Context, repo, pkg string) ([]byte, error) {
 	out := filepath.Join(dir, "bin")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}

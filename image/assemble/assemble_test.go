@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/u-root/u-root/pkg/cpio"
 
+	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/elfdeps"
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/internal/kotest"
@@ -24,16 +26,21 @@ import (
 
 const kver = "6.1.0-test-amd64"
 
-func fakeKernel(t *testing.T) string {
+func fakeKernel(t *testing.T) string { return fakeKernelFor(t, "amd64") }
+
+// fakeKernelFor is an unpacked kernel package for arch: modules of its
+// ELF machine, and a vmlinuz with its boot image's magic number.
+func fakeKernelFor(t *testing.T, arch string) string {
 	dir := t.TempDir()
 	mods := filepath.Join(dir, "lib/modules", kver)
-	kotest.WriteKO(t, filepath.Join(mods, "kernel/drivers/block/loop.ko"), "alias=devname:loop-control", "name=loop")
-	kotest.WriteKO(t, filepath.Join(mods, "kernel/fs/erofs/erofs.ko"), "depends=", "alias=fs-erofs", "name=erofs")
-	kotest.WriteKO(t, filepath.Join(mods, "kernel/drivers/nvme/host/nvme.ko"), "depends=nvme-core", "alias=pci:v*d*sv*sd*bc01sc08i02*", "name=nvme")
-	kotest.WriteKO(t, filepath.Join(mods, "kernel/drivers/nvme/host/nvme-core.ko"), "name=nvme_core")
-	kotest.WriteKO(t, filepath.Join(mods, "kernel/fs/unshipped.ko"), "name=unshipped")
+	m, _ := elfarch.Machine(arch)
+	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/drivers/block/loop.ko"), m, "alias=devname:loop-control", "name=loop")
+	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/fs/erofs/erofs.ko"), m, "depends=", "alias=fs-erofs", "name=erofs")
+	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/drivers/nvme/host/nvme.ko"), m, "depends=nvme-core", "alias=pci:v*d*sv*sd*bc01sc08i02*", "name=nvme")
+	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/drivers/nvme/host/nvme-core.ko"), m, "name=nvme_core")
+	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/fs/unshipped.ko"), m, "name=unshipped")
 	for name, data := range map[string]string{
-		"boot/vmlinuz-" + kver:                     "bzImage",
+		"boot/vmlinuz-" + kver:                     fakeVmlinuz(arch),
 		"lib/modules/" + kver + "/modules.builtin": "kernel/net/ipv6/ipv6.ko\n",
 	} {
 		p := filepath.Join(dir, name)
@@ -45,6 +52,30 @@ func fakeKernel(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// fakeVmlinuz is a kernel image with only arch's magic number set.
+func fakeVmlinuz(arch string) string {
+	b := make([]byte, 0x300)
+	switch arch {
+	case "amd64":
+		copy(b[0x202:], "HdrS")
+	case "arm64":
+		copy(b[56:], "ARM\x64")
+	}
+	return string(b)
+}
+
+// fakeBerth writes a stand-in berth, an ELF file of arch's machine.
+func fakeBerth(t *testing.T, arch string) (path string, data []byte) {
+	t.Helper()
+	m, _ := elfarch.Machine(arch)
+	data = kotest.ELF(m, "fake berth")
+	path = filepath.Join(t.TempDir(), "berth")
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
 }
 
 const testSpec = `
@@ -79,10 +110,7 @@ func build(t *testing.T, kernel, berth, out string) *Result {
 // what berth expects where it expects it.
 func TestBuild(t *testing.T) {
 	kernel := fakeKernel(t)
-	berth := filepath.Join(t.TempDir(), "berth")
-	if err := os.WriteFile(berth, []byte("\x7fELF fake berth"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	berth, berthData := fakeBerth(t, "amd64")
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	res := build(t, kernel, berth, a)
 	build(t, kernel, berth, b)
@@ -98,8 +126,8 @@ func TestBuild(t *testing.T) {
 	}
 
 	m := res.Manifest
-	if m.KernelVersion != kver || m.BerthVersion != "v0.0.0-test" {
-		t.Errorf("versions %q %q", m.KernelVersion, m.BerthVersion)
+	if m.KernelVersion != kver || m.BerthVersion != "v0.0.0-test" || m.Arch != "amd64" {
+		t.Errorf("versions %q %q, arch %q", m.KernelVersion, m.BerthVersion, m.Arch)
 	}
 	if !slices.Equal(m.Modules, []string{"erofs", "loop", "nvme", "nvme_core"}) {
 		t.Errorf("modules %v", m.Modules)
@@ -153,7 +181,7 @@ func TestBuild(t *testing.T) {
 			files["/"+r.Name] = data
 		}
 	}
-	if string(files["/init"]) != "\x7fELF fake berth" {
+	if !bytes.Equal(files["/init"], berthData) {
 		t.Error("/init is not berth")
 	}
 	if !bytes.Equal(files["/root.erofs"], rootData) {
@@ -199,10 +227,7 @@ func TestPreloadMustBeShipped(t *testing.T) {
 // beside the image records the disk's digest and command line.
 func TestBuildDisk(t *testing.T) {
 	kernel := fakeKernel(t)
-	berth := filepath.Join(t.TempDir(), "berth")
-	if err := os.WriteFile(berth, []byte("\x7fELF fake berth"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	berth, _ := fakeBerth(t, "amd64")
 	s, err := spec.Parse([]byte(testSpec))
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +378,112 @@ func TestLayerPluginsAndLinks(t *testing.T) {
 	for _, p := range []spec.Plugins{{Dir: filepath.Join(dir, "absent")}, {Dir: dir, Glob: "*.none"}} {
 		if err := addLayer(context.Background(), fstree.New(), spec.Layer{Plugins: []spec.Plugins{p}}, Inputs{RepoRoot: "."}, m); err == nil || !strings.Contains(err.Error(), p.Dir) {
 			t.Errorf("plugins %+v: got %v, want an error naming the directory", p, err)
+		}
+	}
+}
+
+// archSpec has no host binary: every file in it is the test's own, so it
+// builds for either architecture.
+const archSpec = `
+modules: [nvme, loop, erofs]
+preload: [loop, erofs]
+root:
+  dirs: [{path: /proc, mode: "0555"}]
+  files: [{dst: /etc/hosts, content: "127.0.0.1 localhost\n", mode: "0644"}]
+`
+
+func buildArch(t *testing.T, specText, arch, kernel, berth string) (*Result, error) {
+	t.Helper()
+	s, err := spec.Parse([]byte(specText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Build(context.Background(), slog.New(slog.DiscardHandler), Inputs{
+		Spec: rs, Berth: berth, BerthVersion: "v0.0.0-test", KernelDir: kernel, RepoRoot: "../..", Out: t.TempDir(), Arch: arch,
+	})
+}
+
+// An arm64 image is built from arm64 parts only: each amd64 part (a host
+// binary, berth, a module, the kernel) is refused by name, and the manifest
+// records the architecture.
+func TestBuildArch(t *testing.T) {
+	armKernel, amdKernel := fakeKernelFor(t, "arm64"), fakeKernelFor(t, "amd64")
+	armBerth, _ := fakeBerth(t, "arm64")
+	amdBerth, _ := fakeBerth(t, "amd64")
+
+	res, err := buildArch(t, archSpec, "arm64", armKernel, armBerth)
+	if err != nil {
+		t.Fatalf("arm64 image of arm64 parts: %v", err)
+	}
+	if res.Manifest.Arch != "arm64" {
+		t.Errorf("manifest arch %q, want arm64", res.Manifest.Arch)
+	}
+
+	// The kernel of one arch with the modules of the other.
+	mixed := fakeKernelFor(t, "arm64")
+	kotest.WriteKO(t, filepath.Join(mixed, "lib/modules", kver, "kernel/fs/erofs/erofs.ko"), "depends=", "alias=fs-erofs", "name=erofs")
+
+	for name, tc := range map[string]struct {
+		spec, arch, kernel, berth string
+		errHas                    []string
+	}{
+		"host binary":  {testSpec, "arm64", armKernel, armBerth, []string{"root", "/usr/sbin/mkfs.ext4", "EM_X86_64", "EM_AARCH64"}},
+		"amd64 berth":  {archSpec, "arm64", armKernel, amdBerth, []string{"/sbin/berth", "EM_X86_64"}},
+		"arm64 berth":  {archSpec, "amd64", amdKernel, armBerth, []string{"/sbin/berth", "EM_AARCH64"}},
+		"amd64 module": {archSpec, "arm64", mixed, armBerth, []string{"initramfs", "erofs.ko", "EM_X86_64"}},
+		"amd64 kernel": {archSpec, "arm64", amdKernel, armBerth, []string{"kernel", "vmlinuz", "arm64"}},
+		"unknown arch": {archSpec, "riscv64", armKernel, armBerth, []string{"riscv64", "amd64, arm64"}},
+	} {
+		if name == "amd64 kernel" {
+			// Modules of the right machine, so that only vmlinuz is wrong.
+			tc.kernel = fakeKernelFor(t, "arm64")
+			if err := os.WriteFile(filepath.Join(tc.kernel, "boot/vmlinuz-"+kver), []byte(fakeVmlinuz("amd64")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := buildArch(t, tc.spec, tc.arch, tc.kernel, tc.berth)
+		if err == nil {
+			t.Errorf("%s: Build = nil, want an error", name)
+			continue
+		}
+		for _, s := range tc.errHas {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%s: Build = %q, want it to contain %q", name, err, s)
+			}
+		}
+	}
+}
+
+// goBuild packages are built for the image's architecture.
+func TestGoBuildArch(t *testing.T) {
+	data, err := goBuild(context.Background(), "../..", "./qemu-tests/cmd/orphaner", "arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := elfarch.Check("orphaner", data, elf.EM_AARCH64); err != nil {
+		t.Errorf("goBuild for arm64: %v", err)
+	}
+}
+
+func TestCheckKernel(t *testing.T) {
+	for _, tc := range []struct {
+		data, arch string
+		ok         bool
+	}{
+		{fakeVmlinuz("amd64"), "amd64", true},
+		{fakeVmlinuz("arm64"), "arm64", true},
+		{"MZ\x00\x00zimg" + strings.Repeat("\x00", 64), "arm64", true}, // EFI zboot
+		{fakeVmlinuz("amd64"), "arm64", false},
+		{fakeVmlinuz("arm64"), "amd64", false},
+		{"", "arm64", false},
+		{"HdrS", "amd64", false}, // too short for the header
+	} {
+		if err := checkKernel("vmlinuz", []byte(tc.data), tc.arch); (err == nil) != tc.ok {
+			t.Errorf("checkKernel(%.8q..., %s) = %v, want ok %v", tc.data, tc.arch, err, tc.ok)
 		}
 	}
 }

@@ -26,7 +26,7 @@ const DefaultDataSize = 16 << 20
 // Inputs are what Assemble puts on the disk.
 type Inputs struct {
 	RootFS    string // the erofs image (a multiple of 4096 bytes)
-	Kernel    string // bzImage
+	Kernel    string // the kernel image (bzImage; arm64: Image, an EFI application itself)
 	Initrd    string // initramfs
 	OSRelease []byte
 	// Cmdline is the kernel command line; Assemble appends berth.verity=.
@@ -36,8 +36,11 @@ type Inputs struct {
 	// Epoch is every timestamp written (ESP entries, PE header); 0 gives
 	// FAT's epoch.
 	Epoch int64
-	// Stub is the EFI stub; uki.DefaultStub when empty.
+	// Stub is the EFI stub; Arch's (uki.StubFor) when empty.
 	Stub string
+	// Arch is the architecture the disk boots on (amd64 when empty): it
+	// picks the stub, checks its PE machine, and names the ESP's loader.
+	Arch string
 }
 
 // Result says what Assemble wrote, for the manifest and the build log.
@@ -84,9 +87,17 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 		return fail(err)
 	}
 	defer os.RemoveAll(tmp)
-	ukiPath := filepath.Join(tmp, "BOOTX64.EFI")
+	stub, machine, ok := uki.StubFor(in.Arch)
+	bootPath, _ := esp.BootPathFor(in.Arch)
+	if !ok {
+		return fail(fmt.Errorf("architecture %q: want amd64 or arm64", in.Arch))
+	}
+	if in.Stub != "" {
+		stub = in.Stub
+	}
+	ukiPath := filepath.Join(tmp, "UKI.EFI")
 	if err := uki.Build(ctx, log, ukiPath, uki.Inputs{OSRelease: in.OSRelease, Cmdline: cmdline, Kernel: in.Kernel, Initrd: in.Initrd},
-		uki.Options{Stub: in.Stub, Epoch: uint32(in.Epoch)}); err != nil {
+		uki.Options{Stub: stub, Machine: machine, Objcopy: uki.ObjcopyFor(in.Arch), Epoch: uint32(in.Epoch)}); err != nil {
 		return fail(err)
 	}
 	us, err := os.Stat(ukiPath)
@@ -98,7 +109,7 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 	espSize := (us.Size()*5/4 + 4<<20 + (1<<20 - 1)) / (1 << 20) * (1 << 20)
 	espPath := filepath.Join(tmp, "esp.img")
 	if err := esp.Build(ctx, log, espPath, esp.Options{Size: espSize, VolumeID: binary.BigEndian.Uint32(tree.RootHash), Epoch: in.Epoch},
-		[]esp.File{{Path: esp.BootPath, Src: ukiPath}}); err != nil {
+		[]esp.File{{Path: bootPath, Src: ukiPath}}); err != nil {
 		return fail(err)
 	}
 	l, err := Plan(Sizes{ESP: espSize, Root: st.Size() + int64(len(tree.Hash)), Data: in.DataSize}, tree.RootHash)

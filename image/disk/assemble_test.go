@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/pe"
+	"encoding/binary"
 	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/image/disk/esp"
+	"github.com/berth-node/berth/image/disk/uki"
 	"github.com/berth-node/berth/mounts/partition"
 	mverity "github.com/berth-node/berth/mounts/verity"
 )
@@ -110,5 +113,95 @@ func TestAssemble(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, ".disk-*"))
 	if len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// peMachine returns the PE file's COFF machine.
+func peMachine(t *testing.T, b []byte) uint16 {
+	t.Helper()
+	f, err := pe.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("reading PE: %v", err)
+	}
+	return f.FileHeader.Machine
+}
+
+// asArm64Stub copies the host's x86-64 stub with its PE machine set to
+// arm64's: Assemble reads only the header and section table, so the test
+// needs no systemd-boot-efi:arm64 (which only make deps ARCH=arm64 installs).
+func asArm64Stub(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(uki.DefaultStub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int(binary.LittleEndian.Uint32(b[0x3c:]))
+	binary.LittleEndian.PutUint16(b[off+4:], pe.IMAGE_FILE_MACHINE_ARM64)
+	p := filepath.Join(t.TempDir(), "linuxaa64.efi.stub")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// An arm64 disk's stub must be for arm64, whatever builds it; the
+// architecture must be known.
+func TestAssembleArm64Refuses(t *testing.T) {
+	dir := t.TempDir()
+	in := arm64Inputs(t, dir)
+	log := slog.New(slog.DiscardHandler)
+	in.Stub = uki.DefaultStub
+	if _, err := Assemble(context.Background(), log, filepath.Join(dir, "x.raw"), in); err == nil || !strings.Contains(err.Error(), uki.DefaultStub) {
+		t.Errorf("arm64 disk on the x86-64 stub: %v, want an error naming the stub", err)
+	}
+	in.Arch, in.Stub = "riscv64", ""
+	if _, err := Assemble(context.Background(), log, filepath.Join(dir, "y.raw"), in); err == nil || !strings.Contains(err.Error(), "riscv64") {
+		t.Errorf("riscv64 disk: %v, want an error naming the arch", err)
+	}
+}
+
+func arm64Inputs(t *testing.T, dir string) Inputs {
+	t.Helper()
+	writeRand(t, filepath.Join(dir, "root.erofs"), 300*4096, 1)
+	writeRand(t, filepath.Join(dir, "vmlinuz"), 200000, 2)
+	writeRand(t, filepath.Join(dir, "initrd"), 100000, 3)
+	return Inputs{RootFS: filepath.Join(dir, "root.erofs"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd"),
+		OSRelease: []byte("ID=berth\n"), Cmdline: "console=ttyAMA0", Arch: "arm64", Stub: asArm64Stub(t)}
+}
+
+// An arm64 disk's loader is EFI/BOOT/BOOTAA64.EFI, built on an arm64 stub
+// by the cross objcopy.
+func TestAssembleArm64(t *testing.T) {
+	if _, err := exec.LookPath(uki.ObjcopyFor("arm64")); err != nil {
+		t.Skipf("!!! SKIPPED: NO %s (make deps ARCH=arm64 installs it): the arm64 UKI build did NOT run !!!", uki.ObjcopyFor("arm64"))
+	}
+	dir := t.TempDir()
+	in := arm64Inputs(t, dir)
+	out := filepath.Join(dir, "disk.raw")
+	r, err := Assemble(context.Background(), slog.New(slog.DiscardHandler), out, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	espP, _, _ := r.Layout.Find(partition.NameESP)
+	ep := filepath.Join(dir, "esp")
+	if err := os.WriteFile(ep, img[espP.Offset():espP.Offset()+espP.Size()], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loader, err := exec.Command("mtype", "-i", ep, "::/EFI/BOOT/BOOTAA64.EFI").Output()
+	if err != nil {
+		t.Fatalf("reading EFI/BOOT/BOOTAA64.EFI from the ESP: %v", err)
+	}
+	if m := peMachine(t, loader); m != pe.IMAGE_FILE_MACHINE_ARM64 {
+		t.Errorf("BOOTAA64.EFI is for PE machine %#x", m)
+	}
+	if !bytes.Contains(loader, []byte("console=ttyAMA0 "+mverity.ParamKey+"=")) {
+		t.Error("BOOTAA64.EFI lacks the command line")
+	}
+	if err := exec.Command("mtype", "-i", ep, "::/"+esp.BootPath).Run(); err == nil {
+		t.Errorf("an arm64 ESP has %s", esp.BootPath)
 	}
 }

@@ -38,8 +38,8 @@ func ImageDir(t testing.TB) string {
 	return dir
 }
 
-// ImageConfig returns a Config booting the image in dir with the defaults
-// (1 GiB, 2 vCPUs, quiet) and the given extra kernel arguments. IMDS is off
+// ImageConfig returns a Config booting the image in dir on its manifest's
+// architecture with the defaults (1 GiB, 2 vCPUs, quiet) and the given extra kernel arguments. IMDS is off
 // (berth.imds=off) unless appendArgs names one: QEMU has no IMDS at
 // 169.254.169.254, and a node that needs one waits for it until its deadline.
 func ImageConfig(dir, appendArgs string) Config {
@@ -56,7 +56,20 @@ func ImageConfig(dir, appendArgs string) Config {
 		Kernel: filepath.Join(dir, "vmlinuz"),
 		Initrd: filepath.Join(dir, "initramfs.img"),
 		Append: appendArgs,
+		Arch:   imageArch(dir),
 	}
+}
+
+// imageArch is the architecture in the manifest of the image in dir, which
+// picks the QEMU binary and machine. An unreadable manifest leaves it empty
+// (amd64): ImageDir has already refused an image without one, and Boot of
+// the wrong machine fails loudly at the first console line.
+func imageArch(dir string) string {
+	m, err := manifest.Load(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return ""
+	}
+	return m.Arch
 }
 
 // ImageManifest loads the manifest of the image in dir.

@@ -1,5 +1,5 @@
-// Package qemu boots a berth image under qemu-system-x86_64 (TCG: there is no
-// KVM here) for integration tests and `make demo`: it captures the serial console line by
+// Package qemu boots a berth image under qemu-system-x86_64, or for an
+// arm64 image qemu-system-aarch64's virt machine (TCG: there is no KVM here) for integration tests and `make demo`: it captures the serial console line by
 // line, waits for lines with deadlines, parses the BERTH-REPORT line, talks
 // QMP (system_powerdown), runs commands in the test image's debug shell on a
 // second serial port, and kills QEMU at a hard deadline and at test cleanup.
@@ -28,8 +28,12 @@ import (
 type Config struct {
 	Kernel, Initrd string
 	// Append is the kernel command line; "console=ttyS0" is added when absent,
-	// and "berth.debugshell=ttyS1" when Shell is set.
+	// and "berth.debugshell=ttyS1" when Shell is set (ttyAMA0 and hvc0 on
+	// arm64).
 	Append string
+	// Arch is the image's architecture (its manifest's arch; ImageConfig
+	// sets it): amd64 when empty, or arm64.
+	Arch string
 	// MemoryMB defaults to 1024, CPUs to 2.
 	MemoryMB, CPUs int
 	Disks          []Disk
@@ -38,7 +42,7 @@ type Config struct {
 	Shell bool
 	// Timeout is the hard deadline after which QEMU is killed (default 5 min).
 	Timeout time.Duration
-	// Extra arguments for qemu-system-x86_64.
+	// Extra arguments for QEMU.
 	Extra []string
 	// UEFI boots the first disk through OVMF (Debian's ovmf) the way EC2
 	// boots an AMI, instead of -kernel/-initrd: Kernel, Initrd and Append
@@ -82,6 +86,7 @@ type Line struct {
 // VM is a running QEMU.
 type VM struct {
 	cfg     Config
+	plat    platform
 	dir     string
 	cmd     *exec.Cmd
 	start   time.Time
@@ -263,26 +268,33 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Minute
 	}
+	plat, err := platformFor(cfg.Arch)
+	if err != nil {
+		return nil, err
+	}
 	if !strings.Contains(cfg.Append, "console=") {
-		cfg.Append = strings.TrimSpace("console=ttyS0 " + cfg.Append)
+		cfg.Append = strings.TrimSpace("console=" + plat.console + " " + cfg.Append)
 	}
 	if cfg.Shell && !strings.Contains(cfg.Append, "berth.debugshell=") {
-		cfg.Append += " berth.debugshell=ttyS1"
+		cfg.Append += " berth.debugshell=" + plat.shellTTY
 	}
 	logf := opts.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	need := []string{cfg.Kernel, cfg.Initrd}
+	if plat.kernelViaUEFI {
+		need = append(need, plat.fwCode, plat.fwVars)
+	}
 	if cfg.UEFI {
-		need = []string{OVMFCode, OVMFVars}
+		need = []string{plat.fwCode, plat.fwVars}
 		if len(cfg.Disks) == 0 {
 			return nil, fmt.Errorf("qemu: a UEFI boot needs a disk to boot from")
 		}
 	}
 	for _, f := range need {
 		if _, err := os.Stat(f); err != nil {
-			return nil, fmt.Errorf("qemu: %w (build the test image first: make image-test; UEFI needs the ovmf package)", err)
+			return nil, fmt.Errorf("qemu: %w (build the test image first: make image-test; UEFI needs the %s package)", err, plat.fwPackage)
 		}
 	}
 	// Unix socket paths must stay under 108 bytes; t.TempDir() can be long.
@@ -290,19 +302,19 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
-	if cfg.UEFI {
-		vars, err := os.ReadFile(OVMFVars)
+	if cfg.UEFI || plat.kernelViaUEFI {
+		vars, err := os.ReadFile(plat.fwVars)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, "vars.fd"), vars, 0o644)
 		}
 		if err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("qemu: copying the OVMF variable store: %w", err)
+			return nil, fmt.Errorf("qemu: copying the UEFI variable store %s: %w", plat.fwVars, err)
 		}
 	}
-	vm := &VM{cfg: cfg, dir: dir, done: make(chan struct{})}
+	vm := &VM{cfg: cfg, plat: plat, dir: dir, done: make(chan struct{})}
 	args := vm.args()
-	vm.cmd = exec.Command("qemu-system-x86_64", args...)
+	vm.cmd = exec.Command(plat.binary, args...)
 	stdout, err := vm.cmd.StdoutPipe()
 	if err != nil {
 		os.RemoveAll(dir)
@@ -314,15 +326,15 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
 	if opts.ConsoleLog != nil {
-		fmt.Fprintf(opts.ConsoleLog, "# qemu-system-x86_64 %s\n", strings.Join(args, " "))
+		fmt.Fprintf(opts.ConsoleLog, "# %s %s\n", plat.binary, strings.Join(args, " "))
 	}
 	vm.start = time.Now()
 	vm.console = newLineBuf(vm.start, opts.ConsoleLog)
 	if err := vm.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("qemu: starting qemu-system-x86_64: %w", err)
+		return nil, fmt.Errorf("qemu: starting %s: %w", plat.binary, err)
 	}
-	logf("qemu: pid %d: qemu-system-x86_64 %s", vm.cmd.Process.Pid, strings.Join(args, " "))
+	logf("qemu: pid %d: %s %s", vm.cmd.Process.Pid, plat.binary, strings.Join(args, " "))
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() { defer readers.Done(); vm.console.feed(stdout) }()
@@ -377,15 +389,16 @@ func (vm *VM) Close() error {
 
 func (vm *VM) args() []string {
 	c := vm.cfg
-	a := []string{
-		"-accel", "tcg", "-machine", "q35", "-cpu", "max",
+	a := append([]string{"-accel", "tcg"}, vm.plat.machine...)
+	a = append(a, "-cpu", "max",
 		"-m", fmt.Sprint(c.MemoryMB), "-smp", fmt.Sprint(c.CPUs),
 		"-nodefaults", "-display", "none", "-no-reboot",
-	}
-	if c.UEFI {
-		a = append(a, "-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode,
+	)
+	if c.UEFI || vm.plat.kernelViaUEFI {
+		a = append(a, "-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+vm.plat.fwCode,
 			"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(vm.dir, "vars.fd"))
-	} else {
+	}
+	if !c.UEFI {
 		a = append(a, "-kernel", c.Kernel, "-initrd", c.Initrd, "-append", c.Append)
 	}
 	a = append(a,
@@ -393,7 +406,8 @@ func (vm *VM) args() []string {
 		"-qmp", "unix:"+vm.qmpPath()+",server=on,wait=off",
 	)
 	if c.Shell {
-		a = append(a, "-chardev", "socket,id=sh0,path="+vm.shellPath()+",server=on,wait=off", "-serial", "chardev:sh0")
+		a = append(a, "-chardev", "socket,id=sh0,path="+vm.shellPath()+",server=on,wait=off")
+		a = append(a, vm.plat.shellArgs...)
 	}
 	for i, d := range c.Disks {
 		id := fmt.Sprintf("disk%d", i)

@@ -62,7 +62,11 @@ func TestReportSkipsBrokenCopies(t *testing.T) {
 }
 
 func TestArgs(t *testing.T) {
-	vm := &VM{dir: "/tmp/bqX", cfg: Config{
+	amd64, err := platformFor("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := &VM{dir: "/tmp/bqX", plat: amd64, cfg: Config{
 		Kernel: "k", Initrd: "i", Append: "console=ttyS0", MemoryMB: 512, CPUs: 1, Shell: true,
 		Disks: []Disk{{Path: "/d0.img", Serial: "s0"}, {Path: "/d1.img", Interface: "virtio"}},
 		NICs:  []NIC{{HostFwd: []string{"tcp:127.0.0.1:10250-:10250"}, MAC: "52:54:00:12:34:56"}},
@@ -83,5 +87,41 @@ func TestArgs(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("args lack %q:\n%s", want, got)
 		}
+	}
+}
+
+// An arm64 image boots on the virt machine, its shell on a virtio console
+// (virt has one UART), its UEFI firmware AAVMF.
+func TestArgsArm64(t *testing.T) {
+	arm64, err := platformFor("arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := &VM{dir: "/tmp/bqX", plat: arm64, cfg: Config{Arch: "arm64", Kernel: "k", Initrd: "i", Append: "console=ttyAMA0",
+		MemoryMB: 512, CPUs: 1, Shell: true, Disks: []Disk{{Path: "/d0.img", Serial: "s0"}}}}
+	got := strings.Join(vm.args(), " ")
+	for _, want := range []string{
+		"-accel tcg -machine virt -cpu max -m 512 -smp 1",
+		// The firmware loads the kernel, so that the guest has ACPI.
+		"-drive if=pflash,format=raw,unit=0,readonly=on,file=" + AAVMFCode + " -drive if=pflash,format=raw,unit=1,file=/tmp/bqX/vars.fd -kernel k -initrd i -append console=ttyAMA0",
+		"-chardev socket,id=sh0,path=/tmp/bqX/sh.sock,server=on,wait=off -device virtio-serial-pci,id=vser0 -device virtconsole,bus=vser0.0,chardev=sh0",
+		"-device nvme,drive=disk0,serial=s0",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "q35") || strings.Contains(got, "-serial chardev:sh0") {
+		t.Errorf("arm64 args carry amd64's machine or shell port:\n%s", got)
+	}
+	vm.cfg.UEFI = true
+	if got := strings.Join(vm.args(), " "); !strings.Contains(got, "file="+AAVMFCode) || strings.Contains(got, "-kernel") {
+		t.Errorf("arm64 UEFI disk boot: want AAVMF and no -kernel:\n%s", got)
+	}
+	if arm64.binary != "qemu-system-aarch64" || arm64.console != "ttyAMA0" || arm64.shellTTY != "hvc0" {
+		t.Errorf("arm64 platform %+v", arm64)
+	}
+	if _, err := platformFor("riscv64"); err == nil {
+		t.Error("platformFor(riscv64) = nil error")
 	}
 }

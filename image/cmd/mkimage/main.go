@@ -4,6 +4,9 @@
 //
 //	go run ./image/cmd/mkimage -spec image/spec.yaml -variant test \
 //	    -berth build/berth -version v0.1 -kernel build/kernel/<ver> -out build/image-test
+//
+// -arch arm64 builds an arm64 image (every ELF file placed in it must be
+// for aarch64; the manifest records the architecture).
 package main
 
 import (
@@ -35,6 +38,7 @@ func run(log *slog.Logger, args []string) error {
 	berth := fs.String("berth", "build/berth", "static berth binary")
 	version := fs.String("version", "dev", "berth version for the manifest")
 	kernel := fs.String("kernel", "", "unpacked kernel package directory (boot/, lib/modules/)")
+	arch := fs.String("arch", "amd64", "architecture the image is for (amd64, arm64): every ELF file in it is checked against it")
 	out := fs.String("out", "build/image", "output directory")
 	repo := fs.String("repo", ".", "repository root (relative spec paths, goBuild packages)")
 	diskOut := fs.String("disk", "", "also write a bootable GPT disk image here (e.g. build/image/disk.raw)")
@@ -74,7 +78,7 @@ func run(log *slog.Logger, args []string) error {
 	defer cancel()
 	_, err = assemble.Build(ctx, log, assemble.Inputs{
 		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
-		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components,
+		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components, Arch: *arch,
 		Disk: *diskOut, DiskCmdline: *diskCmdline,
 	})
 	return err

@@ -26,6 +26,18 @@ import (
 // NVRAM boot entry needed: an AMI has none).
 const BootPath = "EFI/BOOT/BOOTX64.EFI"
 
+// BootPathFor is BootPath for an architecture: the UEFI specification's
+// removable-media name is per machine type (BOOTAA64.EFI on arm64).
+func BootPathFor(arch string) (string, bool) {
+	switch arch {
+	case "", "amd64":
+		return BootPath, true
+	case "arm64":
+		return "EFI/BOOT/BOOTAA64.EFI", true
+	}
+	return "", false
+}
+
 // FATEpoch is the earliest time FAT can store, the default timestamp.
 const FATEpoch = 315532800 // 1980-01-01T00:00:00Z
 

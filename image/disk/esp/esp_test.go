@@ -96,3 +96,14 @@ func TestPlanDirs(t *testing.T) {
 		t.Fatalf("dirs %v", dirs)
 	}
 }
+
+func TestBootPathFor(t *testing.T) {
+	for arch, want := range map[string]string{"": BootPath, "amd64": "EFI/BOOT/BOOTX64.EFI", "arm64": "EFI/BOOT/BOOTAA64.EFI"} {
+		if got, ok := BootPathFor(arch); !ok || got != want {
+			t.Errorf("BootPathFor(%q) = %q, %v; want %q", arch, got, ok, want)
+		}
+	}
+	if _, ok := BootPathFor("riscv64"); ok {
+		t.Error("BootPathFor(riscv64) is known")
+	}
+}

@@ -35,6 +35,31 @@ import (
 // DefaultStub is where Debian's systemd-boot-efi puts the x86-64 stub.
 const DefaultStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
 
+// ObjcopyFor is the objcopy that can write an architecture's PE files: the
+// host's binutils knows only pei-x86-64, arm64's pei-aarch64-little needs
+// the cross binutils (binutils-aarch64-linux-gnu, which make deps ARCH=arm64
+// installs with gcc-aarch64-linux-gnu).
+func ObjcopyFor(arch string) string {
+	if arch == "arm64" {
+		return "aarch64-linux-gnu-objcopy"
+	}
+	return "objcopy"
+}
+
+// StubFor is the EFI stub for an architecture's UKI, from Debian's
+// systemd-boot-efi of that architecture (systemd-boot-efi:arm64 installs
+// beside the amd64 one: the package is Multi-Arch: same), and the PE
+// machine it must be built for.
+func StubFor(arch string) (path string, machine uint16, ok bool) {
+	switch arch {
+	case "", "amd64":
+		return DefaultStub, pe.IMAGE_FILE_MACHINE_AMD64, true
+	case "arm64":
+		return "/usr/lib/systemd/boot/efi/linuxaa64.efi.stub", pe.IMAGE_FILE_MACHINE_ARM64, true
+	}
+	return "", 0, false
+}
+
 // Section names the 252 stub reads.
 const (
 	SectionOSRel   = ".osrel"
@@ -56,7 +81,10 @@ type Inputs struct {
 
 // Options tune Build.
 type Options struct {
-	Stub    string // DefaultStub when empty
+	Stub string // DefaultStub when empty
+	// Machine, when set, is the PE machine the stub must be for
+	// (StubFor's): firmware of one architecture cannot run another's stub.
+	Machine uint16
 	Objcopy string // "objcopy" from PATH when empty
 	// Epoch is the PE header's timestamp (seconds since 1970).
 	Epoch uint32
@@ -146,8 +174,12 @@ func Build(ctx context.Context, log *slog.Logger, out string, in Inputs, o Optio
 	if err != nil {
 		return fmt.Errorf("building UKI %s: reading EFI stub %s (Debian's systemd-boot-efi): %w", out, o.Stub, err)
 	}
+	stubMachine := stub.FileHeader.Machine
 	placed, err := Place(stub, secs)
 	stub.Close()
+	if o.Machine != 0 && stubMachine != o.Machine {
+		return fmt.Errorf("building UKI %s: EFI stub %s is for PE machine %#x, want %#x", out, o.Stub, stubMachine, o.Machine)
+	}
 	if err != nil {
 		return fmt.Errorf("building UKI %s: stub %s: %w", out, o.Stub, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -158,5 +159,43 @@ func TestBuildRejects(t *testing.T) {
 	}
 	if err := FixHeader([]byte("MZ short"), 0); err == nil {
 		t.Error("FixHeader accepted a non-PE")
+	}
+}
+
+// Each architecture's stub is the one Debian's systemd-boot-efi of that
+// architecture installs, and is for its PE machine (where installed: the
+// arm64 one only after make deps ARCH=arm64).
+func TestStubFor(t *testing.T) {
+	for arch, want := range map[string]struct {
+		path    string
+		machine uint16
+	}{
+		"":      {DefaultStub, pe.IMAGE_FILE_MACHINE_AMD64},
+		"amd64": {"/usr/lib/systemd/boot/efi/linuxx64.efi.stub", pe.IMAGE_FILE_MACHINE_AMD64},
+		"arm64": {"/usr/lib/systemd/boot/efi/linuxaa64.efi.stub", pe.IMAGE_FILE_MACHINE_ARM64},
+	} {
+		path, machine, ok := StubFor(arch)
+		if !ok || path != want.path || machine != want.machine {
+			t.Errorf("StubFor(%q) = %s, %#x, %v; want %s, %#x", arch, path, machine, ok, want.path, want.machine)
+		}
+		if f, err := pe.Open(path); err == nil {
+			if f.FileHeader.Machine != machine {
+				t.Errorf("%s is for PE machine %#x, want %#x", path, f.FileHeader.Machine, machine)
+			}
+			f.Close()
+		}
+	}
+	if _, _, ok := StubFor("riscv64"); ok {
+		t.Error("StubFor(riscv64) is known")
+	}
+}
+
+func TestBuildRefusesStubOfOtherMachine(t *testing.T) {
+	dir := t.TempDir()
+	in := Inputs{OSRelease: []byte("ID=berth\n"), Cmdline: "x", Kernel: DefaultStub, Initrd: DefaultStub}
+	err := Build(context.Background(), slog.New(slog.DiscardHandler), filepath.Join(dir, "uki.efi"), in,
+		Options{Stub: DefaultStub, Machine: pe.IMAGE_FILE_MACHINE_ARM64})
+	if err == nil || !strings.Contains(err.Error(), DefaultStub) || !strings.Contains(err.Error(), "0xaa64") {
+		t.Errorf("Build = %v, want an error naming the stub and the machine", err)
 	}
 }

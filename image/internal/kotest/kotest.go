@@ -6,16 +6,35 @@ package kotest
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// WriteKO writes a minimal ELF64 relocatable file whose only content is a
-// .modinfo section, which is all moddeps reads from a real .ko.
+// WriteKO writes a minimal x86-64 ELF64 relocatable file whose only
+// content is a .modinfo section, which is all moddeps reads from a real .ko.
 func WriteKO(t testing.TB, path string, fields ...string) {
 	t.Helper()
+	WriteKOFor(t, path, elf.EM_X86_64, fields...)
+}
+
+// WriteKOFor is WriteKO for machine m (an arm64 kernel's modules are
+// EM_AARCH64).
+func WriteKOFor(t testing.TB, path string, m elf.Machine, fields ...string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, ELF(m, fields...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ELF is the bytes WriteKOFor writes: also a stand-in for any ELF file of
+// machine m where only the header is read (the image's architecture check).
+func ELF(m elf.Machine, fields ...string) []byte {
 	var modinfo bytes.Buffer
 	for _, f := range fields {
 		modinfo.WriteString(f)
@@ -30,8 +49,8 @@ func WriteKO(t testing.TB, path string, fields ...string) {
 	le := binary.LittleEndian
 	b.Write([]byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0})
 	b.Write(make([]byte, 8))
-	binary.Write(&b, le, uint16(1))  // ET_REL
-	binary.Write(&b, le, uint16(62)) // EM_X86_64
+	binary.Write(&b, le, uint16(1)) // ET_REL
+	binary.Write(&b, le, uint16(m))
 	binary.Write(&b, le, uint32(1))
 	binary.Write(&b, le, uint64(0)) // entry
 	binary.Write(&b, le, uint64(0)) // phoff
@@ -63,10 +82,5 @@ func WriteKO(t testing.TB, path string, fields ...string) {
 	sh(0, 0, 0, 0)
 	sh(1, 1, modOff, uint64(modinfo.Len())) // .modinfo, PROGBITS
 	sh(10, 3, strOff, uint64(len(shstr)))   // .shstrtab, STRTAB
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return b.Bytes()
 }

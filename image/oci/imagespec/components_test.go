@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/oci"
 )
 
@@ -136,7 +137,7 @@ func TestClusterImages(t *testing.T) {
 			if a := img.man.Annotations; a[oci.AnnotationTitle] != repo || a[oci.AnnotationVersion] != tag {
 				t.Errorf("annotations %v, want title %s and version %s", a, repo, tag)
 			}
-			want, ok := MachineFor(img.config.Architecture)
+			want, ok := elfarch.Machine(img.config.Architecture)
 			if !ok {
 				t.Fatalf("architecture %q", img.config.Architecture)
 			}
@@ -149,7 +150,7 @@ func TestClusterImages(t *testing.T) {
 			}
 			for p, h := range img.entries {
 				if h.Typeflag == tar.TypeReg {
-					if err := CheckELF(p, img.data[p], want); err != nil {
+					if err := elfarch.Check(p, img.data[p], want); err != nil {
 						t.Error(err)
 					}
 				}

@@ -13,9 +13,7 @@
 package imagespec
 
 import (
-	"bytes"
 	"context"
-	"debug/elf"
 	"fmt"
 	"os"
 	"path"
@@ -25,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-node/berth/image/assemble"
+	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/oci"
 	"github.com/berth-node/berth/image/spec"
@@ -99,8 +98,8 @@ func (s *Spec) validate() error {
 	case len(s.Entrypoint) == 0 || !strings.HasPrefix(s.Entrypoint[0], "/"):
 		return fmt.Errorf("entrypoint %q: want an absolute program path first", s.Entrypoint)
 	}
-	if _, ok := MachineFor(s.arch()); !ok {
-		return fmt.Errorf("architecture %q: want one of amd64, arm64", s.Architecture)
+	if _, ok := elfarch.Machine(s.arch()); !ok {
+		return fmt.Errorf("architecture %q: want one of %s", s.Architecture, elfarch.Names)
 	}
 	if len(s.Root.Images) > 0 {
 		return fmt.Errorf("root.images: a container image holds no images")
@@ -119,7 +118,7 @@ func (s *Spec) arch() string {
 // repoRoot) and checks it: every ELF file is for the image's architecture and
 // the entrypoint is a program in the image.
 func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
-	t, err := assemble.LayerTree(ctx, s.Root, repoRoot)
+	t, err := assemble.LayerTree(ctx, s.Root, repoRoot, s.arch())
 	if err != nil {
 		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
 	}
@@ -132,7 +131,7 @@ func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
 		Architecture: s.arch(),
 		Annotations:  map[string]string{oci.AnnotationTitle: s.Title, oci.AnnotationVersion: s.Version},
 	}
-	want, _ := MachineFor(s.arch())
+	want, _ := elfarch.Machine(s.arch())
 	for _, e := range t.Entries() {
 		if e.Path == "/" {
 			continue
@@ -144,7 +143,7 @@ func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
 		case fstree.Symlink:
 			f.Symlink = e.Target
 		case fstree.File:
-			if err := CheckELF(e.Path, e.Data, want); err != nil {
+			if err := elfarch.Check(e.Path, e.Data, want); err != nil {
 				return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
 			}
 			f.Data = e.Data
@@ -155,33 +154,6 @@ func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
 		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
 	}
 	return img, nil
-}
-
-// CheckELF returns an error when data is an ELF file for another machine
-// than want, or starts like one and does not parse. Other files pass.
-func CheckELF(name string, data []byte, want elf.Machine) error {
-	if !bytes.HasPrefix(data, []byte(elf.ELFMAG)) {
-		return nil
-	}
-	f, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("%s: reading ELF header: %w", name, err)
-	}
-	if f.Machine != want {
-		return fmt.Errorf("%s: ELF for %v, the image is for %v", name, f.Machine, want)
-	}
-	return nil
-}
-
-// MachineFor is the ELF machine of an OCI architecture's binaries.
-func MachineFor(arch string) (elf.Machine, bool) {
-	switch arch {
-	case "amd64":
-		return elf.EM_X86_64, true
-	case "arm64":
-		return elf.EM_AARCH64, true
-	}
-	return 0, false
 }
 
 // checkEntrypoint follows symlinks inside the image from prog to a regular

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/oci"
 )
 
@@ -109,7 +110,7 @@ func TestBuildRefusesWrongMachine(t *testing.T) {
 		t.Fatalf("Build = %v, want an error naming the file and its machine", err)
 	}
 	// The same bytes are right for an arm64 image.
-	if err := CheckELF("x", mustRead(t, foreign(t, elf.EM_AARCH64)), elf.EM_AARCH64); err != nil {
+	if err := elfarch.Check("x", mustRead(t, foreign(t, elf.EM_AARCH64)), elf.EM_AARCH64); err != nil {
 		t.Errorf("CheckELF of an arm64 file for arm64: %v", err)
 	}
 }
@@ -121,18 +122,6 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func TestCheckELF(t *testing.T) {
-	if err := CheckELF("script", []byte("#!/bin/sh\n"), elf.EM_X86_64); err != nil {
-		t.Errorf("a script: %v", err)
-	}
-	if err := CheckELF("broken", []byte("\x7fELF\x02\x01"), elf.EM_X86_64); err == nil || !strings.Contains(err.Error(), "broken") {
-		t.Errorf("a truncated ELF: %v", err)
-	}
-	if err := CheckELF("true", mustRead(t, hostTrue), elf.EM_X86_64); err != nil {
-		t.Errorf("the host's true: %v", err)
-	}
 }
 
 func TestBuildChecksEntrypoint(t *testing.T) {
