@@ -300,14 +300,14 @@ func TestCheckClientLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := checkClientLog(string(good), "berth-demo", "10.96.0.1", "10.100.204.7")
-	if err != nil || r != (clientResult{Answer: "berth-demo", Kubernetes: "10.96.0.1", Demo: "10.100.204.7"}) {
+	if err != nil || r != (clientResult{Answer: "hello from berth demo pod berth-demo", Kubernetes: "10.96.0.1", Demo: "10.100.204.7"}) {
 		t.Errorf("good log: %+v, %v", r, err)
 	}
 	for name, tc := range map[string]struct{ log, clusterIP, want string }{
-		"wrong answer":    {strings.Replace(string(good), "answer: berth-demo", "answer: other", 1), "10.100.204.7", "answered"},
-		"no answer":       {strings.Replace(string(good), "answer: berth-demo", "answer: ", 1), "10.100.204.7", "answered"},
+		"wrong answer":    {strings.Replace(string(good), "answer: hello from berth demo pod berth-demo", "answer: hello from berth demo pod other", 1), "10.100.204.7", "answered"},
+		"no answer":       {strings.Replace(string(good), "answer: hello from berth demo pod berth-demo", "answer: ", 1), "10.100.204.7", "answered"},
 		"service missing": {string(good), "10.100.204.8", "did not resolve"},
-		"server only":     {"answer: berth-demo\nServer:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n", "10.96.0.10", "kubernetes.default did not resolve"},
+		"server only":     {"answer: hello from berth demo pod berth-demo\nServer:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n", "10.96.0.10", "kubernetes.default did not resolve"},
 		"no cluster IP":   {string(good), "", "did not resolve"},
 	} {
 		if _, err := checkClientLog(tc.log, "berth-demo", "10.96.0.1", tc.clusterIP); err == nil || !strings.Contains(err.Error(), tc.want) {
