@@ -543,3 +543,24 @@ func (c *Cluster) stop() error {
 	}
 	return errors.Join(errs...)
 }
+
+// getJSON GETs url with the admin client and decodes the answer into out.
+func (c *Cluster) getJSON(ctx context.Context, u string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %.300s", u, resp.Status, body)
+	}
+	return json.Unmarshal(body, out)
+}

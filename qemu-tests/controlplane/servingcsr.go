@@ -124,27 +124,11 @@ func (c *Cluster) approveServingCSRs(ctx context.Context) {
 func (c *Cluster) approveOnce(ctx context.Context, seen map[string]bool) error {
 	host := c.hostEndpoint()
 	url := host + csrPath + "?fieldSelector=spec.signerName%3D" + strings.ReplaceAll(kubeletServingSigner, "/", "%2F")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("listing CSRs: %w", err)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	resp.Body.Close()
-	if err != nil {
-		return fmt.Errorf("listing CSRs: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("listing CSRs: %s: %.300s", resp.Status, body)
-	}
 	var list struct {
 		Items []json.RawMessage `json:"items"`
 	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return fmt.Errorf("decoding the CSR list: %w", err)
+	if err := c.getJSON(ctx, url, &list); err != nil {
+		return fmt.Errorf("listing CSRs: %w", err)
 	}
 	for _, raw := range list.Items {
 		var one csr
