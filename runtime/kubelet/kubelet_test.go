@@ -12,8 +12,9 @@ import (
 
 func TestCPUMillicoresToReserve(t *testing.T) {
 	// EKS's published reservations: 6% of core 1, 1% of core 2, 0.5% of
-	// cores 3-4, 0.25% above.
-	for cpus, want := range map[int]int64{0: 0, 1: 60, 2: 70, 3: 75, 4: 80, 8: 90, 16: 110, 96: 310} {
+	// cores 3-4, 0.25% above. 64 and more are Graviton's largest sizes
+	// (m7g.16xlarge, m8g.48xlarge).
+	for cpus, want := range map[int]int64{0: 0, 1: 60, 2: 70, 3: 75, 4: 80, 8: 90, 16: 110, 64: 230, 96: 310, 128: 390, 192: 550} {
 		if got := CPUMillicoresToReserve(cpus); got != want {
 			t.Errorf("%d CPUs: %dm, want %dm", cpus, got, want)
 		}
