@@ -323,10 +323,10 @@ $(OCI_IMAGES_DIR)/busybox.tar: image/oci/images/busybox.yaml $(MKOCI_SRCS) $(wil
 endif
 
 .PHONY: test-components-images
-## test-components-images: opens each cluster image tarball and checks its entrypoint, links and ELF machine;
-## a prerequisite of test-qemu, whose cluster test pulls them.
-test-components-images: cluster-images
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_CLUSTER_IMAGES='$(strip $(CLUSTER_IMAGE_REFS))' \
+## test-components-images: opens each cluster image tarball, and the pause and demo ones, and checks
+## its architecture, entrypoint, links and ELF machines; a prerequisite of test-qemu, whose cluster test pulls them.
+test-components-images: cluster-images pause-images
+	BERTH_COMPONENTS_DIR=$(ARCH_COMPONENTS_DIR) BERTH_ARCH=$(ARCH) BERTH_CLUSTER_IMAGES='$(strip $(CLUSTER_IMAGE_REFS))' \
 	  $(GO) test -tags components -count=1 -v -run . ./image/oci/imagespec/
 
 .PHONY: test-components
