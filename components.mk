@@ -337,8 +337,13 @@ test-components: kube etcd
 .PHONY: test-components-node
 ## test-components-node: the real containerd on the config.toml berth renders (`config dump`);
 ## a prerequisite of test-qemu, whose image already needs containerd built.
-test-components-node: containerd
+## It runs the host's containerd, whatever ARCH is.
+test-components-node: $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./runtime/containerd/
+ifneq ($(ARCH),amd64)
+$(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built:
+	$(MAKE) --no-print-directory containerd ARCH=amd64
+endif
 
 # The node image's components at version-independent paths, for
 # image/spec.yaml, and their versions for the image manifest.
