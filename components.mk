@@ -69,10 +69,12 @@ endif
 
 # What a cross build needs. An arm64 program cannot run on the host, so the
 # recipes check what they built through its ELF header (readelf -h names the
-# machine) and its Go build info (`go version -m`: GOARCH, -ldflags, -tags)
-# instead of running --version. `go install` refuses to put a cross-compiled
-# binary in GOBIN, so the cross recipes give it a scratch GOPATH (with the
-# shared module cache) and take the binaries from its bin/linux_$(ARCH)/.
+# machine) and its Go build info (`go version -m`: GOARCH, the modules)
+# instead of running --version; under -trimpath the build info records no
+# -ldflags, so kubelet's version is checked as its module's. `go install`
+# refuses to put a cross-compiled binary in GOBIN, so the cross recipes give
+# it a scratch GOPATH (with the shared module cache) and take the binaries
+# from its bin/linux_$(ARCH)/.
 # LIBSECCOMP_A is the static libseccomp runc links, from Debian's
 # libseccomp-dev for ARCH.
 ifeq ($(ARCH),amd64)
@@ -160,7 +162,8 @@ $(KUBELET_DIR)/.built: components/kube/go.mod
 	cd components/kube && CGO_ENABLED=0 $(CROSS_GOENV) $(NICE) $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' \
 	  -o $(KUBELET_DIR).tmp/kubelet k8s.io/kubernetes/cmd/kubelet
 	@$(call CHECK_CROSS,kubelet,$(KUBELET_DIR).tmp/kubelet)
-	@$(GO) version -m $(KUBELET_DIR).tmp/kubelet | grep 'gitVersion=$(KUBE_VERSION) ' >/dev/null || { echo "kubelet: not built as $(KUBE_VERSION)"; exit 1; }
+	@$(GO) version -m $(KUBELET_DIR).tmp/kubelet | grep -P '^\tmod\tk8s.io/kubernetes\t$(KUBE_VERSION)\t' >/dev/null || \
+	  { echo "kubelet: not built from k8s.io/kubernetes $(KUBE_VERSION)"; exit 1; }
 	@rm -rf $(KUBELET_DIR) && mv $(KUBELET_DIR).tmp $(KUBELET_DIR) && touch $@
 endif
 
