@@ -84,7 +84,7 @@ GNU_TRIPLET     := aarch64-linux-gnu
 ELF_MACHINE     := AArch64
 CROSS_GOENV      = GOOS=linux GOARCH=$(ARCH)
 # $(call CROSS_INSTALL_ENV,DIR) / $(call CROSS_COLLECT,DIR): go install into DIR.
-CROSS_INSTALL_ENV = GOPATH=$(1)/.gopath GOMODCACHE=$$($(GO) env GOMODCACHE) $(CROSS_GOENV)
+CROSS_INSTALL_ENV = GOMODCACHE=$$($(GO) env GOMODCACHE) GOPATH=$(1)/.gopath $(CROSS_GOENV)
 CROSS_COLLECT   = mv $(1)/.gopath/bin/linux_$(ARCH)/* $(1)/ && chmod -R u+w $(1)/.gopath && rm -rf $(1)/.gopath
 # $(call CHECK_CROSS,NAME,FILE...): each FILE is an ELF for ARCH built with GOARCH=ARCH.
 CHECK_CROSS     = for f in $(2); do \
