@@ -79,12 +79,14 @@ endif
 # libseccomp-dev for ARCH.
 ifeq ($(ARCH),amd64)
 GNU_TRIPLET     := x86_64-linux-gnu
+# $(call GO_INSTALL_TO,DIR): the environment that makes go install write to DIR.
+GO_INSTALL_TO    = GOBIN=$(1)
 else
 GNU_TRIPLET     := aarch64-linux-gnu
 ELF_MACHINE     := AArch64
 CROSS_GOENV      = GOOS=linux GOARCH=$(ARCH)
-# $(call CROSS_INSTALL_ENV,DIR) / $(call CROSS_COLLECT,DIR): go install into DIR.
-CROSS_INSTALL_ENV = GOMODCACHE=$$($(GO) env GOMODCACHE) GOPATH=$(1)/.gopath $(CROSS_GOENV)
+# $(call GO_INSTALL_TO,DIR) then $(call CROSS_COLLECT,DIR): go install into DIR.
+GO_INSTALL_TO    = GOMODCACHE=$$($(GO) env GOMODCACHE) GOPATH=$(1)/.gopath $(CROSS_GOENV)
 CROSS_COLLECT   = mv $(1)/.gopath/bin/linux_$(ARCH)/* $(1)/ && chmod -R u+w $(1)/.gopath && rm -rf $(1)/.gopath
 # $(call CHECK_CROSS,NAME,FILE...): each FILE is an ELF for ARCH built with GOARCH=ARCH.
 CHECK_CROSS     = for f in $(2); do \
@@ -205,14 +207,10 @@ CONTAINERD_BINS := containerd containerd-shim-runc-v2 ctr
 CONTAINERD_LDFLAGS := -s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)
 $(CONTAINERD_DIR)/.built:
 	@rm -rf $(CONTAINERD_DIR).tmp && mkdir -p $(CONTAINERD_DIR).tmp
-ifeq ($(ARCH),amd64)
-	GOFLAGS= GOBIN=$(CONTAINERD_DIR).tmp CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
+	GOFLAGS= $(call GO_INSTALL_TO,$(CONTAINERD_DIR).tmp) CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
 	  -ldflags '$(CONTAINERD_LDFLAGS)' \
 	  $(addprefix github.com/containerd/containerd/v2/cmd/,$(addsuffix @$(CONTAINERD_VERSION),$(CONTAINERD_BINS)))
-else
-	GOFLAGS= $(call CROSS_INSTALL_ENV,$(CONTAINERD_DIR).tmp) CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
-	  -ldflags '$(CONTAINERD_LDFLAGS)' \
-	  $(addprefix github.com/containerd/containerd/v2/cmd/,$(addsuffix @$(CONTAINERD_VERSION),$(CONTAINERD_BINS)))
+ifneq ($(ARCH),amd64)
 	@$(call CROSS_COLLECT,$(CONTAINERD_DIR).tmp)
 	@$(call CHECK_CROSS,containerd,$(addprefix $(CONTAINERD_DIR).tmp/,$(CONTAINERD_BINS)))
 endif
@@ -228,12 +226,12 @@ $(RUNC_DIR)/.built:
 	@test -f $(LIBSECCOMP_A) || { echo "runc: libseccomp.a missing: run make deps$(if $(filter-out amd64,$(ARCH)), ARCH=$(ARCH)) (libseccomp-dev)"; exit 1; }
 	@rm -rf $(RUNC_DIR).tmp && mkdir -p $(RUNC_DIR).tmp
 ifeq ($(ARCH),amd64)
-	GOFLAGS= GOBIN=$(RUNC_DIR).tmp CGO_ENABLED=1 $(NICE) $(GO) install -trimpath -tags 'seccomp netgo osusergo' \
+	GOFLAGS= $(call GO_INSTALL_TO,$(RUNC_DIR).tmp) CGO_ENABLED=1 $(NICE) $(GO) install -trimpath -tags 'seccomp netgo osusergo' \
 	  -ldflags '$(RUNC_LDFLAGS)' \
 	  github.com/opencontainers/runc@$(RUNC_VERSION)
 else
 	@command -v $(GNU_TRIPLET)-gcc >/dev/null || { echo "runc: $(GNU_TRIPLET)-gcc missing: run make deps ARCH=$(ARCH)"; exit 1; }
-	GOFLAGS= $(call CROSS_INSTALL_ENV,$(RUNC_DIR).tmp) CGO_ENABLED=1 CC=$(GNU_TRIPLET)-gcc \
+	GOFLAGS= $(call GO_INSTALL_TO,$(RUNC_DIR).tmp) CGO_ENABLED=1 CC=$(GNU_TRIPLET)-gcc \
 	  PKG_CONFIG_LIBDIR=/usr/lib/$(GNU_TRIPLET)/pkgconfig $(NICE) $(GO) install -trimpath -tags 'seccomp netgo osusergo' \
 	  -ldflags '$(RUNC_LDFLAGS)' \
 	  github.com/opencontainers/runc@$(RUNC_VERSION)
@@ -252,14 +250,10 @@ CNI_PKGS := main/bridge main/loopback ipam/host-local meta/portmap
 CNI_LDFLAGS := -s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_VERSION)
 $(CNI_DIR)/.built:
 	@rm -rf $(CNI_DIR).tmp && mkdir -p $(CNI_DIR).tmp
-ifeq ($(ARCH),amd64)
-	GOFLAGS= GOBIN=$(CNI_DIR).tmp CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
+	GOFLAGS= $(call GO_INSTALL_TO,$(CNI_DIR).tmp) CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
 	  -ldflags '$(CNI_LDFLAGS)' \
 	  $(addprefix github.com/containernetworking/plugins/plugins/,$(addsuffix @$(CNI_VERSION),$(CNI_PKGS)))
-else
-	GOFLAGS= $(call CROSS_INSTALL_ENV,$(CNI_DIR).tmp) CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
-	  -ldflags '$(CNI_LDFLAGS)' \
-	  $(addprefix github.com/containernetworking/plugins/plugins/,$(addsuffix @$(CNI_VERSION),$(CNI_PKGS)))
+ifneq ($(ARCH),amd64)
 	@$(call CROSS_COLLECT,$(CNI_DIR).tmp)
 	@$(call CHECK_CROSS,cni,$(addprefix $(CNI_DIR).tmp/,$(notdir $(CNI_PKGS))))
 endif
