@@ -268,7 +268,7 @@ ifeq ($(ARCH),amd64)
 GO_CROSS   :=
 MKOCI_ARCH :=
 else
-GO_CROSS   := $(CROSS_GOENV) # (the trailing space separates it from $(GO))
+GO_CROSS   := $(CROSS_GOENV)$() $()
 MKOCI_ARCH := $() -arch $(ARCH)
 endif
 $(OCI_IMAGES_DIR)/pause.tar: $(wildcard components/pause/*.go image/oci/*.go image/oci/cmd/mkoci/*.go)
