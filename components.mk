@@ -263,7 +263,7 @@ endif
 # as OCI image-layout tarballs, imported by berth with no registry. For a
 # foreign ARCH the programs are cross-built and mkoci records the arch in the
 # image config and refuses an ELF file of another machine; for amd64 both
-# words are empty, as the recipes were before ARCH.
+# words are empty, so amd64's recipes read as they did before ARCH.
 ifeq ($(ARCH),amd64)
 GO_CROSS   :=
 MKOCI_ARCH :=
