@@ -19,14 +19,17 @@ export GOFLAGS := -mod=mod
 # build/kernel...), which CI and the tests name; arm64's go under
 # build/arm64/ with the same layout, so both can be built side by side.
 # ARCH_APT_PKGS are the extra packages an arm64 build and its QEMU boots
-# need; an amd64 run installs nothing more than before.
+# need; an amd64 run installs nothing more than before. The cross gcc only
+# recommends its libc headers and static libc (libc6-dev-arm64-cross), and
+# deps installs without recommends, so runc's cgo needs them named.
 ARCH ?= amd64
 ifeq ($(ARCH),amd64)
 ARCH_BUILD    := $(BUILD)
 ARCH_APT_PKGS :=
 else ifeq ($(ARCH),arm64)
 ARCH_BUILD    := $(BUILD)/arm64
-ARCH_APT_PKGS := qemu-system-arm qemu-efi-aarch64 gcc-aarch64-linux-gnu libseccomp-dev:arm64 systemd-boot-efi:arm64
+ARCH_APT_PKGS := qemu-system-arm qemu-efi-aarch64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64 \
+                 systemd-boot-efi:arm64
 else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif

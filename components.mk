@@ -7,6 +7,13 @@
 #   make components        everything below
 #   make kube etcd containerd runc cni pause-images   one at a time
 #
+# With ARCH=arm64 (the Makefile's ARCH) the node's components (kubelet,
+# containerd, runc, CNI, the pause, demo and install-cni images) are
+# cross-built under build/arm64/components/ instead: the directory keys a
+# build on arch as its name keys it on version. The control plane, etcd,
+# kube-proxy and CoreDNS run on the host, or only in the amd64 test cluster,
+# and stay amd64 under build/components/ whatever ARCH is.
+#
 # Cold build times on 2 shared cores are in components/README.md.
 
 KUBE_VERSION       := v1.35.4
@@ -27,21 +34,66 @@ CLUSTER_REGISTRY   := registry.berth.test/berth
 # Recursive (=), not :=: on a fresh machine busybox-static is installed by
 # `make deps` in the same make run, after this file is read.
 BUSYBOX_VERSION     = $(shell dpkg-query -W -f='$${Version}' busybox-static 2>/dev/null | sed 's/^[0-9]*://; s/[^A-Za-z0-9_.-]/-/g')
+ifeq ($(ARCH),amd64)
 CLUSTER_IMAGE_REFS  = $(CLUSTER_REGISTRY)/install-cni:$(CNI_VERSION) $(CLUSTER_REGISTRY)/kube-proxy:$(KUBE_VERSION) \
   $(CLUSTER_REGISTRY)/coredns:$(COREDNS_VERSION) $(CLUSTER_REGISTRY)/busybox:$(BUSYBOX_VERSION)
+else
+# An arm64 node goes Ready once the install-cni DaemonSet runs on it; the
+# arm64 test cluster runs no kube-proxy, CoreDNS or busybox pods (empty image
+# references leave kube-proxy and CoreDNS out of qemu-tests/controlplane).
+CLUSTER_IMAGE_REFS  = $(CLUSTER_REGISTRY)/install-cni:$(CNI_VERSION)
+endif
 # demo.tar (above) is served under this name; the name inside the tarball is
 # only a default.
 DEMO_IMAGE_REF     := $(CLUSTER_REGISTRY)/demo:v1
 
+# COMPONENTS_DIR holds the host's (amd64) builds; ARCH_COMPONENTS_DIR the
+# node's, which is the same directory when ARCH is amd64.
 COMPONENTS_DIR  := $(BUILD)/components
+ARCH_COMPONENTS_DIR := $(ARCH_BUILD)/components
 KUBE_DIR        := $(COMPONENTS_DIR)/kube-$(KUBE_VERSION)
 ETCD_DIR        := $(COMPONENTS_DIR)/etcd-$(ETCD_VERSION)
-CONTAINERD_DIR  := $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)
-RUNC_DIR        := $(COMPONENTS_DIR)/runc-$(RUNC_VERSION)
-CNI_DIR         := $(COMPONENTS_DIR)/cni-plugins-$(CNI_VERSION)
-OCI_IMAGES_DIR  := $(COMPONENTS_DIR)/images
+CONTAINERD_DIR  := $(ARCH_COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)
+RUNC_DIR        := $(ARCH_COMPONENTS_DIR)/runc-$(RUNC_VERSION)
+CNI_DIR         := $(ARCH_COMPONENTS_DIR)/cni-plugins-$(CNI_VERSION)
+OCI_IMAGES_DIR  := $(ARCH_COMPONENTS_DIR)/images
 KUBE_PROXY_DIR  := $(COMPONENTS_DIR)/kube-proxy-$(KUBE_VERSION)
 COREDNS_DIR     := $(COMPONENTS_DIR)/coredns-$(COREDNS_VERSION)
+# amd64's kubelet is one of the kube recipe's five binaries; arm64's is built
+# alone into its own directory (the control plane stays on the host).
+ifeq ($(ARCH),amd64)
+KUBELET_DIR     := $(KUBE_DIR)
+else
+KUBELET_DIR     := $(ARCH_COMPONENTS_DIR)/kubelet-$(KUBE_VERSION)
+endif
+
+# What a cross build needs. An arm64 program cannot run on the host, so the
+# recipes check what they built through its ELF header (readelf -h names the
+# machine) and its Go build info (`go version -m`: GOARCH, the modules)
+# instead of running --version; under -trimpath the build info records no
+# -ldflags, so kubelet's version is checked as its module's. `go install`
+# refuses to put a cross-compiled binary in GOBIN, so the cross recipes give
+# it a scratch GOPATH (with the shared module cache) and take the binaries
+# from its bin/linux_$(ARCH)/.
+# LIBSECCOMP_A is the static libseccomp runc links, from Debian's
+# libseccomp-dev for ARCH.
+ifeq ($(ARCH),amd64)
+GNU_TRIPLET     := x86_64-linux-gnu
+# $(call GO_INSTALL_TO,DIR): the environment that makes go install write to DIR.
+GO_INSTALL_TO    = GOBIN=$(1)
+else
+GNU_TRIPLET     := aarch64-linux-gnu
+ELF_MACHINE     := AArch64
+CROSS_GOENV      = GOOS=linux GOARCH=$(ARCH)
+# $(call GO_INSTALL_TO,DIR) then $(call CROSS_COLLECT,DIR): go install into DIR.
+GO_INSTALL_TO    = GOMODCACHE=$$($(GO) env GOMODCACHE) GOPATH=$(1)/.gopath $(CROSS_GOENV)
+CROSS_COLLECT   = mv $(1)/.gopath/bin/linux_$(ARCH)/* $(1)/ && chmod -R u+w $(1)/.gopath && rm -rf $(1)/.gopath
+# $(call CHECK_CROSS,NAME,FILE...): each FILE is an ELF for ARCH built with GOARCH=ARCH.
+CHECK_CROSS     = for f in $(2); do \
+	  readelf -h $$f | grep 'Machine: *$(ELF_MACHINE)$$' >/dev/null || { echo "$(1): $$f is not an ELF for $(ARCH)"; exit 1; }; \
+	  $(GO) version -m $$f | grep 'GOARCH=$(ARCH)$$' >/dev/null || { echo "$(1): $$f was not built with GOARCH=$(ARCH)"; exit 1; }; done
+endif
+LIBSECCOMP_A    := /usr/lib/$(GNU_TRIPLET)/libseccomp.a
 
 # Builds are long and the machine is shared: run them at low priority.
 NICE ?= nice -n 19
@@ -58,12 +110,18 @@ KUBE_LDFLAGS = -s -w \
   -X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR) \
   -X k8s.io/client-go/pkg/version.gitTreeState=clean
 
-.PHONY: components kube etcd containerd runc cni pause-images components-versions kube-proxy coredns cluster-images
+.PHONY: components kube kubelet etcd containerd runc cni pause-images components-versions kube-proxy coredns cluster-images
 
+ifeq ($(ARCH),amd64)
 ## components: kubelet, control plane, etcd, containerd, runc, CNI plugins, pause/demo images, the cluster's images.
+## ARCH=arm64: kubelet, containerd, runc, CNI plugins, pause/demo and install-cni images for arm64 only.
 components: kube etcd containerd runc cni pause-images cluster-images
+else
+components: kubelet containerd runc cni pause-images cluster-images
+endif
 
 kube:         $(KUBE_DIR)/.built
+kubelet:      $(KUBELET_DIR)/.built
 etcd:         $(ETCD_DIR)/.built
 containerd:   $(CONTAINERD_DIR)/.built
 runc:         $(RUNC_DIR)/.built
@@ -94,6 +152,22 @@ $(KUBE_DIR)/.built: components/kube/go.mod
 	  -o $(KUBE_DIR).tmp/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_BINS))
 	@$(KUBE_DIR).tmp/kubelet --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "kube: kubelet --version is not $(KUBE_VERSION)"; exit 1; }
 	@rm -rf $(KUBE_DIR) && mv $(KUBE_DIR).tmp $(KUBE_DIR) && touch $@
+
+ifneq ($(ARCH),amd64)
+# kubelet alone for a foreign ARCH: the kube recipe's output and stamp are the
+# host's control plane and are left alone.
+$(KUBELET_DIR)/.built: components/kube/go.mod
+	@grep -q '^require k8s.io/kubernetes $(KUBE_VERSION)$$' components/kube/go.mod || \
+	  { echo "kubelet: components/kube/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION)"; exit 1; }
+	@echo "kubelet: cross-building kubelet $(KUBE_VERSION) for $(ARCH)"
+	@rm -rf $(KUBELET_DIR).tmp && mkdir -p $(KUBELET_DIR).tmp
+	cd components/kube && CGO_ENABLED=0 $(CROSS_GOENV) $(NICE) $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' \
+	  -o $(KUBELET_DIR).tmp/kubelet k8s.io/kubernetes/cmd/kubelet
+	@$(call CHECK_CROSS,kubelet,$(KUBELET_DIR).tmp/kubelet)
+	@$(GO) version -m $(KUBELET_DIR).tmp/kubelet | grep -P '^\tmod\tk8s.io/kubernetes\t$(KUBE_VERSION)\t' >/dev/null || \
+	  { echo "kubelet: not built from k8s.io/kubernetes $(KUBE_VERSION)"; exit 1; }
+	@rm -rf $(KUBELET_DIR) && mv $(KUBELET_DIR).tmp $(KUBELET_DIR) && touch $@
+endif
 
 $(ETCD_DIR)/.built: components/etcd/go.mod components/etcd/go.sum
 	@grep -q '^require go.etcd.io/etcd/server/v3 $(ETCD_VERSION)$$' components/etcd/go.mod || \
@@ -129,45 +203,83 @@ $(COREDNS_DIR)/.built: components/coredns/go.mod components/coredns/go.sum compo
 
 # `go install mod@version` builds outside any module; the Makefile's
 # GOFLAGS=-mod=mod does not apply there, so it is cleared.
+CONTAINERD_BINS := containerd containerd-shim-runc-v2 ctr
+CONTAINERD_LDFLAGS := -s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)
 $(CONTAINERD_DIR)/.built:
 	@rm -rf $(CONTAINERD_DIR).tmp && mkdir -p $(CONTAINERD_DIR).tmp
-	GOFLAGS= GOBIN=$(CONTAINERD_DIR).tmp CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
-	  -ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)' \
-	  $(addprefix github.com/containerd/containerd/v2/cmd/,$(addsuffix @$(CONTAINERD_VERSION),containerd containerd-shim-runc-v2 ctr))
+	GOFLAGS= $(call GO_INSTALL_TO,$(CONTAINERD_DIR).tmp) CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
+	  -ldflags '$(CONTAINERD_LDFLAGS)' \
+	  $(addprefix github.com/containerd/containerd/v2/cmd/,$(addsuffix @$(CONTAINERD_VERSION),$(CONTAINERD_BINS)))
+ifneq ($(ARCH),amd64)
+	@$(call CROSS_COLLECT,$(CONTAINERD_DIR).tmp)
+	@$(call CHECK_CROSS,containerd,$(addprefix $(CONTAINERD_DIR).tmp/,$(CONTAINERD_BINS)))
+endif
 	@rm -rf $(CONTAINERD_DIR) && mv $(CONTAINERD_DIR).tmp $(CONTAINERD_DIR) && touch $@
 
 # runc needs cgo (nsenter) and seccomp (containerd 2.x hands every sandbox a
 # seccomp profile); it is linked statically against Debian's libseccomp.a so
-# the node image needs no libc.
+# the node image needs no libc. For arm64 cgo compiles and links with
+# Debian's cross gcc, and pkg-config looks only at the arm64 libraries' .pc
+# files, so the amd64 libseccomp cannot be picked up.
+RUNC_LDFLAGS := -s -w -extldflags=-static -X main.version=$(patsubst v%,%,$(RUNC_VERSION))
 $(RUNC_DIR)/.built:
-	@test -f /usr/lib/x86_64-linux-gnu/libseccomp.a || { echo "runc: libseccomp.a missing: run make deps (libseccomp-dev)"; exit 1; }
+	@test -f $(LIBSECCOMP_A) || { echo "runc: libseccomp.a missing: run make deps$(if $(filter-out amd64,$(ARCH)), ARCH=$(ARCH)) (libseccomp-dev)"; exit 1; }
 	@rm -rf $(RUNC_DIR).tmp && mkdir -p $(RUNC_DIR).tmp
-	GOFLAGS= GOBIN=$(RUNC_DIR).tmp CGO_ENABLED=1 $(NICE) $(GO) install -trimpath -tags 'seccomp netgo osusergo' \
-	  -ldflags '-s -w -extldflags=-static -X main.version=$(patsubst v%,%,$(RUNC_VERSION))' \
+ifeq ($(ARCH),amd64)
+	GOFLAGS= $(call GO_INSTALL_TO,$(RUNC_DIR).tmp) CGO_ENABLED=1 $(NICE) $(GO) install -trimpath -tags 'seccomp netgo osusergo' \
+	  -ldflags '$(RUNC_LDFLAGS)' \
 	  github.com/opencontainers/runc@$(RUNC_VERSION)
+else
+	@command -v $(GNU_TRIPLET)-gcc >/dev/null || { echo "runc: $(GNU_TRIPLET)-gcc missing: run make deps ARCH=$(ARCH)"; exit 1; }
+	GOFLAGS= $(call GO_INSTALL_TO,$(RUNC_DIR).tmp) CGO_ENABLED=1 CC=$(GNU_TRIPLET)-gcc \
+	  PKG_CONFIG_LIBDIR=/usr/lib/$(GNU_TRIPLET)/pkgconfig $(NICE) $(GO) install -trimpath -tags 'seccomp netgo osusergo' \
+	  -ldflags '$(RUNC_LDFLAGS)' \
+	  github.com/opencontainers/runc@$(RUNC_VERSION)
+	@$(call CROSS_COLLECT,$(RUNC_DIR).tmp)
+	@$(call CHECK_CROSS,runc,$(RUNC_DIR).tmp/runc)
+endif
 	@if readelf -l $(RUNC_DIR).tmp/runc | grep -q INTERP; then echo "runc: not statically linked"; exit 1; fi
+ifeq ($(ARCH),amd64)
 	@$(RUNC_DIR).tmp/runc --version | grep -q 'seccomp' || { echo "runc: built without seccomp"; exit 1; }
+else
+	@$(GO) version -m $(RUNC_DIR).tmp/runc | grep 'github.com/seccomp/libseccomp-golang' >/dev/null || { echo "runc: built without seccomp"; exit 1; }
+endif
 	@rm -rf $(RUNC_DIR) && mv $(RUNC_DIR).tmp $(RUNC_DIR) && touch $@
 
 CNI_PKGS := main/bridge main/loopback ipam/host-local meta/portmap
+CNI_LDFLAGS := -s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_VERSION)
 $(CNI_DIR)/.built:
 	@rm -rf $(CNI_DIR).tmp && mkdir -p $(CNI_DIR).tmp
-	GOFLAGS= GOBIN=$(CNI_DIR).tmp CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
-	  -ldflags '-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_VERSION)' \
+	GOFLAGS= $(call GO_INSTALL_TO,$(CNI_DIR).tmp) CGO_ENABLED=0 $(NICE) $(GO) install -trimpath \
+	  -ldflags '$(CNI_LDFLAGS)' \
 	  $(addprefix github.com/containernetworking/plugins/plugins/,$(addsuffix @$(CNI_VERSION),$(CNI_PKGS)))
+ifneq ($(ARCH),amd64)
+	@$(call CROSS_COLLECT,$(CNI_DIR).tmp)
+	@$(call CHECK_CROSS,cni,$(addprefix $(CNI_DIR).tmp/,$(notdir $(CNI_PKGS))))
+endif
 	@rm -rf $(CNI_DIR) && mv $(CNI_DIR).tmp $(CNI_DIR) && touch $@
 
 # The pause and demo images: tiny static programs from this repository packed
-# as OCI image-layout tarballs, imported by berth with no registry.
+# as OCI image-layout tarballs, imported by berth with no registry. For a
+# foreign ARCH the programs are cross-built and mkoci records the arch in the
+# image config and refuses an ELF file of another machine; for amd64 both
+# words are empty, so amd64's recipes read as they did before ARCH.
+ifeq ($(ARCH),amd64)
+GO_CROSS   :=
+MKOCI_ARCH :=
+else
+GO_CROSS   := $(CROSS_GOENV)$() $()
+MKOCI_ARCH := $() -arch $(ARCH)
+endif
 $(OCI_IMAGES_DIR)/pause.tar: $(wildcard components/pause/*.go image/oci/*.go image/oci/cmd/mkoci/*.go)
 	@mkdir -p $(OCI_IMAGES_DIR)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/pause ./components/pause
-	$(GO) run ./image/oci/cmd/mkoci -name $(PAUSE_IMAGE) -title pause -version $(lastword $(subst :, ,$(PAUSE_IMAGE))) -entrypoint /pause -file pause=$(OCI_IMAGES_DIR)/pause -out $@
+	CGO_ENABLED=0 $(GO_CROSS)$(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/pause ./components/pause
+	$(GO) run ./image/oci/cmd/mkoci$(MKOCI_ARCH) -name $(PAUSE_IMAGE) -title pause -version $(lastword $(subst :, ,$(PAUSE_IMAGE))) -entrypoint /pause -file pause=$(OCI_IMAGES_DIR)/pause -out $@
 
 $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image/oci/cmd/mkoci/*.go)
 	@mkdir -p $(OCI_IMAGES_DIR)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/demo ./components/demo
-	$(GO) run ./image/oci/cmd/mkoci -name $(DEMO_IMAGE) -title berth-demo -version $(lastword $(subst :, ,$(DEMO_IMAGE))) -entrypoint /demo -file demo=$(OCI_IMAGES_DIR)/demo -out $@
+	CGO_ENABLED=0 $(GO_CROSS)$(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/demo ./components/demo
+	$(GO) run ./image/oci/cmd/mkoci$(MKOCI_ARCH) -name $(DEMO_IMAGE) -title berth-demo -version $(lastword $(subst :, ,$(DEMO_IMAGE))) -entrypoint /demo -file demo=$(OCI_IMAGES_DIR)/demo -out $@
 
 # The cluster's images (install-cni, kube-proxy, coredns, busybox), each
 # from its spec in image/oci/images/ by mkoci, which resolves the shared
@@ -176,12 +288,16 @@ $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image
 # builder change; the host programs it copies (iptables, busybox) are
 # prerequisites too, so a package upgrade rebuilds it.
 comma := ,
+ifeq ($(ARCH),amd64)
 CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy.tar coredns.tar busybox.tar)
+else
+CLUSTER_IMAGES := $(OCI_IMAGES_DIR)/install-cni.tar
+endif
 MKOCI_SRCS := $(filter-out %_test.go,$(wildcard image/oci/*.go image/oci/imagespec/*.go image/oci/cmd/mkoci/*.go \
   image/assemble/*.go image/elfdeps/*.go image/spec/*.go image/fstree/*.go))
 MKOCI_VARS = -var CNI_VERSION=$(CNI_VERSION) -var CNI_DIR=$(CNI_DIR) -var KUBE_VERSION=$(KUBE_VERSION) \
   -var KUBE_PROXY_DIR=$(KUBE_PROXY_DIR) -var COREDNS_VERSION=$(COREDNS_VERSION) -var COREDNS_DIR=$(COREDNS_DIR) \
-  -var BUSYBOX_VERSION=$(BUSYBOX_VERSION)
+  -var BUSYBOX_VERSION=$(BUSYBOX_VERSION)$(MKOCI_ARCH)
 MKOCI_SPEC = @mkdir -p $(OCI_IMAGES_DIR) && $(GO) run ./image/oci/cmd/mkoci -spec image/oci/images/$(1).yaml $(MKOCI_VARS) -out $@
 
 cluster-images: $(CLUSTER_IMAGES)
@@ -190,6 +306,7 @@ $(OCI_IMAGES_DIR)/install-cni.tar: image/oci/images/install-cni.yaml $(CNI_DIR)/
   $(filter-out %_test.go,$(wildcard components/installcni/*.go fsutil/*.go))
 	$(call MKOCI_SPEC,install-cni)
 
+ifeq ($(ARCH),amd64)
 $(OCI_IMAGES_DIR)/kube-proxy.tar: image/oci/images/kube-proxy.yaml $(KUBE_PROXY_DIR)/.built $(MKOCI_SRCS) \
   $(wildcard /usr/sbin/xtables-nft-multi)
 	$(call MKOCI_SPEC,kube-proxy)
@@ -200,12 +317,13 @@ $(OCI_IMAGES_DIR)/coredns.tar: image/oci/images/coredns.yaml $(COREDNS_DIR)/.bui
 $(OCI_IMAGES_DIR)/busybox.tar: image/oci/images/busybox.yaml $(MKOCI_SRCS) $(wildcard /bin/busybox)
 	@test -n "$(BUSYBOX_VERSION)" || { echo "busybox: busybox-static is not installed: run make deps"; exit 1; }
 	$(call MKOCI_SPEC,busybox)
+endif
 
 .PHONY: test-components-images
-## test-components-images: opens each cluster image tarball and checks its entrypoint, links and ELF machine;
-## a prerequisite of test-qemu, whose cluster test pulls them.
-test-components-images: cluster-images
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_CLUSTER_IMAGES='$(strip $(CLUSTER_IMAGE_REFS))' \
+## test-components-images: opens each cluster image tarball, and the pause and demo ones, and checks
+## its architecture, entrypoint, links and ELF machines; a prerequisite of test-qemu, whose cluster test pulls them.
+test-components-images: cluster-images pause-images
+	BERTH_COMPONENTS_DIR=$(ARCH_COMPONENTS_DIR) BERTH_ARCH=$(ARCH) BERTH_CLUSTER_IMAGES='$(strip $(CLUSTER_IMAGE_REFS))' \
 	  $(GO) test -tags components -count=1 -v -run . ./image/oci/imagespec/
 
 .PHONY: test-components
@@ -216,20 +334,26 @@ test-components: kube etcd
 .PHONY: test-components-node
 ## test-components-node: the real containerd on the config.toml berth renders (`config dump`);
 ## a prerequisite of test-qemu, whose image already needs containerd built.
-test-components-node: containerd
+## It runs the host's containerd, whatever ARCH is.
+test-components-node: $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./runtime/containerd/
+ifneq ($(ARCH),amd64)
+$(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built:
+	$(MAKE) --no-print-directory containerd ARCH=amd64
+endif
 
 # The node image's components at version-independent paths, for
 # image/spec.yaml, and their versions for the image manifest.
-NODE_COMPONENTS_DIR := $(COMPONENTS_DIR)/node
+NODE_COMPONENTS_DIR := $(ARCH_COMPONENTS_DIR)/node
 MKIMAGE_COMPONENTS := -component kubelet=$(KUBE_VERSION) -component containerd=$(CONTAINERD_VERSION) \
   -component runc=$(RUNC_VERSION) -component cni-plugins=$(CNI_VERSION)
 
 .PHONY: node-components
-## node-components: links the pinned node components into build/components/node/.
-node-components: kube containerd runc cni pause-images
+## node-components: links the pinned node components into build/components/node/
+## (ARCH=arm64: the arm64 ones into build/arm64/components/node/).
+node-components: kubelet containerd runc cni pause-images
 	@mkdir -p $(NODE_COMPONENTS_DIR)/cni $(NODE_COMPONENTS_DIR)/images
-	@ln -sfn $(KUBE_DIR)/kubelet $(NODE_COMPONENTS_DIR)/kubelet
+	@ln -sfn $(KUBELET_DIR)/kubelet $(NODE_COMPONENTS_DIR)/kubelet
 	@for b in containerd containerd-shim-runc-v2 ctr; do ln -sfn $(CONTAINERD_DIR)/$$b $(NODE_COMPONENTS_DIR)/$$b; done
 	@ln -sfn $(RUNC_DIR)/runc $(NODE_COMPONENTS_DIR)/runc
 	@for b in bridge host-local loopback portmap; do ln -sfn $(CNI_DIR)/$$b $(NODE_COMPONENTS_DIR)/cni/$$b; done

@@ -109,16 +109,69 @@ func (img builtImage) resolve(t *testing.T, p string) string {
 	return ""
 }
 
+// checkRuns checks that img would run on an arch node: its config names
+// arch, its entrypoint is an executable ELF file, and every ELF file in it is
+// for arch's machine (a host binary in an arm64 image fails only at exec).
+func (img builtImage) checkRuns(t *testing.T, arch string) {
+	t.Helper()
+	if img.config.Architecture != arch || img.config.OS != "linux" {
+		t.Errorf("config is for %s/%s, want linux/%s", img.config.OS, img.config.Architecture, arch)
+	}
+	want, ok := elfarch.Machine(arch)
+	if !ok {
+		t.Fatalf("architecture %q: want one of %s", arch, elfarch.Names)
+	}
+	if len(img.config.Config.Entrypoint) == 0 {
+		t.Fatal("no entrypoint")
+	}
+	ep := img.resolve(t, img.config.Config.Entrypoint[0])
+	if h := img.entries[ep]; h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 || !bytes.HasPrefix(img.data[ep], []byte("\x7fELF")) {
+		t.Errorf("entrypoint %s: type %c mode %o, want an executable ELF file", ep, h.Typeflag, h.Mode)
+	}
+	for p, h := range img.entries {
+		if h.Typeflag == tar.TypeReg {
+			if err := elfarch.Check(p, img.data[p], want); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// componentsEnv is what make test-components-images passes: the node
+// architecture's components directory, the cluster images' references and
+// the architecture itself.
+func componentsEnv(t *testing.T) (dir string, refs []string, arch string) {
+	t.Helper()
+	dir, arch = os.Getenv("BERTH_COMPONENTS_DIR"), os.Getenv("BERTH_ARCH")
+	refs = strings.Fields(os.Getenv("BERTH_CLUSTER_IMAGES"))
+	if dir == "" || len(refs) == 0 || arch == "" {
+		t.Fatal("BERTH_COMPONENTS_DIR, BERTH_CLUSTER_IMAGES or BERTH_ARCH is unset: run make test-components-images (ARCH=arm64 for arm64's)")
+	}
+	return dir, refs, arch
+}
+
+// TestNodeImages checks the pause and demo tarballs berth imports on the
+// node: built for the node's architecture, entrypoint and all.
+func TestNodeImages(t *testing.T) {
+	dir, _, arch := componentsEnv(t)
+	for file, title := range map[string]string{"pause.tar": "pause", "demo.tar": "berth-demo"} {
+		t.Run(title, func(t *testing.T) {
+			img := readTarball(t, filepath.Join(dir, "images", file))
+			if a := img.man.Annotations; a[oci.AnnotationTitle] != title {
+				t.Errorf("annotations %v, want title %s", a, title)
+			}
+			img.checkRuns(t, arch)
+		})
+	}
+}
+
 // TestClusterImages opens each tarball `make cluster-images` wrote and
 // checks what a node needs of it: the name the registry serves it under,
-// its annotations, an entrypoint that is an executable ELF of the image's
-// machine (every other ELF file too), and its multi-call links.
+// its annotations, the node's architecture, an entrypoint that is an
+// executable ELF of its machine (every other ELF file too), and its
+// multi-call links.
 func TestClusterImages(t *testing.T) {
-	dir := os.Getenv("BERTH_COMPONENTS_DIR")
-	refs := strings.Fields(os.Getenv("BERTH_CLUSTER_IMAGES"))
-	if dir == "" || len(refs) == 0 {
-		t.Fatal("BERTH_COMPONENTS_DIR and BERTH_CLUSTER_IMAGES are unset: run make test-components-images")
-	}
+	dir, refs, arch := componentsEnv(t)
 	links := map[string][]string{
 		"kube-proxy": {"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/iptables-restore",
 			"/usr/sbin/ip6tables", "/usr/sbin/ip6tables-save", "/usr/sbin/ip6tables-restore",
@@ -137,24 +190,7 @@ func TestClusterImages(t *testing.T) {
 			if a := img.man.Annotations; a[oci.AnnotationTitle] != repo || a[oci.AnnotationVersion] != tag {
 				t.Errorf("annotations %v, want title %s and version %s", a, repo, tag)
 			}
-			want, ok := elfarch.Machine(img.config.Architecture)
-			if !ok {
-				t.Fatalf("architecture %q", img.config.Architecture)
-			}
-			if len(img.config.Config.Entrypoint) == 0 {
-				t.Fatal("no entrypoint")
-			}
-			ep := img.resolve(t, img.config.Config.Entrypoint[0])
-			if h := img.entries[ep]; h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 || !bytes.HasPrefix(img.data[ep], []byte("\x7fELF")) {
-				t.Errorf("entrypoint %s: type %c mode %o, want an executable ELF file", ep, h.Typeflag, h.Mode)
-			}
-			for p, h := range img.entries {
-				if h.Typeflag == tar.TypeReg {
-					if err := elfarch.Check(p, img.data[p], want); err != nil {
-						t.Error(err)
-					}
-				}
-			}
+			img.checkRuns(t, arch)
 			for _, l := range links[repo] {
 				if p := img.resolve(t, l); img.entries[p].Typeflag != tar.TypeReg {
 					t.Errorf("%s resolves to %s, no regular file", l, p)

@@ -5,13 +5,19 @@
 //
 // -file DEST=SRC may repeat; DEST is the path inside the image, and the file
 // keeps SRC's permission bits. -entrypoint, -cmd and -env may repeat, one
-// argument or variable each.
+// argument or variable each. -arch (amd64 unless given) goes into the image
+// config, and an ELF file for another machine is refused: it would fail only
+// on the node, as "exec format error".
 //
 // An image with dynamically linked programs, links or busybox applets is
 // described by a spec file instead (image/oci/imagespec), with ${NAME} in it
 // set by -var NAME=VALUE:
 //
 //	mkoci -spec image/oci/images/kube-proxy.yaml -var KUBE_VERSION=v1.35.4 -var KUBE_PROXY_DIR=... -out kube-proxy.tar
+//
+// With -spec, -arch sets the architecture of a spec that names none (one
+// spec serves both architectures, with -var pointing at that arch's builds);
+// a spec naming another architecture is an error.
 package main
 
 import (
@@ -22,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/oci"
 	"github.com/berth-node/berth/image/oci/imagespec"
 )
@@ -48,7 +55,7 @@ func run(ctx context.Context, args []string) error {
 	fs.Var(&env, "env", "KEY=VALUE environment variable (repeatable)")
 	fs.Var(&files, "file", "DEST=SRC: put file SRC at DEST in the image (repeatable)")
 	fs.StringVar(&img.WorkingDir, "workdir", "", "working directory")
-	fs.StringVar(&img.Architecture, "arch", "amd64", "architecture")
+	fs.StringVar(&img.Architecture, "arch", "amd64", "architecture: "+elfarch.Names)
 	title := fs.String("title", "", "the org.opencontainers.image.title annotation")
 	version := fs.String("version", "", "the org.opencontainers.image.version annotation")
 	out := fs.String("out", "", "output tarball")
@@ -60,6 +67,12 @@ func run(ctx context.Context, args []string) error {
 	if *out == "" {
 		return fmt.Errorf("-out is required")
 	}
+	machine, ok := elfarch.Machine(img.Architecture)
+	if !ok {
+		return fmt.Errorf("-arch %q: want one of %s", img.Architecture, elfarch.Names)
+	}
+	archSet := false
+	fs.Visit(func(f *flag.Flag) { archSet = archSet || f.Name == "arch" })
 	if *specFile != "" {
 		if img.Name != "" || *title != "" || *version != "" || len(files)+len(entry)+len(cmd)+len(env) > 0 {
 			return fmt.Errorf("-spec %s: the spec gives the name, title, version, files, entrypoint, cmd and env; drop those flags", *specFile)
@@ -75,6 +88,12 @@ func run(ctx context.Context, args []string) error {
 		s, err := imagespec.Load(*specFile, values)
 		if err != nil {
 			return err
+		}
+		if archSet {
+			if s.Architecture != "" && s.Architecture != img.Architecture {
+				return fmt.Errorf("-arch %s: %s is for %s", img.Architecture, *specFile, s.Architecture)
+			}
+			s.Architecture = img.Architecture
 		}
 		repo, err := os.Getwd()
 		if err != nil {
@@ -108,6 +127,9 @@ func run(ctx context.Context, args []string) error {
 		}
 		data, err := os.ReadFile(src)
 		if err != nil {
+			return fmt.Errorf("-file %s: %w", f, err)
+		}
+		if err := elfarch.Check(src, data, machine); err != nil {
 			return fmt.Errorf("-file %s: %w", f, err)
 		}
 		img.Files = append(img.Files, oci.File{Path: dest, Mode: st.Mode().Perm(), Data: data})

@@ -190,3 +190,125 @@ root:
 		}
 	}
 }
+
+// imageConfig reads the image config of an image-layout tarball.
+func imageConfig(t *testing.T, file string) oci.Config {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(raw))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		files[h.Name] = b
+	}
+	blob := func(d string) []byte { return files["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")] }
+	var idx oci.Index
+	var man oci.Manifest
+	var cfg oci.Config
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil || len(idx.Manifests) != 1 {
+		t.Fatalf("%s: index.json: %v %+v", file, err, idx)
+	}
+	if err := json.Unmarshal(blob(idx.Manifests[0].Digest), &man); err != nil {
+		t.Fatalf("%s: manifest: %v", file, err)
+	}
+	if err := json.Unmarshal(blob(man.Config.Digest), &cfg); err != nil {
+		t.Fatalf("%s: config: %v", file, err)
+	}
+	return cfg
+}
+
+// TestRunArch checks that -arch reaches the image config, in both modes, and
+// that a host (x86-64) program is refused in an arm64 image: on a Graviton
+// node it would fail only at exec.
+func TestRunArch(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hello")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hello\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "o.tar")
+	for _, arch := range []string{"amd64", "arm64"} {
+		if err := run(context.Background(), []string{"-name", "x:1", "-arch", arch, "-entrypoint", "/hello", "-file", "hello=" + script, "-out", out}); err != nil {
+			t.Fatalf("-arch %s: %v", arch, err)
+		}
+		if cfg := imageConfig(t, out); cfg.Architecture != arch || cfg.OS != "linux" {
+			t.Errorf("-arch %s: config says %s/%s", arch, cfg.OS, cfg.Architecture)
+		}
+	}
+
+	// A spec with no architecture takes -arch's.
+	noArch := filepath.Join(dir, "noarch.yaml")
+	if err := os.WriteFile(noArch, []byte(`
+name: registry.berth.test/berth/tool:v9
+title: tool
+version: v9
+entrypoint: [/hello]
+root:
+  files:
+    - {src: `+script+`, dst: /hello, mode: "0755"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), []string{"-spec", noArch, "-arch", "arm64", "-out", out}); err != nil {
+		t.Fatalf("-spec -arch arm64: %v", err)
+	}
+	if cfg := imageConfig(t, out); cfg.Architecture != "arm64" {
+		t.Errorf("-spec -arch arm64: config says %s", cfg.Architecture)
+	}
+	if err := run(context.Background(), []string{"-spec", noArch, "-out", out}); err != nil {
+		t.Fatalf("-spec: %v", err)
+	}
+	if cfg := imageConfig(t, out); cfg.Architecture != "amd64" {
+		t.Errorf("-spec with no -arch: config says %s, want amd64", cfg.Architecture)
+	}
+
+	amd64Spec := filepath.Join(dir, "amd64.yaml")
+	if err := os.WriteFile(amd64Spec, []byte(`
+name: registry.berth.test/berth/tool:v9
+title: tool
+version: v9
+architecture: amd64
+entrypoint: [/hello]
+root:
+  files:
+    - {src: `+script+`, dst: /hello, mode: "0755"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	binSpec := filepath.Join(dir, "bin.yaml")
+	if err := os.WriteFile(binSpec, []byte(`
+name: registry.berth.test/berth/tool:v9
+title: tool
+version: v9
+entrypoint: [/usr/bin/true]
+root:
+  binaries:
+    - {name: true, src: /bin/true}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-name", "x:1", "-arch", "arm64", "-entrypoint", "/true", "-file", "true=/bin/true", "-out", out}, "ELF for EM_X86_64"},
+		{[]string{"-name", "x:1", "-arch", "riscv64", "-entrypoint", "/hello", "-file", "hello=" + script, "-out", out}, `-arch "riscv64"`},
+		{[]string{"-spec", amd64Spec, "-arch", "arm64", "-out", out}, "is for amd64"},
+		{[]string{"-spec", binSpec, "-arch", "arm64", "-out", out}, "ELF for EM_X86_64"},
+	} {
+		err := run(context.Background(), tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%s) = %v, want an error with %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
