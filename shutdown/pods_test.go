@@ -1,6 +1,7 @@
 package shutdown
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -51,11 +52,20 @@ func TestCgroupPIDs(t *testing.T) {
 func TestPodStopperTermThenKill(t *testing.T) {
 	root := t.TempDir()
 	polite := exec.Command("sleep", "60")
-	stubborn := exec.Command("sh", "-c", "trap '' TERM; while :; do sleep 0.05; done")
+	// The shell says when its trap is set: a SIGTERM that came before the
+	// trap would kill it, as it did under CI's load.
+	stubborn := exec.Command("sh", "-c", "trap '' TERM; echo trapped; while :; do sleep 0.05; done")
+	stubbornOut, err := stubborn.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []*exec.Cmd{polite, stubborn} {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if line, err := bufio.NewReader(stubbornOut).ReadString('\n'); err != nil || line != "trapped\n" {
+		t.Fatalf("stubborn process did not set its trap: %q, %v", line, err)
 	}
 	procs := filepath.Join(root, "pod1", "cgroup.procs")
 	if err := os.MkdirAll(filepath.Dir(procs), 0o755); err != nil {
