@@ -185,10 +185,11 @@ bench: deps image-test etcd
 ## supervise for DURATION (default 1h), reading its live figures (RSS and its
 ## split, live heap, goroutines, open files) every minute; write
 ## build/soak/soak.json and print start, min, median, max, end and the slope
-## per hour of each. Not part of make test.
+## per hour of each. SOAK_FLAGS adds flags: -join=false boots with no config,
+## -append 'GOGC=25' adds to the kernel command line. Not part of make test.
 DURATION ?= 1h
 soak: deps image-test etcd
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/soak -duration $(DURATION) -out $(ARCH_BUILD)/soak
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/soak -duration $(DURATION) -out $(ARCH_BUILD)/soak $(SOAK_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

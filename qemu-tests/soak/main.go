@@ -46,6 +46,12 @@ type options struct {
 	duration, interval time.Duration
 	image, components  string
 	out                string
+	// join boots against the test control plane; without it the node
+	// boots with no config, as TestBootReport does, and runs no services.
+	join bool
+	// append is added to the kernel command line (GOGC=, GOMEMLIMIT=,
+	// GODEBUG=: PID 1's environment), for comparing runtime settings.
+	append string
 }
 
 // result is soak.json.
@@ -67,6 +73,8 @@ func main() {
 	flag.StringVar(&o.image, "image", envOr("BERTH_IMAGE", filepath.Join("build", "image-test")), "node image directory [$BERTH_IMAGE]")
 	flag.StringVar(&o.components, "components", envOr("BERTH_COMPONENTS_DIR", filepath.Join("build", "components")), "built components, for the control plane [$BERTH_COMPONENTS_DIR]")
 	flag.StringVar(&o.out, "out", filepath.Join("build", "soak"), "where soak.json, the smaps and the console log go")
+	flag.BoolVar(&o.join, "join", true, "join the test control plane (false: boot with no config)")
+	flag.StringVar(&o.append, "append", "", "more kernel command line (GOGC=25, GODEBUG=..., for PID 1)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -91,32 +99,22 @@ func run(ctx context.Context, w io.Writer, o options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", o.out, err)
 	}
-	cpDir := filepath.Join(o.out, "controlplane")
-	if err := os.RemoveAll(cpDir); err != nil {
-		return fmt.Errorf("removing the previous control plane state %s: %w", cpDir, err)
+	cmdline := o.append
+	if o.join {
+		stop, arg, err := startCluster(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		cmdline = arg + " " + cmdline
 	}
-	dirs, err := controlplane.BinDirsUnder(o.components)
-	if err != nil {
-		return fmt.Errorf("finding the control plane binaries: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cluster, err := controlplane.Start(ctx, log, controlplane.Options{BinDirs: dirs, StateDir: cpDir})
-	if err != nil {
-		return fmt.Errorf("starting the control plane: %w", err)
-	}
-	defer cluster.Stop()
-	imdsArg, stopIMDS, err := serveIMDS(cluster.Info().JoinNodeConfig("berth-soak"))
-	if err != nil {
-		return err
-	}
-	defer stopIMDS()
 
 	logf, err := os.Create(filepath.Join(o.out, "console.log"))
 	if err != nil {
 		return fmt.Errorf("creating the console log: %w", err)
 	}
 	defer logf.Close()
-	cfg := qemu.ImageConfig(o.image, imdsArg)
+	cfg := qemu.ImageConfig(o.image, cmdline)
 	cfg.MemoryMB = 2048
 	cfg.NICs = []qemu.NIC{{}}
 	cfg.Shell = true
@@ -134,10 +132,12 @@ func run(ctx context.Context, w io.Writer, o options) error {
 	if ok, _ := rep["ok"].(bool); !ok {
 		return fmt.Errorf("boot failed: %v", rep["error"])
 	}
-	if _, err := vm.ExpectLine(registeredRE, registerTimeout); err != nil {
-		return fmt.Errorf("waiting for the registration: %w", err)
+	if o.join {
+		if _, err := vm.ExpectLine(registeredRE, registerTimeout); err != nil {
+			return fmt.Errorf("waiting for the registration: %w", err)
+		}
 	}
-	fmt.Fprintf(w, "soak: node registered; sampling every %s for %s; series in %s\n", o.interval, o.duration, filepath.Join(o.out, "soak.json"))
+	fmt.Fprintf(w, "soak: node up; sampling every %s for %s; series in %s\n", o.interval, o.duration, filepath.Join(o.out, "soak.json"))
 	res := &result{Image: o.image, Duration: o.duration.String(), Interval: o.interval.String(), Report: rep}
 	saveShell(w, vm, "cat /proc/1/smaps", filepath.Join(o.out, "smaps-start.txt"))
 
@@ -180,6 +180,31 @@ func run(ctx context.Context, w io.Writer, o options) error {
 	writeTable(w, res.Summary, time.Since(reported).Minutes())
 	fmt.Fprintf(w, "\nsoak.json: %s\n", filepath.Join(o.out, "soak.json"))
 	return nil
+}
+
+// startCluster starts the test control plane and the IMDS stand-in
+// serving a NodeConfig that joins it, and returns their stop and the
+// node's command line argument.
+func startCluster(ctx context.Context, o options) (func(), string, error) {
+	cpDir := filepath.Join(o.out, "controlplane")
+	if err := os.RemoveAll(cpDir); err != nil {
+		return nil, "", fmt.Errorf("removing the previous control plane state %s: %w", cpDir, err)
+	}
+	dirs, err := controlplane.BinDirsUnder(o.components)
+	if err != nil {
+		return nil, "", fmt.Errorf("finding the control plane binaries: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cluster, err := controlplane.Start(ctx, log, controlplane.Options{BinDirs: dirs, StateDir: cpDir})
+	if err != nil {
+		return nil, "", fmt.Errorf("starting the control plane: %w", err)
+	}
+	arg, stopIMDS, err := serveIMDS(cluster.Info().JoinNodeConfig("berth-soak"))
+	if err != nil {
+		_ = cluster.Stop()
+		return nil, "", err
+	}
+	return func() { stopIMDS(); _ = cluster.Stop() }, arg, nil
 }
 
 // saveShell writes a shell command's output to path; a failure is
