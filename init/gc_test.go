@@ -7,17 +7,19 @@ func TestGCSettings(t *testing.T) {
 		return func(k string) string { return kv[k] }
 	}
 	for _, tc := range []struct {
-		env            map[string]string
-		percent, limit int64
+		env   map[string]string
+		procs int
+		want  runtimeSettings
 	}{
-		{nil, pid1GCPercent, pid1MemoryLimit},
-		{map[string]string{"GOGC": "off"}, -1, pid1MemoryLimit},
-		{map[string]string{"GOMEMLIMIT": "64MiB"}, pid1GCPercent, -1},
-		{map[string]string{"GOGC": "200", "GOMEMLIMIT": "1GiB"}, -1, -1},
+		{nil, 2, runtimeSettings{pid1GCPercent, pid1MemoryLimit, -1}},
+		{nil, pid1MaxProcs, runtimeSettings{pid1GCPercent, pid1MemoryLimit, -1}},
+		{nil, 96, runtimeSettings{pid1GCPercent, pid1MemoryLimit, pid1MaxProcs}},
+		{map[string]string{"GOGC": "off"}, 2, runtimeSettings{-1, pid1MemoryLimit, -1}},
+		{map[string]string{"GOMEMLIMIT": "64MiB"}, 2, runtimeSettings{pid1GCPercent, -1, -1}},
+		{map[string]string{"GOGC": "200", "GOMEMLIMIT": "1GiB", "GOMAXPROCS": "96"}, 96, runtimeSettings{-1, -1, -1}},
 	} {
-		p, l := gcSettings(env(tc.env))
-		if int64(p) != tc.percent || l != tc.limit {
-			t.Errorf("env %v: percent %d limit %d, want %d %d", tc.env, p, l, tc.percent, tc.limit)
+		if got := gcSettings(env(tc.env), tc.procs); got != tc.want {
+			t.Errorf("env %v, %d Ps: %+v, want %+v", tc.env, tc.procs, got, tc.want)
 		}
 	}
 }
