@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
 
 func TestGCSettings(t *testing.T) {
 	env := func(kv map[string]string) func(string) string {
@@ -22,4 +28,34 @@ func TestGCSettings(t *testing.T) {
 			t.Errorf("env %v, %d Ps: %+v, want %+v", tc.env, tc.procs, got, tc.want)
 		}
 	}
+}
+
+// TestTrimMemoryReturnsFreedHeap: garbage the collector has freed goes
+// back to the kernel on the next tick, and the loop ends with its context.
+func TestTrimMemoryReturnsFreedHeap(t *testing.T) {
+	released := func() uint64 {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	garbage := make([][]byte, 0, 64)
+	for range 64 {
+		garbage = append(garbage, make([]byte, 64<<10))
+	}
+	// Taken while the 4 MiB are live: they may have reused pages
+	// released before.
+	before := released()
+	runtime.KeepAlive(garbage) // dead from here on
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); trimMemory(ctx, time.Millisecond) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for released() < before+(2<<20) {
+		if time.Now().After(deadline) {
+			t.Fatalf("released heap %d bytes, was %d with 4 MiB of it live: want 2 MiB more", released(), before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
 }

@@ -280,6 +280,7 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	log.Info("boot finished", finished...)
 
 	b.goSafe(log, "live", func() { b.refreshLive(ctx, liveRefresh) })
+	b.goSafe(log, "trim", func() { trimMemory(ctx, trimInterval) })
 	if b.cfg.DebugShell != "" && b.reaper != nil {
 		dlog := b.log.With("phase", "debugshell")
 		b.goSafe(dlog, "debugshell", func() { debugShell(ctx, dlog, b.reaper, b.cfg.DebugShell) })
