@@ -62,6 +62,10 @@ type result struct {
 	Report   map[string]any    `json:"report"`
 	Samples  []sample          `json:"samples"`
 	Summary  map[string]series `json:"summary"`
+	// SmapsStart and SmapsEnd split PID 1's RSS (smapsSplit) when the
+	// sampling starts and ends.
+	SmapsStart map[string]int64 `json:"smapsStart,omitempty"`
+	SmapsEnd   map[string]int64 `json:"smapsEnd,omitempty"`
 	// Errors are samples that failed, with their minute.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -139,7 +143,7 @@ func run(ctx context.Context, w io.Writer, o options) error {
 	}
 	fmt.Fprintf(w, "soak: node up; sampling every %s for %s; series in %s\n", o.interval, o.duration, filepath.Join(o.out, "soak.json"))
 	res := &result{Image: o.image, Duration: o.duration.String(), Interval: o.interval.String(), Report: rep}
-	saveShell(w, vm, "cat /proc/1/smaps", filepath.Join(o.out, "smaps-start.txt"))
+	res.SmapsStart = saveSmaps(w, vm, filepath.Join(o.out, "smaps-start.txt"))
 
 	t := time.NewTicker(o.interval)
 	defer t.Stop()
@@ -176,8 +180,12 @@ func run(ctx context.Context, w io.Writer, o options) error {
 		case <-t.C:
 		}
 	}
-	saveShell(w, vm, "cat /proc/1/smaps", filepath.Join(o.out, "smaps-end.txt"))
+	res.SmapsEnd = saveSmaps(w, vm, filepath.Join(o.out, "smaps-end.txt"))
+	if err := writeResult(filepath.Join(o.out, "soak.json"), res); err != nil {
+		return err
+	}
 	writeTable(w, res.Summary, time.Since(reported).Minutes())
+	fmt.Fprintf(w, "PID 1's RSS by mapping (KiB), start: %v\n                           end:   %v\n", res.SmapsStart, res.SmapsEnd)
 	fmt.Fprintf(w, "\nsoak.json: %s\n", filepath.Join(o.out, "soak.json"))
 	return nil
 }
@@ -207,16 +215,19 @@ func startCluster(ctx context.Context, o options) (func(), string, error) {
 	return func() { stopIMDS(); _ = cluster.Stop() }, arg, nil
 }
 
-// saveShell writes a shell command's output to path; a failure is
-// printed, not fatal: the series matters more than the smaps.
-func saveShell(w io.Writer, vm *qemu.VM, cmd, path string) {
-	out, err := vm.Shell(cmd, shellTimeout)
+// saveSmaps writes PID 1's /proc/1/smaps to path and returns its split;
+// a failure is printed, not fatal: the series matters more.
+func saveSmaps(w io.Writer, vm *qemu.VM, path string) map[string]int64 {
+	out, err := vm.Shell("cat /proc/1/smaps", shellTimeout)
 	if err == nil {
 		err = fsutil.WriteFileAtomic(path, []byte(out+"\n"), 0o644)
 	}
 	if err != nil {
-		fmt.Fprintf(w, "soak: saving %q to %s: %v\n", cmd, path, err)
+		fmt.Fprintf(w, "soak: saving PID 1's smaps to %s: %v\n", path, err)
+		return nil
 	}
+	// PID 1 is the initramfs's /init.
+	return smapsSplit(out, "/init")
 }
 
 func writeResult(path string, res *result) error {
