@@ -6,6 +6,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestGCSettings(t *testing.T) {
@@ -58,4 +60,25 @@ func TestTrimMemoryReturnsFreedHeap(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestSetTHPDisabled: the flag PID 1 sets is the one rlimit-exec clears.
+func TestSetTHPDisabled(t *testing.T) {
+	get := func() uintptr {
+		r, _, errno := unix.Syscall6(unix.SYS_PRCTL, unix.PR_GET_THP_DISABLE, 0, 0, 0, 0, 0)
+		if errno != 0 {
+			t.Fatalf("PR_GET_THP_DISABLE: %v", errno)
+		}
+		return r
+	}
+	was := get()
+	defer func() { _ = setTHPDisabled(was == 1) }()
+	for _, on := range []bool{true, false} {
+		if err := setTHPDisabled(on); err != nil {
+			t.Fatal(err)
+		}
+		if got := get() == 1; got != on {
+			t.Errorf("after setTHPDisabled(%v), PR_GET_THP_DISABLE says %v", on, got)
+		}
+	}
 }
