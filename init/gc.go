@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -32,7 +33,11 @@ import (
 //     collapses again what the scavenger returns. The setting
 //     (PR_SET_THP_DISABLE) is inherited, so `berth rlimit-exec` clears it
 //     before it execs a service: containerd, kubelet and the pods get the
-//     kernel's policy.
+//     kernel's policy. PID 1 sets it and execs itself once
+//     (startWithoutTHP), because by main the runtime's first allocations
+//     have already faulted a 2 MiB page into the arena, which the flag
+//     does not undo: 1.5 MiB of RSS for one exec of a binary whose pages
+//     are in memory.
 //   - At most pid1MaxProcs Ps. Go gives every P its own allocation cache
 //     and, at the first GC, a mark worker goroutine, and runs up to
 //     GOMAXPROCS threads: on a 64-vCPU instance that is about 2 MiB of
@@ -89,10 +94,34 @@ func tuneGC(getenv func(string) string) {
 	if s.procs > 0 {
 		runtime.GOMAXPROCS(s.procs)
 	}
-	// Huge pages the runtime faulted in before this stay until the
-	// scavenger's first returns split them. A kernel without THP refuses
-	// the call, which then has nothing to do.
+	// Set already when startWithoutTHP's exec happened; if it did not,
+	// from here on at least. A kernel without THP refuses the call, which
+	// then has nothing to do.
 	_ = setTHPDisabled(true)
+}
+
+// reexecForTHP says whether PID 1 should set the no-THP flag and exec
+// itself: only when the flag is not set yet (after the exec it is, so this
+// happens once) and argv0 is a path the exec can use (the kernel runs
+// /init or init= by absolute path; /proc is not mounted yet for
+// /proc/self/exe).
+func reexecForTHP(thpDisabled bool, argv0 string) bool {
+	return !thpDisabled && filepath.IsAbs(argv0)
+}
+
+// startWithoutTHP makes PID 1 run without transparent huge pages from its
+// first allocation: it sets the flag, which exec keeps, and execs itself.
+// Any failure leaves PID 1 running as it is, with tuneGC setting the flag
+// late; nothing can be logged yet.
+func startWithoutTHP(args, env []string) {
+	r, _, errno := unix.Syscall6(unix.SYS_PRCTL, unix.PR_GET_THP_DISABLE, 0, 0, 0, 0, 0)
+	if errno != 0 || !reexecForTHP(r == 1, args[0]) {
+		return
+	}
+	if setTHPDisabled(true) != nil {
+		return
+	}
+	_ = unix.Exec(args[0], args, env)
 }
 
 // setTHPDisabled sets or clears the calling process's "no transparent huge

@@ -82,3 +82,23 @@ func TestSetTHPDisabled(t *testing.T) {
 		}
 	}
 }
+
+func TestReexecForTHP(t *testing.T) {
+	for _, tc := range []struct {
+		disabled bool
+		argv0    string
+		want     bool
+	}{
+		{false, "/init", true},
+		{false, "/sbin/init", true},
+		// After the exec: once only.
+		{true, "/init", false},
+		// Not a path exec can take without /proc.
+		{false, "init", false},
+		{false, "", false},
+	} {
+		if got := reexecForTHP(tc.disabled, tc.argv0); got != tc.want {
+			t.Errorf("reexecForTHP(%v, %q) = %v, want %v", tc.disabled, tc.argv0, got, tc.want)
+		}
+	}
+}
