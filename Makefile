@@ -34,7 +34,7 @@ else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif
 
-.PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo bench clean size
+.PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo bench soak clean size
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 ## With ARCH=arm64 also the cross toolchain, libseccomp-dev:arm64 (after
@@ -183,6 +183,16 @@ demo: deps image-test etcd cluster-images
 N ?= 5
 bench: deps image-test etcd
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/bench -n $(N) -out $(ARCH_BUILD)/bench $(if $(BASE),-base $(BASE))
+
+## soak: boot the test image joining a local control plane and let berth
+## supervise for DURATION (default 1h), reading its live figures (RSS and its
+## split, live heap, goroutines, open files) every minute; write
+## build/soak/soak.json and print start, min, median, max, end and the slope
+## per hour of each. SOAK_FLAGS adds flags: -join=false boots with no config,
+## -append 'GOGC=25' adds to the kernel command line. Not part of make test.
+DURATION ?= 1h
+soak: deps image-test etcd
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/soak -duration $(DURATION) -out $(ARCH_BUILD)/soak $(SOAK_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -19,6 +19,11 @@ func cmdRlimitExec(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "berth %s: %v\nusage: berth %s RESOURCE=SOFT:HARD... -- PROGRAM [ARGS...]\n", rlimit.Command, err, rlimit.Command)
 		return 2
 	}
+	// PID 1 runs without transparent huge pages (gc.go) and this process
+	// inherited that; the service gets the kernel's policy back.
+	if err := setTHPDisabled(false); err != nil {
+		fmt.Fprintf(stderr, "berth %s: %v (the service runs without transparent huge pages)\n", rlimit.Command, err)
+	}
 	if err := rlimit.Exec(limits, argv, os.Environ()); err != nil {
 		fmt.Fprintf(stderr, "berth %s: %v\n", rlimit.Command, err)
 		return 1

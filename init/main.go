@@ -18,6 +18,7 @@ import (
 
 func main() {
 	if os.Getpid() == 1 {
+		startWithoutTHP(os.Args, os.Environ())
 		tuneGC(os.Getenv)
 		pid1() // never returns
 	}

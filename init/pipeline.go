@@ -93,6 +93,19 @@ type nodeState struct {
 	time     *timesync.Client
 }
 
+// releaseInputs drops what the node phases decided from once the services
+// run: the merged NodeConfig and its sources' record, the instance
+// metadata, the network result and the plan with every rendered file. The
+// files are on disk, the supervisor and the shutdown stoppers hold their
+// own copies of what they need, and the report holds its sections; kept,
+// these would stay reachable for the node's life, and the GC's heap goal
+// with them (issue 17). The manifest stays (the image imports may still
+// be reading it), as do the module index (hotplug), the DHCP handle
+// (renewals) and the NTP client.
+func (n *nodeState) releaseInputs() {
+	n.config, n.instance, n.net, n.plan = nil, nil, nil, nil
+}
+
 // phase is one step of the boot pipeline. A fatal phase's error ends boot
 // and hands over to berth.onfail; other errors go into the report and boot
 // goes on.
@@ -219,6 +232,7 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	if id, err := os.ReadFile(bootIDPath); err == nil {
 		b.rep.BootID = strings.TrimSpace(string(id))
 	}
+	b.node.releaseInputs()
 	// Boot's garbage (user data, rendered files, image import buffers,
 	// JSON) is dead by now; hand its pages back to the kernel at once
 	// rather than when the scavenger gets to them, so the node starts with
@@ -265,6 +279,8 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	}
 	log.Info("boot finished", finished...)
 
+	b.goSafe(log, "live", func() { b.refreshLive(ctx, liveRefresh) })
+	b.goSafe(log, "trim", func() { trimMemory(ctx, trimInterval) })
 	if b.cfg.DebugShell != "" && b.reaper != nil {
 		dlog := b.log.With("phase", "debugshell")
 		b.goSafe(dlog, "debugshell", func() { debugShell(ctx, dlog, b.reaper, b.cfg.DebugShell) })
