@@ -23,7 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/berth-node/berth/mounts"
@@ -113,6 +116,7 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, opts Options) (*mounts.Sw
 		return nil, fmt.Errorf("disk boot: %w", err)
 	}
 	setup := time.Since(start)
+	setReadahead(log, opts.classBlock(), dev)
 	vstart := time.Now()
 	if err := verity.ReadAll(ctx, dev); err != nil {
 		var ce *verity.CorruptError
@@ -173,6 +177,7 @@ func switchToRootDisk(ctx context.Context, log *slog.Logger, opts Options, p ver
 	if err != nil {
 		return nil, fmt.Errorf("root disk %s: %w", disk, err)
 	}
+	setReadahead(log, opts.classBlock(), dev)
 	vr := &mounts.VerityRoot{Partition: disk, Device: dev, RootHash: p.RootHash,
 		SetupMs: time.Since(start).Milliseconds(), DataBytes: int64(p.DataBlocks) * verity.BlockSize}
 	log.Info("root disk set up; blocks are verified as read", "disk", disk, "serial", opts.Serial, "dev", dev,
@@ -188,4 +193,21 @@ func switchToRootDisk(ctx context.Context, log *slog.Logger, opts Options, p ver
 	}
 	res.Verity = vr
 	return res, nil
+}
+
+// RootReadaheadKiB is the verity root's readahead. The kernel's default
+// (128 KiB) turns reading a large binary into many small verified reads:
+// under TCG, reading kubelet and containerd (126 MB) from a virtio root
+// disk took 3.6-5.3 s with it and 1.4-1.9 s with 1 or 4 MiB. A root image
+// holds programs that are read whole, so the larger window wastes little.
+const RootReadaheadKiB = 4096
+
+// setReadahead sets dev's readahead (sysfs's queue/read_ahead_kb under
+// classBlock) to RootReadaheadKiB. A failure costs only speed, so it is
+// logged, not returned.
+func setReadahead(log *slog.Logger, classBlock, dev string) {
+	p := filepath.Join(classBlock, filepath.Base(dev), "queue", "read_ahead_kb")
+	if err := os.WriteFile(p, []byte(strconv.Itoa(RootReadaheadKiB)), 0o644); err != nil {
+		log.Warn("root readahead left at the kernel's default", "dev", dev, "err", err)
+	}
 }

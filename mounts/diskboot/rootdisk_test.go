@@ -2,6 +2,7 @@ package diskboot
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,5 +105,19 @@ func TestRootDiskRefusesBadParam(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "refusing to boot an unverifiable root") || res != nil || loaded {
 		t.Errorf("err %v, result %+v, modules loaded %v; want a refusal with nothing done", err, res, loaded)
+	}
+}
+
+// The verity root's readahead is raised through sysfs; a device without
+// the attribute is left alone (only speed is lost).
+func TestSetReadahead(t *testing.T) {
+	cb := blockFixture(t, map[string]map[string]string{"dm-0": {"queue/read_ahead_kb": "128\n"}})
+	setReadahead(slog.New(slog.DiscardHandler), cb, "/dev/dm-0")
+	if b, _ := os.ReadFile(filepath.Join(cb, "dm-0/queue/read_ahead_kb")); string(b) != "4096" {
+		t.Errorf("read_ahead_kb %q, want 4096", b)
+	}
+	setReadahead(slog.New(slog.DiscardHandler), cb, "/dev/dm-9")
+	if _, err := os.Stat(filepath.Join(cb, "dm-9")); err == nil {
+		t.Error("setReadahead made a sysfs directory for a device that has none")
 	}
 }
