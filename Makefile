@@ -126,7 +126,9 @@ arm64-image-guard:
 
 MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -arch $(ARCH) -berth $(ARCH_BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) $(MKIMAGE_COMPONENTS)
 
-## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, root.erofs).
+## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, and root.erofs:
+## the root filesystem and its dm-verity tree, attached read-only as a virtio disk with serial
+## berth-root on a direct-kernel boot; it is not in the initramfs).
 image: $(ARCH_GUARD) build kernel node-components
 	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 
+	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/diskboot"
 	"github.com/berth-node/berth/mounts/verity"
@@ -17,16 +18,25 @@ import (
 //
 // A disk boot (berth.verity= on the command line, put there by the image
 // build) takes the root from the disk's verity-protected partition instead.
+// A direct-kernel boot of an image whose manifest names a root disk takes
+// it from that disk, behind dm-verity with the manifest's parameters;
+// berth.root=PATH still loop-mounts PATH, as for an image built with the
+// root in the initramfs (mkimage -root-in-initramfs, or an older one).
 func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := checkImageArch(log, b.node.manifest, runningArch()); err != nil {
 		return err
 	}
 	if v, ok := b.cl.Get(verity.ParamKey); ok {
-		return switchToVerityRoot(ctx, b, log, v)
+		return switchToVerityRoot(ctx, b, log, v, "")
 	}
 	if b.cfg.Root == "" {
 		log.Info("staying on the initramfs (berth.root=none)")
 		return nil
+	}
+	if r := rootDisk(b.node.manifest); r != nil {
+		if _, set := b.cl.Get("berth.root"); !set {
+			return switchToVerityRoot(ctx, b, log, r.Verity, r.Serial)
+		}
 	}
 	res, err := mounts.SwitchRoot(ctx, log, mounts.SwitchRootOptions{
 		Image:   b.cfg.Root,
@@ -44,12 +54,22 @@ func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 	return nil
 }
 
-// switchToVerityRoot is phaseRoot on a disk boot (berth.verity=value):
-// mounts/diskboot does the work, with PID 1's module loading, reaper and
-// manifest tools.
-func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value string) error {
+// rootDisk is the manifest's root disk, or nil when the root is not on a
+// disk of its own (in the initramfs, or a disk image's partition).
+func rootDisk(m *manifest.Manifest) *manifest.Root {
+	if m == nil || m.Root == nil || m.Root.Serial == "" || m.Root.Verity == "" {
+		return nil
+	}
+	return m.Root
+}
+
+// switchToVerityRoot is phaseRoot on a disk boot (berth.verity=value) or,
+// with serial, on the manifest's root disk: mounts/diskboot does the work,
+// with PID 1's module loading, reaper and manifest tools.
+func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value, serial string) error {
 	opts := diskboot.Options{
 		Verity:  value,
+		Serial:  serial,
 		Run:     reaperRunner(b.reaper),
 		NewRoot: newRoot,
 		Carry:   []string{modulesRoot, "/etc/berth"},

@@ -110,6 +110,16 @@ type Root struct {
 	// Partition is the GPT partition name holding the root on a disk
 	// image (Path is then empty: there is no root image file).
 	Partition string `json:"partition,omitempty"`
+	// Serial names the root disk of a direct-kernel boot (Path is then
+	// empty): root.erofs, its dm-verity hash tree appended, attached
+	// read-only as a whole disk with this serial (virtio-blk in QEMU).
+	// It keeps the root image out of the initramfs, which the kernel
+	// would otherwise unpack whole before berth runs.
+	Serial string `json:"serial,omitempty"`
+	// Verity is that root disk's dm-verity parameters, in berth.verity='s
+	// form (mounts/verity.ParseParam). They come from the initramfs, as
+	// berth itself does, so the root is as trusted as /init.
+	Verity string `json:"verity,omitempty"`
 }
 
 // Parse decodes a manifest. Unknown fields are ignored so that an older

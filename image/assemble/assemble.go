@@ -1,8 +1,14 @@
 // Package assemble builds a berth node image from a resolved spec: the root
-// file tree (packed as erofs), the initramfs tree (berth as /init, kernel
-// modules with their dependency and alias data, the manifest, the root
-// image), and the manifest describing every file. It is the library behind
-// image/cmd/mkimage.
+// file tree (packed as erofs, its dm-verity hash tree appended), the
+// initramfs tree (berth as /init, kernel modules with their dependency and
+// alias data, the manifest), and the manifest describing every file. It is
+// the library behind image/cmd/mkimage.
+//
+// The root image stays out of the initramfs: a direct-kernel boot attaches
+// root.erofs as a read-only disk (the manifest names its serial and verity
+// parameters), because the kernel unpacks an initramfs whole before /init
+// runs, seconds for a 110 MB root under TCG. Inputs.RootInInitramfs builds
+// the older layout, for a launcher that can pass no disk.
 package assemble
 
 import (
@@ -34,6 +40,7 @@ import (
 	"github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/mounts/partition"
+	mverity "github.com/berth-node/berth/mounts/verity"
 )
 
 // Paths fixed by the image layout that berth (init/, mounts/, kmod/) relies on.
@@ -57,8 +64,13 @@ type Inputs struct {
 	RepoRoot string
 	// MTime is the timestamp of every file in the image (SOURCE_DATE_EPOCH or 0).
 	MTime int64
-	// Out is the output directory (vmlinuz, initramfs.img, manifest.json, root.erofs).
+	// Out is the output directory (vmlinuz, initramfs.img, manifest.json,
+	// root.erofs: the erofs image followed by its dm-verity hash tree).
 	Out string
+	// RootInInitramfs puts the root image in the initramfs as /root.erofs
+	// (berth loop-mounts it) instead of leaving it to a root disk: the
+	// layout before root disks, for a launcher that attaches no disk.
+	RootInInitramfs bool
 	// Arch is the architecture the image is for, by Go's name (amd64,
 	// arm64; amd64 when empty): goBuild packages are built for it, every
 	// ELF file placed in the image (berth, binaries, libraries, modules)
@@ -126,21 +138,33 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 		return nil, fmt.Errorf("reading back root image: %w", err)
 	}
 	rootSum := sha256.Sum256(rootData)
-	m.Root = &manifest.Root{Path: RootImagePath, Format: "erofs", Size: int64(len(rootData)), SHA256: hex.EncodeToString(rootSum[:])}
-	if in.Disk != "" {
-		vt, err := verity.Build(bytes.NewReader(rootData), int64(len(rootData)), verity.Options{})
+	m.Root = &manifest.Root{Format: "erofs", Size: int64(len(rootData)), SHA256: hex.EncodeToString(rootSum[:])}
+	var vt *verity.Tree
+	if in.Disk != "" || !in.RootInInitramfs {
+		vt, err = verity.Build(bytes.NewReader(rootData), int64(len(rootData)), verity.Options{})
 		if err != nil {
-			return nil, fmt.Errorf("hashing root image for dm-verity: %w", err)
+			return nil, fmt.Errorf("hashing root image %s for dm-verity: %w", rootOut, err)
 		}
 		m.Root.RootHash = vt.RootHashHex()
+	}
+	if in.RootInInitramfs {
+		m.Root.Path = RootImagePath
+	} else {
+		// The tree goes right after the filesystem, as on the disk
+		// image's root partition: one disk carries both.
+		m.Root.Serial = RootSerial
+		m.Root.Verity = mverity.Param{DataBlocks: vt.DataBlocks, HashStartBlock: vt.HashStartBlock(int64(len(rootData))),
+			RootHash: vt.RootHashHex(), Salt: vt.SaltHex()}.String()
 	}
 
 	ird := fstree.New()
 	if err := ird.AddFile(InitPath, in.Berth, 0o755); err != nil {
 		return nil, err
 	}
-	if err := ird.AddData(RootImagePath, rootData, 0o444); err != nil {
-		return nil, err
+	if in.RootInInitramfs {
+		if err := ird.AddData(RootImagePath, rootData, 0o444); err != nil {
+			return nil, err
+		}
 	}
 	if err := addLayer(ctx, ird, in.Spec.Initramfs, in, m); err != nil {
 		return nil, fmt.Errorf("initramfs: %w", err)
@@ -202,12 +226,43 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 		}
 		mjson = append(mjson, '\n')
 	}
+	rootSize := int64(len(rootData))
+	if !in.RootInInitramfs {
+		// After the disk image, which took the bare filesystem from
+		// rootOut and lays out its own tree.
+		rootSize += int64(len(vt.Hash))
+		if err := writeRootDisk(rootOut, rootData, vt.Hash); err != nil {
+			return nil, err
+		}
+	}
 	if err := fsutil.WriteFileAtomic(filepath.Join(in.Out, "manifest.json"), mjson, 0o644); err != nil {
 		return nil, fmt.Errorf("writing manifest: %w", err)
 	}
-	log.Info("image built", "out", in.Out, "kernel", kver, "initramfs_bytes", cpio.Len(), "root_bytes", len(rootData),
-		"modules", len(m.Modules), "files", len(m.Files))
-	return &Result{Manifest: m, KernelVersion: kver, InitramfsSize: int64(cpio.Len()), RootSize: int64(len(rootData)), Disk: dres}, nil
+	log.Info("image built", "out", in.Out, "kernel", kver, "initramfs_bytes", cpio.Len(), "root_bytes", rootSize,
+		"root_in_initramfs", in.RootInInitramfs, "modules", len(m.Modules), "files", len(m.Files))
+	return &Result{Manifest: m, KernelVersion: kver, InitramfsSize: int64(cpio.Len()), RootSize: rootSize, Disk: dres}, nil
+}
+
+// RootSerial is the serial of a direct-kernel boot's root disk, recorded
+// in the manifest for the launcher and for berth: the disk image's root
+// partition's name, so one name means "berth's root" wherever it is.
+const RootSerial = partition.NameRoot
+
+// writeRootDisk replaces path (the bare erofs image) with the root disk's
+// content: the filesystem, then its dm-verity hash tree from the next
+// block on (the filesystem is a whole number of blocks). A reader of the
+// erofs image alone (a loop mount, the disk image build) reads its first
+// manifest.Root.Size bytes.
+func writeRootDisk(path string, fs, tree []byte) error {
+	if len(fs)%verity.BlockSize != 0 {
+		return fmt.Errorf("root image %s: %d bytes, not a whole number of %d-byte blocks", path, len(fs), verity.BlockSize)
+	}
+	buf := make([]byte, 0, len(fs)+len(tree))
+	buf = append(append(buf, fs...), tree...)
+	if err := fsutil.WriteFileAtomic(path, buf, 0o644); err != nil {
+		return fmt.Errorf("writing root disk %s: %w", path, err)
+	}
+	return nil
 }
 
 // buildDisk writes in.Disk. Its initramfs is the image's without
@@ -229,7 +284,9 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, kver string, m 
 	}
 	dm := *m
 	r := *m.Root
-	r.Path, r.Partition = "", partition.NameRoot
+	// The UKI's command line carries the verity parameters; the root is
+	// a partition, not a disk of its own.
+	r.Path, r.Partition, r.Serial, r.Verity = "", partition.NameRoot, "", ""
 	dm.Root = &r
 	files, err := mergeFiles(ird.Manifest(), root.Manifest())
 	if err != nil {
@@ -257,7 +314,7 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, kver string, m 
 		cmd = DefaultDiskCmdline
 	}
 	return disk.Assemble(ctx, log, in.Disk, disk.Inputs{
-		RootFS: rootOut, Kernel: vmlinuz, Initrd: initrd, OSRelease: []byte(osRelease(in.BerthVersion)),
+		RootFS: rootOut, RootFSSize: m.Root.Size, Kernel: vmlinuz, Initrd: initrd, OSRelease: []byte(osRelease(in.BerthVersion)),
 		Cmdline: cmd, Epoch: in.MTime, Arch: archOf(in),
 	})
 }

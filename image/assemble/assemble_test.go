@@ -21,7 +21,9 @@ import (
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/internal/kotest"
 	"github.com/berth-node/berth/image/spec"
+	"github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/manifest"
+	mverity "github.com/berth-node/berth/mounts/verity"
 )
 
 const kver = "6.1.0-test-amd64"
@@ -88,7 +90,7 @@ root:
   binaries: [{name: mkfs.ext4, tool: true}]
 `
 
-func build(t *testing.T, kernel, berth, out string) *Result {
+func build(t *testing.T, kernel, berth, out string, opts ...func(*Inputs)) *Result {
 	s, err := spec.Parse([]byte(testSpec))
 	if err != nil {
 		t.Fatal(err)
@@ -97,13 +99,41 @@ func build(t *testing.T, kernel, berth, out string) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Build(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), Inputs{
-		Spec: rs, Berth: berth, BerthVersion: "v0.0.0-test", KernelDir: kernel, RepoRoot: ".", Out: out,
-	})
+	in := Inputs{Spec: rs, Berth: berth, BerthVersion: "v0.0.0-test", KernelDir: kernel, RepoRoot: ".", Out: out}
+	for _, o := range opts {
+		o(&in)
+	}
+	res, err := Build(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// readInitramfs returns the regular files of the cpio at path by their
+// absolute path.
+func readInitramfs(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := cpio.ReadAllRecords(cpio.Newc.Reader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, r := range recs {
+		if r.Mode&cpio.S_IFMT == cpio.S_IFREG {
+			data, err := io.ReadAll(io.NewSectionReader(r.ReaderAt, 0, int64(r.FileSize)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files["/"+r.Name] = data
+		}
+	}
+	return files
 }
 
 // Two builds of the same inputs are byte-identical, and the initramfs holds
@@ -138,10 +168,34 @@ func TestBuild(t *testing.T) {
 	if m.Tools["mkfs.ext4"] != "/usr/sbin/mkfs.ext4" {
 		t.Errorf("tools %v", m.Tools)
 	}
-	rootData, _ := os.ReadFile(filepath.Join(a, "root.erofs"))
+	// root.erofs is the root disk: the filesystem the manifest describes,
+	// then the dm-verity tree its parameters point at.
+	disk, _ := os.ReadFile(filepath.Join(a, "root.erofs"))
+	if m.Root == nil || m.Root.Size <= 0 || m.Root.Size > int64(len(disk)) {
+		t.Fatalf("root %+v, root.erofs %d bytes", m.Root, len(disk))
+	}
+	rootData := disk[:m.Root.Size]
 	sum := sha256.Sum256(rootData)
-	if m.Root == nil || m.Root.Format != "erofs" || m.Root.Path != RootImagePath || m.Root.SHA256 != hex.EncodeToString(sum[:]) {
+	if m.Root.Format != "erofs" || m.Root.Path != "" || m.Root.Serial != RootSerial || m.Root.SHA256 != hex.EncodeToString(sum[:]) {
 		t.Errorf("root %+v", m.Root)
+	}
+	vp, err := mverity.ParseParam(m.Root.Verity)
+	if err != nil {
+		t.Fatalf("root verity %q: %v", m.Root.Verity, err)
+	}
+	tree, err := verity.Build(bytes.NewReader(rootData), int64(len(rootData)), verity.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vp.RootHash != tree.RootHashHex() || vp.RootHash != m.Root.RootHash || vp.Salt != tree.SaltHex() ||
+		vp.DataBlocks*verity.BlockSize != uint64(m.Root.Size) || vp.HashStartBlock != vp.DataBlocks {
+		t.Errorf("root verity %+v, want root hash %s salt %s over %d bytes, tree right after", vp, tree.RootHashHex(), tree.SaltHex(), m.Root.Size)
+	}
+	if !bytes.Equal(disk[m.Root.Size:], tree.Hash) {
+		t.Errorf("root.erofs after the filesystem: %d bytes, not its %d-byte hash tree", len(disk)-int(m.Root.Size), len(tree.Hash))
+	}
+	if res.RootSize != int64(len(disk)) {
+		t.Errorf("result root size %d, root.erofs %d bytes", res.RootSize, len(disk))
 	}
 	byPath := map[string]manifest.File{}
 	for i, f := range m.Files {
@@ -150,7 +204,7 @@ func TestBuild(t *testing.T) {
 			t.Errorf("manifest files not sorted at %s", f.Path)
 		}
 	}
-	for _, p := range []string{"/init", "/root.erofs", "/sbin/berth", "/usr/sbin/mkfs.ext4", "/etc/os-release", "/etc/hosts",
+	for _, p := range []string{"/init", "/sbin/berth", "/usr/sbin/mkfs.ext4", "/etc/os-release", "/etc/hosts",
 		"/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2",
 		"/lib/modules/" + kver + "/kernel/drivers/nvme/host/nvme-core.ko", "/lib/modules/" + kver + "/modules.dep"} {
 		if _, ok := byPath[p]; !ok {
@@ -161,31 +215,12 @@ func TestBuild(t *testing.T) {
 		t.Errorf("/sbin/init link %q", l)
 	}
 
-	// Read the cpio back.
-	f, err := os.Open(filepath.Join(a, "initramfs.img"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := cpio.ReadAllRecords(cpio.Newc.Reader(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	for _, r := range recs {
-		if r.Mode&cpio.S_IFMT == cpio.S_IFREG {
-			data, err := io.ReadAll(io.NewSectionReader(r.ReaderAt, 0, int64(r.FileSize)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			files["/"+r.Name] = data
-		}
-	}
+	files := readInitramfs(t, filepath.Join(a, "initramfs.img"))
 	if !bytes.Equal(files["/init"], berthData) {
 		t.Error("/init is not berth")
 	}
-	if !bytes.Equal(files["/root.erofs"], rootData) {
-		t.Error("/root.erofs in the initramfs differs from root.erofs")
+	if _, ok := files[RootImagePath]; ok {
+		t.Errorf("the initramfs carries %s: the root belongs on its own disk", RootImagePath)
 	}
 	mj, _ := os.ReadFile(filepath.Join(a, "manifest.json"))
 	if !bytes.Equal(files[manifest.DefaultPath], mj) {
@@ -204,6 +239,28 @@ func TestBuild(t *testing.T) {
 	}
 	if _, ok := files["/lib/modules/"+kver+"/kernel/fs/unshipped.ko"]; ok {
 		t.Error("an unrequested module was shipped")
+	}
+}
+
+// RootInInitramfs is the layout before root disks: /root.erofs in the
+// initramfs, the bare filesystem in root.erofs, and a manifest with its
+// path and no disk to find.
+func TestBuildRootInInitramfs(t *testing.T) {
+	kernel := fakeKernel(t)
+	berth, _ := fakeBerth(t, "amd64")
+	out := t.TempDir()
+	res := build(t, kernel, berth, out, func(in *Inputs) { in.RootInInitramfs = true })
+	rootData, _ := os.ReadFile(filepath.Join(out, "root.erofs"))
+	sum := sha256.Sum256(rootData)
+	if r := res.Manifest.Root; r.Path != RootImagePath || r.Serial != "" || r.Verity != "" || r.Size != int64(len(rootData)) || r.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("root %+v, root.erofs %d bytes", r, len(rootData))
+	}
+	files := readInitramfs(t, filepath.Join(out, "initramfs.img"))
+	if !bytes.Equal(files[RootImagePath], rootData) {
+		t.Errorf("%s in the initramfs differs from root.erofs", RootImagePath)
+	}
+	if !slices.ContainsFunc(res.Manifest.Files, func(f manifest.File) bool { return f.Path == RootImagePath }) {
+		t.Errorf("manifest lacks %s", RootImagePath)
 	}
 }
 
@@ -260,9 +317,8 @@ func TestBuildDisk(t *testing.T) {
 		if !bytes.Contains(img, []byte(`"partition": "berth-root"`)) {
 			t.Error("disk.raw's initramfs manifest does not name the berth-root partition")
 		}
-		ird, _ := os.ReadFile(filepath.Join(out, "initramfs.img"))
-		if !bytes.Contains(ird, []byte("root.erofs")) {
-			t.Error("initramfs.img lost /root.erofs")
+		if bytes.Contains(img, []byte(`"serial": "`)) {
+			t.Error("disk.raw's initramfs manifest names a root disk serial: berth would look for a disk the image is not")
 		}
 		if _, err := os.Stat(filepath.Join(out, ".disk-initramfs.img")); err == nil {
 			t.Error("the disk's temporary initramfs was left behind")
@@ -278,6 +334,11 @@ func TestBuildDisk(t *testing.T) {
 	}
 	if m.Root.RootHash == "" || m.Root.RootHash != last.Disk.RootHash {
 		t.Errorf("manifest root hash %q, disk's %q", m.Root.RootHash, last.Disk.RootHash)
+	}
+	// One filesystem, one tree: the root disk's parameters are the disk
+	// image's.
+	if want := "berth.verity=" + m.Root.Verity; !strings.HasSuffix(m.Disk.Cmdline, want) {
+		t.Errorf("disk cmdline %q, want it to end with the root disk's %s", m.Disk.Cmdline, want)
 	}
 	if want := "berth.verity=sha256:" + m.Root.RootHash + ":"; !strings.HasPrefix(m.Disk.Cmdline, DefaultDiskCmdline+" ") || !strings.Contains(m.Disk.Cmdline, want) {
 		t.Errorf("disk cmdline %q, want %s... after %q", m.Disk.Cmdline, want, DefaultDiskCmdline)

@@ -25,10 +25,14 @@ const DefaultDataSize = 16 << 20
 
 // Inputs are what Assemble puts on the disk.
 type Inputs struct {
-	RootFS    string // the erofs image (a multiple of 4096 bytes)
-	Kernel    string // the kernel image (bzImage; arm64: Image, an EFI application itself)
-	Initrd    string // initramfs
-	OSRelease []byte
+	RootFS string // the erofs image (a multiple of 4096 bytes)
+	// RootFSSize is how many bytes of RootFS are the filesystem (an
+	// image's root.erofs has its own hash tree after them); 0 means the
+	// whole file.
+	RootFSSize int64
+	Kernel     string // the kernel image (bzImage; arm64: Image, an EFI application itself)
+	Initrd     string // initramfs
+	OSRelease  []byte
 	// Cmdline is the kernel command line; Assemble appends berth.verity=.
 	Cmdline string
 	// DataSize defaults to DefaultDataSize.
@@ -75,11 +79,18 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 	if err != nil {
 		return fail(err)
 	}
-	tree, err := verity.Build(root, st.Size(), verity.Options{})
+	size := st.Size()
+	if in.RootFSSize != 0 {
+		if in.RootFSSize < 0 || in.RootFSSize > size {
+			return fail(fmt.Errorf("root filesystem %s: %d bytes, RootFSSize %d", in.RootFS, size, in.RootFSSize))
+		}
+		size = in.RootFSSize
+	}
+	tree, err := verity.Build(root, size, verity.Options{})
 	if err != nil {
 		return fail(fmt.Errorf("root filesystem %s: %w", in.RootFS, err))
 	}
-	param := mverity.Param{DataBlocks: tree.DataBlocks, HashStartBlock: tree.HashStartBlock(st.Size()), RootHash: tree.RootHashHex(), Salt: tree.SaltHex()}
+	param := mverity.Param{DataBlocks: tree.DataBlocks, HashStartBlock: tree.HashStartBlock(size), RootHash: tree.RootHashHex(), Salt: tree.SaltHex()}
 	cmdline := strings.TrimSpace(in.Cmdline + " " + mverity.ParamKey + "=" + param.String())
 
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".disk-")
@@ -112,7 +123,7 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 		[]esp.File{{Path: bootPath, Src: ukiPath}}); err != nil {
 		return fail(err)
 	}
-	l, err := Plan(Sizes{ESP: espSize, Root: st.Size() + int64(len(tree.Hash)), Data: in.DataSize}, tree.RootHash)
+	l, err := Plan(Sizes{ESP: espSize, Root: size + int64(len(tree.Hash)), Data: in.DataSize}, tree.RootHash)
 	if err != nil {
 		return fail(err)
 	}
@@ -141,10 +152,10 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 	if err != nil {
 		return fail(fmt.Errorf("copying the ESP: %w", err))
 	}
-	if _, err := io.Copy(io.NewOffsetWriter(f, rootP.Offset()), io.NewSectionReader(root, 0, st.Size())); err != nil {
+	if _, err := io.Copy(io.NewOffsetWriter(f, rootP.Offset()), io.NewSectionReader(root, 0, size)); err != nil {
 		return fail(fmt.Errorf("copying the root filesystem: %w", err))
 	}
-	if _, err := f.WriteAt(tree.Hash, rootP.Offset()+st.Size()); err != nil {
+	if _, err := f.WriteAt(tree.Hash, rootP.Offset()+size); err != nil {
 		return fail(fmt.Errorf("writing the verity hash tree: %w", err))
 	}
 	h := sha256.New()
@@ -161,6 +172,6 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 		return fail(err)
 	}
 	r := Result{Layout: l, RootHash: tree.RootHashHex(), Verity: param, Cmdline: cmdline, SHA256: hex.EncodeToString(h.Sum(nil))}
-	log.Info("disk image assembled", "path", out, "bytes", l.Size(), "root_fs_bytes", st.Size(), "root_hash", r.RootHash, "sha256", r.SHA256)
+	log.Info("disk image assembled", "path", out, "bytes", l.Size(), "root_fs_bytes", size, "root_hash", r.RootHash, "sha256", r.SHA256)
 	return r, nil
 }

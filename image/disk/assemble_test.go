@@ -207,3 +207,38 @@ func TestAssembleArm64(t *testing.T) {
 		t.Errorf("an arm64 ESP has %s", esp.BootPath)
 	}
 }
+
+// RootFSSize takes the filesystem from the front of a longer file (an
+// image's root.erofs with its own hash tree appended): the disk is the
+// one the bare filesystem gives. A size beyond the file is refused.
+func TestAssembleRootFSSize(t *testing.T) {
+	dir := t.TempDir()
+	in := arm64Inputs(t, dir)
+	in.Arch, in.Stub, in.Cmdline = "", "", "console=ttyS0"
+	log := slog.New(slog.DiscardHandler)
+	bare, err := Assemble(context.Background(), log, filepath.Join(dir, "bare.raw"), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := os.ReadFile(in.RootFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := filepath.Join(dir, "root-long.erofs")
+	if err := os.WriteFile(long, append(fs, bytes.Repeat([]byte{0xa5}, 5*4096)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in.RootFS, in.RootFSSize = long, int64(len(fs))
+	got, err := Assemble(context.Background(), log, filepath.Join(dir, "long.raw"), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SHA256 != bare.SHA256 || got.RootHash != bare.RootHash {
+		t.Errorf("disk from the first %d bytes: sha256 %s root hash %s; from the bare filesystem: %s %s",
+			len(fs), got.SHA256, got.RootHash, bare.SHA256, bare.RootHash)
+	}
+	in.RootFSSize = int64(len(fs)) + 6*4096
+	if _, err := Assemble(context.Background(), log, filepath.Join(dir, "over.raw"), in); err == nil || !strings.Contains(err.Error(), "RootFSSize") {
+		t.Errorf("RootFSSize past the file's end: %v", err)
+	}
+}

@@ -52,11 +52,13 @@ func ImageConfig(dir, appendArgs string) Config {
 	if !strings.Contains(appendArgs, "quiet") && !strings.Contains(appendArgs, "loglevel=") {
 		appendArgs = "quiet " + appendArgs
 	}
+	m, _ := manifest.Load(filepath.Join(dir, "manifest.json"))
 	return Config{
-		Kernel: filepath.Join(dir, "vmlinuz"),
-		Initrd: filepath.Join(dir, "initramfs.img"),
-		Append: appendArgs,
-		Arch:   imageArch(dir),
+		Kernel:   filepath.Join(dir, "vmlinuz"),
+		Initrd:   filepath.Join(dir, "initramfs.img"),
+		Append:   appendArgs,
+		Arch:     imageArch(m),
+		RootDisk: rootDisk(dir, m),
 	}
 }
 
@@ -64,12 +66,21 @@ func ImageConfig(dir, appendArgs string) Config {
 // picks the QEMU binary and machine. An unreadable manifest leaves it empty
 // (amd64): ImageDir has already refused an image without one, and Boot of
 // the wrong machine fails loudly at the first console line.
-func imageArch(dir string) string {
-	m, err := manifest.Load(filepath.Join(dir, "manifest.json"))
-	if err != nil {
+func imageArch(m *manifest.Manifest) string {
+	if m == nil {
 		return ""
 	}
 	return m.Arch
+}
+
+// rootDisk is the image's root disk, root.erofs beside the kernel, when
+// its manifest names one (an image with its root in the initramfs has
+// none). A missing root.erofs then fails Boot, naming the file.
+func rootDisk(dir string, m *manifest.Manifest) *Disk {
+	if m == nil || m.Root == nil || m.Root.Serial == "" || m.Root.Path != "" {
+		return nil
+	}
+	return &Disk{Path: filepath.Join(dir, "root.erofs"), Interface: "virtio", Serial: m.Root.Serial}
 }
 
 // ImageManifest loads the manifest of the image in dir.

@@ -48,6 +48,12 @@ type Config struct {
 	// boots an AMI, instead of -kernel/-initrd: Kernel, Initrd and Append
 	// are unused, the command line is the disk's UKI's.
 	UEFI bool
+	// RootDisk is the image's root disk (root.erofs) on a direct-kernel
+	// boot: attached read-only as a virtio disk with its Serial, after
+	// the Disks and NICs so that their device names and PCI addresses
+	// stay as they were. ImageConfig sets it when the image's manifest
+	// names one. Unused with UEFI (the disk image carries its root).
+	RootDisk *Disk
 }
 
 // OVMF firmware files (Debian's ovmf package); each VM gets its own copy
@@ -283,6 +289,9 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 		logf = func(string, ...any) {}
 	}
 	need := []string{cfg.Kernel, cfg.Initrd}
+	if cfg.RootDisk != nil {
+		need = append(need, cfg.RootDisk.Path)
+	}
 	if plat.kernelViaUEFI {
 		need = append(need, plat.fwCode, plat.fwVars)
 	}
@@ -441,6 +450,10 @@ func (vm *VM) args() []string {
 			dev += ",mac=" + n.MAC
 		}
 		a = append(a, "-netdev", nd, "-device", dev)
+	}
+	if r := c.RootDisk; r != nil && !c.UEFI {
+		a = append(a, "-drive", fmt.Sprintf("file=%s,if=none,id=root,format=raw,readonly=on", r.Path),
+			"-device", fmt.Sprintf("virtio-blk-pci,drive=root,serial=%s", r.Serial))
 	}
 	return append(a, c.Extra...)
 }

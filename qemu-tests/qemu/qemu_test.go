@@ -88,6 +88,36 @@ func TestArgs(t *testing.T) {
 			t.Errorf("args lack %q:\n%s", want, got)
 		}
 	}
+	if strings.Contains(got, "id=root") {
+		t.Errorf("a root disk attached without RootDisk:\n%s", got)
+	}
+}
+
+// A direct-kernel boot attaches the image's root disk read-only, with its
+// serial, after the other disks and the NICs (their names and PCI
+// addresses stay as they were); a UEFI boot, whose disk carries the root,
+// does not.
+func TestArgsRootDisk(t *testing.T) {
+	for _, arch := range []string{"", "arm64"} {
+		plat, err := platformFor(arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm := &VM{dir: "/tmp/bqX", plat: plat, cfg: Config{Arch: arch, Kernel: "k", Initrd: "i", Append: "console=ttyS0",
+			Disks: []Disk{{Path: "/d0.img", Serial: "s0"}}, NICs: []NIC{{}}, Extra: []string{"-device", "virtio-rng-pci"},
+			RootDisk: &Disk{Path: "/img/root.erofs", Serial: "berth-root"}}}
+		got := strings.Join(vm.args(), " ")
+		want := "-drive file=/img/root.erofs,if=none,id=root,format=raw,readonly=on -device virtio-blk-pci,drive=root,serial=berth-root"
+		i, nvme, nic, extra := strings.Index(got, want), strings.Index(got, "-device nvme,drive=disk0"),
+			strings.Index(got, "-device virtio-net-pci"), strings.Index(got, "-device virtio-rng-pci")
+		if i < 0 || nvme < 0 || nic < 0 || nvme > i || nic > i || extra < i {
+			t.Errorf("%s: want %q after the disks and NICs, before Extra:\n%s", plat.binary, want, got)
+		}
+		vm.cfg.UEFI = true
+		if got := strings.Join(vm.args(), " "); strings.Contains(got, "root.erofs") {
+			t.Errorf("%s: a UEFI boot attached the root disk:\n%s", plat.binary, got)
+		}
+	}
 }
 
 // An arm64 image boots on the virt machine, its shell on a virtio console

@@ -1,6 +1,8 @@
-// Command mkimage builds a berth node image (vmlinuz, initramfs.img with the
-// root image inside, manifest.json) from image/spec.yaml, and with -disk a
-// bootable GPT disk image (UEFI, dm-verity root) from the same spec.
+// Command mkimage builds a berth node image (vmlinuz, initramfs.img,
+// root.erofs for a read-only root disk, manifest.json) from image/spec.yaml,
+// and with -disk a bootable GPT disk image (UEFI, dm-verity root) from the
+// same spec. -root-in-initramfs puts the root image in the initramfs
+// instead, for a launcher that attaches no disk.
 //
 //	go run ./image/cmd/mkimage -spec image/spec.yaml -variant test \
 //	    -berth build/berth -version v0.1 -kernel build/kernel/<ver> -out build/image-test
@@ -42,6 +44,7 @@ func run(log *slog.Logger, args []string) error {
 	out := fs.String("out", "build/image", "output directory")
 	repo := fs.String("repo", ".", "repository root (relative spec paths, goBuild packages)")
 	diskOut := fs.String("disk", "", "also write a bootable GPT disk image here (e.g. build/image/disk.raw)")
+	rootInInitramfs := fs.Bool("root-in-initramfs", false, "put the root image in the initramfs (/root.erofs) instead of root.erofs for a root disk")
 	diskCmdline := fs.String("disk-cmdline", assemble.DefaultDiskCmdline, "the disk's kernel command line (berth.verity= is appended)")
 	components := map[string]string{}
 	fs.Func("component", "NAME=VERSION of a component the image ships, for the manifest (repeatable)", func(v string) error {
@@ -79,7 +82,7 @@ func run(log *slog.Logger, args []string) error {
 	_, err = assemble.Build(ctx, log, assemble.Inputs{
 		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
 		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components, Arch: *arch,
-		Disk: *diskOut, DiskCmdline: *diskCmdline,
+		Disk: *diskOut, DiskCmdline: *diskCmdline, RootInInitramfs: *rootInInitramfs,
 	})
 	return err
 }
