@@ -38,9 +38,9 @@ func tree(t *testing.T, files, links map[string]string) string {
 
 func TestPathResolvesLinksInside(t *testing.T) {
 	dir := tree(t, map[string]string{
-		"lib/aarch64-linux-gnu/ld-linux-aarch64.so.1": "loader",
-		"lib/aarch64-linux-gnu/libfoo.so.1.2":         "foo",
-		"sbin/mke2fs":                                 "mke2fs",
+		"lib/aarch64-linux-gnu/ld-linux-aarch64.so.1":  "loader",
+		"lib/aarch64-linux-gnu/libfoo.so.1.2":          "foo",
+		"sbin/mke2fs":                                  "mke2fs",
 		"usr/lib/aarch64-linux-gnu/xtables/libxt_a.so": "a",
 	}, map[string]string{
 		// Absolute: on the builder it would name the amd64 host's own file.
