@@ -110,12 +110,19 @@ type Binary struct {
 // path, with the shared libraries the files need. A symlink to a file
 // beside it stays a link, and its target is shipped with it.
 type Plugins struct {
-	// Dir is absolute, on the build host and in the image alike: programs
-	// find their plugins by a compiled-in path.
+	// Dir is absolute, on the build host (or sysroot) and in the image
+	// alike: programs find their plugins by a compiled-in path, which
+	// holds the architecture's multiarch tuple. MultiarchVar in it stands
+	// for the image's (x86_64-linux-gnu, aarch64-linux-gnu), so one spec
+	// serves every architecture.
 	Dir string `json:"dir"`
 	// Glob is a path.Match pattern for file names in Dir; "*.so" when empty.
 	Glob string `json:"glob,omitempty"`
 }
+
+// MultiarchVar in a plugins dir is replaced by the image architecture's
+// Debian multiarch tuple.
+const MultiarchVar = "${MULTIARCH}"
 
 // GoBuild is a Go main package of this module built static and copied in.
 type GoBuild struct {
