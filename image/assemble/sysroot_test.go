@@ -62,13 +62,13 @@ func TestBuildSysroot(t *testing.T) {
 		return string(b)
 	}
 	for p, src := range map[string]string{
-		"/usr/sbin/mkfs.ext4":                            "/sbin/mke2fs",
-		"/lib/ld-linux-aarch64.so.1":                     "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
-		"/lib/aarch64-linux-gnu/libfoo.so.1":             "/lib/aarch64-linux-gnu/libfoo.so.1.2.3",
-		"/usr/lib/aarch64-linux-gnu/libbar.so.2":         "/usr/lib/aarch64-linux-gnu/libbar.so.2",
+		"/usr/sbin/mkfs.ext4":                           "/sbin/mke2fs",
+		"/lib/ld-linux-aarch64.so.1":                    "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+		"/lib/aarch64-linux-gnu/libfoo.so.1":            "/lib/aarch64-linux-gnu/libfoo.so.1.2.3",
+		"/usr/lib/aarch64-linux-gnu/libbar.so.2":        "/usr/lib/aarch64-linux-gnu/libbar.so.2",
 		"/usr/lib/aarch64-linux-gnu/xtables/libxt_a.so": "/usr/lib/aarch64-linux-gnu/xtables/libxt_a.so",
-		"/etc/protocols":                                 "/etc/protocols",
-		"/bin/busybox":                                   "/bin/busybox",
+		"/etc/protocols":                                "/etc/protocols",
+		"/bin/busybox":                                  "/bin/busybox",
 	} {
 		f, ok := files[p]
 		if !ok || f.Link != "" {
