@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -459,7 +460,10 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 			}
 		}
 	}
-	deps, err := elfdeps.Resolve(root, dynamic, nil)
+	// A file of another machine is left to the machine check, which names
+	// it: its libraries would be missing here, or another architecture's.
+	dynamic = slices.DeleteFunc(dynamic, func(f string) bool { return otherMachine(f, machine) })
+	deps, err := elfdeps.Resolve(root, dynamic, elfdeps.SearchDirs(machine))
 	if err != nil {
 		return err
 	}
@@ -512,6 +516,18 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		}
 	}
 	return nil
+}
+
+// otherMachine reports whether file is an ELF file for another machine
+// than want. A file that is not ELF, or unreadable, is left to Resolve,
+// whose error names it.
+func otherMachine(file string, want elf.Machine) bool {
+	f, err := elf.Open(file)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Machine != want
 }
 
 // pluginLink is a symlink among plugins to another file of the same
@@ -579,18 +595,35 @@ type hostFiles struct {
 	record func(string)
 }
 
-// path is the builder's file for a spec's src.
+// path is the builder's file for a spec's src: the repository's for a
+// relative path or an absolute one inside it (a build output), else the
+// sysroot's.
 func (h hostFiles) path(p string) (string, error) {
-	if filepath.IsAbs(p) {
-		return h.root.Path(p)
+	if h.inRepo(p) {
+		if filepath.IsAbs(p) {
+			return p, nil
+		}
+		return filepath.Join(h.repo, p), nil
 	}
-	return filepath.Join(h.repo, p), nil
+	return h.root.Path(p)
 }
 
-// use records that the target's file p (absolute: from the sysroot) is
-// copied.
+// inRepo reports whether the spec's src p names the repository's files.
+func (h hostFiles) inRepo(p string) bool {
+	if !filepath.IsAbs(p) {
+		return true
+	}
+	repo, err := filepath.Abs(h.repo)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(repo, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// use records that the target's file p (from the sysroot) is copied.
 func (h hostFiles) use(p string) {
-	if h.record != nil && filepath.IsAbs(p) {
+	if h.record != nil && !h.inRepo(p) {
 		h.record(p)
 	}
 }

@@ -3,7 +3,6 @@ package assemble
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 
 	"github.com/berth-node/berth/image/fstree"
@@ -47,7 +46,7 @@ func HostFiles(ctx context.Context, in Inputs) ([]string, error) {
 	in.record = func(p string) { seen[p] = true }
 	m := &manifest.Manifest{Tools: map[string]string{}}
 	for _, l := range []spec.Layer{in.Spec.Root, in.Spec.Initramfs} {
-		if err := addLayer(ctx, fstree.New(), hostOnly(l), in, m); err != nil {
+		if err := addLayer(ctx, fstree.New(), hostOnly(l, hostFiles{repo: in.RepoRoot}), in, m); err != nil {
 			return nil, err
 		}
 	}
@@ -59,21 +58,21 @@ func HostFiles(ctx context.Context, in Inputs) ([]string, error) {
 	return out, nil
 }
 
-// hostOnly is l without what the repository provides (relative paths, Go
+// hostOnly is l without what the repository provides (its files, Go
 // builds, images), which need not exist when the host files are listed.
-func hostOnly(l spec.Layer) spec.Layer {
+func hostOnly(l spec.Layer, h hostFiles) spec.Layer {
 	out := spec.Layer{Dirs: l.Dirs, Symlinks: l.Symlinks, Plugins: l.Plugins}
 	for _, f := range l.Files {
-		if f.Src == "" || filepath.IsAbs(f.Src) {
+		if f.Src == "" || !h.inRepo(f.Src) {
 			out.Files = append(out.Files, f)
 		}
 	}
 	for _, b := range l.Binaries {
-		if b.Src == "" || filepath.IsAbs(b.Src) {
+		if b.Src == "" || !h.inRepo(b.Src) {
 			out.Binaries = append(out.Binaries, b)
 		}
 	}
-	if l.Busybox != nil && filepath.IsAbs(l.Busybox.Src) {
+	if l.Busybox != nil && !h.inRepo(l.Busybox.Src) {
 		out.Busybox = l.Busybox
 	}
 	return out

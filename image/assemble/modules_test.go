@@ -125,7 +125,7 @@ var kernelRequests = map[string]string{
 
 func repoSpec(t *testing.T) *spec.Spec {
 	t.Helper()
-	s, err := spec.Load("../spec.yaml")
+	s, err := spec.Load("../spec.yaml", map[string]string{"NODE_COMPONENTS": "build/components/node"})
 	if err != nil {
 		t.Fatal(err)
 	}

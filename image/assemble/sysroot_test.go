@@ -116,7 +116,12 @@ func TestHostFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs.Root.Binaries = append(rs.Root.Binaries, spec.Binary{Name: "kubelet", Src: "build/none/kubelet"})
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Root.Binaries = append(rs.Root.Binaries, spec.Binary{Name: "kubelet", Src: "build/none/kubelet"},
+		spec.Binary{Name: "containerd", Src: filepath.Join(repo, "build/none/containerd")})
 	got, err := HostFiles(context.Background(), Inputs{Spec: rs, RepoRoot: "../..", Arch: "arm64", Sysroot: arm64Root})
 	if err != nil {
 		t.Fatal(err)

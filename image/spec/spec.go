@@ -168,11 +168,39 @@ func Parse(data []byte) (*Spec, error) {
 	return &s, nil
 }
 
-// Load reads and parses the spec at path.
-func Load(path string) (*Spec, error) {
+// Expand replaces ${NAME} in a spec's text by vars[NAME]: build outputs
+// whose place depends on the build (NODE_COMPONENTS: the node components of
+// the image's architecture). MultiarchVar is left for the builder, which
+// knows the architecture. A name with no value is an error, so a typo
+// cannot turn into a path.
+func Expand(data []byte, vars map[string]string) ([]byte, error) {
+	var missing []string
+	out := os.Expand(string(data), func(name string) string {
+		if "${"+name+"}" == MultiarchVar {
+			return MultiarchVar
+		}
+		v, ok := vars[name]
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("image spec uses variables with no value: %s (mkimage -var NAME=VALUE)", strings.Join(missing, ", "))
+	}
+	return []byte(out), nil
+}
+
+// Load reads the spec at path, expands vars in it and parses it.
+func Load(path string, vars map[string]string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading image spec: %w", err)
+	}
+	data, err = Expand(data, vars)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	s, err := Parse(data)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 // The repository's own spec must parse, and its test variant must add the
 // shell and helpers without touching the default image.
 func TestRepoSpec(t *testing.T) {
-	s, err := Load("../spec.yaml")
+	s, err := Load("../spec.yaml", map[string]string{"NODE_COMPONENTS": "build/components/node"})
 	if err != nil {
 		t.Fatal(err)
 	}

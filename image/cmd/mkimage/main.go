@@ -59,11 +59,20 @@ func run(log *slog.Logger, args []string) error {
 		components[name] = ver
 		return nil
 	})
+	vars := map[string]string{}
+	fs.Func("var", "NAME=VALUE for ${NAME} in the spec (NODE_COMPONENTS: the node components' directory; repeatable)", func(v string) error {
+		name, val, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want NAME=VALUE, got %q", v)
+		}
+		vars[name] = val
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *hostFiles {
-		s, err := spec.Load(*specPath)
+		s, err := spec.Load(*specPath, vars)
 		if err != nil {
 			return err
 		}
@@ -91,7 +100,7 @@ func run(log *slog.Logger, args []string) error {
 		}
 		mtime = v
 	}
-	s, err := spec.Load(*specPath)
+	s, err := spec.Load(*specPath, vars)
 	if err != nil {
 		return err
 	}
