@@ -31,7 +31,7 @@ else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif
 
-.PHONY: deps build kernel image image-test disk test test-unit test-qemu lint demo bench clean size
+.PHONY: deps build kernel sysroot image image-test disk test test-unit test-qemu lint demo bench clean size
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 ## With ARCH=arm64 also the cross toolchain, libseccomp-dev:arm64 (after
@@ -111,30 +111,48 @@ kernel: deps
 	fi; \
 	ln -sfn "$$dir" $(KERNEL_DIR); echo "kernel: $(KERNEL_DIR) -> $$dir"
 
-# arm64 stops here until its node components (kubelet, containerd, runc,
-# CNI, pause) are cross-built and the image's host programs (mkfs.*, mount,
-# iptables and their libraries, busybox) come from arm64 packages: mkimage
-# would refuse every amd64 file anyway (ELF machine check), this says why
-# before the builds. `make build kernel ARCH=arm64` work.
-ARCH_GUARD := $(if $(filter arm64,$(ARCH)),arm64-image-guard)
-.PHONY: arm64-image-guard
-arm64-image-guard:
-	@echo "ARCH=arm64: the node image needs arm64 node components and host programs, not built yet (issue 18); make build kernel ARCH=arm64 work"; exit 1
+## sysroot: for an ARCH other than the host's (arm64 on amd64), the image's
+## host programs (busybox, mkfs.*, mount, iptables, nft, ipset) and their
+## libraries from that architecture's Debian packages, unpacked into
+## build/arm64/sysroot/. The packages are those that own, on this host, the
+## files the spec copies (mkimage -host-files, dpkg -S); redone only when
+## their list or a version changes (tools/sysroot.sh). The host's own
+## architecture reads them from / and needs none.
+HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+SYSROOT   := $(if $(filter $(HOST_ARCH),$(ARCH)),,$(ARCH_BUILD)/sysroot)
+sysroot: deps
+ifeq ($(SYSROOT),)
+	@echo "sysroot: ARCH=$(ARCH) is this host's: the image reads its host programs from /"
+else
+	$(GO) run ./image/cmd/mkimage -spec image/spec.yaml -variant test -arch $(HOST_ARCH) -var NODE_COMPONENTS=$(NODE_COMPONENTS_DIR) -host-files \
+	  | tools/sysroot.sh $(ARCH) $(SYSROOT)
+endif
 
-MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -arch $(ARCH) -berth $(ARCH_BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) $(MKIMAGE_COMPONENTS)
+# Until components.mk cross-builds the node components (kubelet,
+# containerd, runc, CNI, pause) into their own directory for arm64, its
+# node components are amd64's, which mkimage refuses (ELF machine check):
+# this says why before the builds. It lifts itself once NODE_COMPONENTS_DIR
+# (components.mk, read after this rule) is the architecture's own.
+.PHONY: image-guard
+image-guard:
+	@$(if $(and $(filter-out amd64,$(ARCH)),$(filter $(BUILD)/components/node,$(NODE_COMPONENTS_DIR))), \
+	  echo "ARCH=$(ARCH): the node image needs $(ARCH) node components (components.mk builds amd64's only so far: issue 18); make build kernel sysroot ARCH=$(ARCH) work"; exit 1, true)
+
+MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -arch $(ARCH) -berth $(ARCH_BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) \
+  -var NODE_COMPONENTS=$(NODE_COMPONENTS_DIR) $(if $(SYSROOT),-sysroot $(SYSROOT)) $(MKIMAGE_COMPONENTS)
 
 ## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, root.erofs).
-image: $(ARCH_GUARD) build kernel node-components
+image: image-guard build kernel sysroot node-components
 	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image
 
 ## disk: the node image plus build/image/disk.raw, a GPT disk that boots
 ## under UEFI (EC2, OVMF): ESP with a UKI, dm-verity root, growable data
 ## partition. Same spec as `image`; the manifest records the disk's sha256.
-disk: $(ARCH_GUARD) deps build kernel node-components
+disk: image-guard deps build kernel sysroot node-components
 	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image -disk $(ARCH_BUILD)/image/disk.raw
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
-image-test: $(ARCH_GUARD) build kernel node-components
+image-test: image-guard build kernel sysroot node-components
 	$(MKIMAGE) -variant test -out $(ARCH_BUILD)/image-test
 
 ## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,
