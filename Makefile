@@ -162,6 +162,22 @@ test-qemu: image-test etcd test-components-node test-components-images
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(ARCH_BUILD)/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(ARCH_BUILD)/qemu-tests.log"; exit $$rc; fi
 
+## test-qemu-arm64: the arm64 image under qemu-system-aarch64 (TCG, AAVMF):
+## builds `image-test` and `disk` with ARCH=arm64, then runs the tests that
+## take their platform from the image's manifest: TestBootReport (modules by
+## modalias), TestPowerDown (system_powerdown as the ACPI power button),
+## TestDiskBoot (UKI on linuxaa64.efi.stub, verity root, data partition)
+## and TestJoin (joins the host's amd64 control plane, runs the demo pod).
+## Full log in build/arm64/qemu-tests.log, consoles in build/arm64/qemu-logs/.
+ARM64_QEMU_TESTS := ^(TestBootReport|TestPowerDown|TestDiskBoot|TestJoin)$$
+.PHONY: test-qemu-arm64
+test-qemu-arm64: etcd kube
+	$(MAKE) ARCH=arm64 image-test disk
+	@rm -rf $(BUILD)/arm64/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/arm64/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(BUILD)/arm64/qemu-logs \
+	  $(GO) test -count=1 -timeout 55m -v -run '$(ARM64_QEMU_TESTS)' ./qemu-tests > $(BUILD)/arm64/qemu-tests.log 2>&1; rc=$$?; set -e; \
+	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/arm64/qemu-tests.log || true; \
+	if [ $$rc -ne 0 ]; then echo "test-qemu-arm64: FAILED (exit $$rc); full log: $(BUILD)/arm64/qemu-tests.log"; exit $$rc; fi
+
 ## faults: the fault suite at full strength (test-qemu runs it reduced):
 ## kill -9 of containerd and kubelet BERTH_FAULT_KILLS times each (100),
 ## IMDS faults, containerd config rejected, /var and /run full, with the
