@@ -169,11 +169,21 @@ test-qemu: image-test etcd test-components-node test-components-images
 ## TestDiskBoot (UKI on linuxaa64.efi.stub, verity root, data partition)
 ## and TestJoin (joins the host's amd64 control plane, runs the demo pod).
 ## Full log in build/arm64/qemu-tests.log, consoles in build/arm64/qemu-logs/.
+## The join test's components directory (BERTH_COMPONENTS_DIR) is
+## build/arm64/test-components/: links to the host's control plane and etcd
+## and its cluster images, with the arm64 node's components, install-cni and
+## demo images in their place (TestJoin applies only install-cni).
 ARM64_QEMU_TESTS := ^(TestBootReport|TestPowerDown|TestDiskBoot|TestJoin)$$
+ARM64_TEST_COMPONENTS := $(BUILD)/arm64/test-components
 .PHONY: test-qemu-arm64
-test-qemu-arm64: etcd kube
-	$(MAKE) ARCH=arm64 image-test disk
-	@rm -rf $(BUILD)/arm64/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/arm64/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(BUILD)/arm64/qemu-logs \
+test-qemu-arm64: etcd kube cluster-images
+	$(MAKE) ARCH=arm64 image-test disk cluster-images
+	@t=$(ARM64_TEST_COMPONENTS); rm -rf $$t.tmp && mkdir -p $$t.tmp/images; \
+	ln -s $(KUBE_DIR) $(ETCD_DIR) $$t.tmp/; ln -s $(BUILD)/arm64/components/node $$t.tmp/node; \
+	for i in kube-proxy coredns busybox; do ln -s $(OCI_IMAGES_DIR)/$$i.tar $$t.tmp/images/; done; \
+	for i in install-cni demo; do ln -s $(BUILD)/arm64/components/images/$$i.tar $$t.tmp/images/; done; \
+	rm -rf $$t && mv $$t.tmp $$t
+	@rm -rf $(BUILD)/arm64/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/arm64/image-test BERTH_COMPONENTS_DIR=$(ARM64_TEST_COMPONENTS) BERTH_QEMU_LOGDIR=$(BUILD)/arm64/qemu-logs \
 	  $(GO) test -count=1 -timeout 55m -v -run '$(ARM64_QEMU_TESTS)' ./qemu-tests > $(BUILD)/arm64/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/arm64/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu-arm64: FAILED (exit $$rc); full log: $(BUILD)/arm64/qemu-tests.log"; exit $$rc; fi
