@@ -171,6 +171,13 @@ func TestBootReport(t *testing.T) {
 			t.Errorf("%s: got %+v, want a %s mount; /proc/mounts:\n%s", target, m, fstype, out)
 		}
 	}
+	// The guest runs the manifest's architecture: the suite that boots the
+	// arm64 image (make test-qemu-arm64) cannot pass on the amd64 one.
+	machine := map[string]string{"": "x86_64", "amd64": "x86_64", "arm64": "aarch64"}[man.Arch]
+	if got, err := vm.Shell("uname -m", shellTimeout); err != nil || strings.TrimSpace(got) != machine {
+		t.Errorf("guest uname -m = %q (%v), want %s for the manifest's arch %q", got, err, machine, man.Arch)
+	}
+	figure(t, "image arch %s", machine)
 	// The cgroup root must hand its controllers to children (kubelet needs them).
 	ctl, err := vm.Shell("cat /sys/fs/cgroup/cgroup.subtree_control", shellTimeout)
 	if err != nil {

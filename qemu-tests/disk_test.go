@@ -69,10 +69,14 @@ func testDiskWith(t *testing.T, dir, cmdline string) (string, disk.Result) {
 		t.Fatal(err)
 	}
 	img := filepath.Join(work, "disk.raw")
+	arch := qemu.ImageManifest(t, dir).Arch
+	if cmdline, err = qemu.ArchCmdline(cmdline, arch); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	res, err := disk.Assemble(context.Background(), slog.New(slog.DiscardHandler), img, disk.Inputs{
 		RootFS: filepath.Join(dir, "root.erofs"), RootFSSize: qemu.ImageManifest(t, dir).Root.Size, Kernel: filepath.Join(dir, "vmlinuz"), Initrd: initrd,
-		OSRelease: []byte("ID=berth\n"), Cmdline: cmdline,
+		OSRelease: []byte("ID=berth\n"), Cmdline: cmdline, Arch: arch,
 	})
 	if err != nil {
 		t.Fatal(err)

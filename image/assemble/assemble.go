@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/berth-node/berth/image/initramfs"
 	"github.com/berth-node/berth/image/moddeps"
 	"github.com/berth-node/berth/image/spec"
+	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/mounts/partition"
@@ -88,6 +90,16 @@ type Inputs struct {
 	// DiskCmdline is the UKI's kernel command line; berth.verity= is
 	// appended. DefaultDiskCmdline when empty.
 	DiskCmdline string
+	// Sysroot is where the spec's absolute host paths (programs, their
+	// libraries and plugins, files) are read: another architecture's
+	// packages unpacked (make sysroot ARCH=arm64). The builder's own /
+	// when empty. Relative paths (the repository's build outputs) are
+	// never under it.
+	Sysroot string
+
+	// record, when set, is told the target's path of every host file a
+	// layer copies (HostFiles).
+	record func(string)
 }
 
 // DefaultDiskCmdline is the disk image's command line: EC2's serial
@@ -420,6 +432,16 @@ func rootTree(ctx context.Context, log *slog.Logger, in Inputs, m *manifest.Mani
 
 // addLayer adds one spec layer's content to t.
 func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *manifest.Manifest) error {
+	root, err := sysroot.New(in.Sysroot)
+	if err != nil {
+		return err
+	}
+	machine, ok := elfarch.Machine(archOf(in))
+	if !ok {
+		return fmt.Errorf("architecture %q: want one of %s", archOf(in), elfarch.Names)
+	}
+	tuple, _ := elfarch.Multiarch(machine)
+	host := hostFiles{repo: in.RepoRoot, root: root, record: in.record}
 	for _, d := range l.Dirs {
 		if err := t.AddDir(d.Path, uint32(d.Mode)); err != nil {
 			return err
@@ -430,10 +452,14 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		if f.Content != "" {
 			err = t.AddData(f.Dst, []byte(f.Content), uint32(f.Mode))
 		} else {
-			src := hostPath(in.RepoRoot, f.Src)
+			src, perr := host.path(f.Src)
+			if perr != nil {
+				return fmt.Errorf("file %s: %w", f.Dst, perr)
+			}
 			if _, statErr := os.Stat(src); statErr != nil && f.Optional {
 				continue
 			}
+			host.use(f.Src)
 			err = t.AddFile(f.Dst, src, uint32(f.Mode))
 		}
 		if err != nil {
@@ -447,14 +473,9 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 	}
 	var dynamic []string
 	for _, b := range l.Binaries {
-		src := b.Src
-		if src != "" {
-			src = hostPath(in.RepoRoot, src)
-		} else {
-			var err error
-			if src, err = lookPath(b.Name); err != nil {
-				return fmt.Errorf("binary %s: %w", b.Name, err)
-			}
+		src, err := host.binary(b)
+		if err != nil {
+			return fmt.Errorf("binary %s: %w", b.Name, err)
 		}
 		dst := b.Dst
 		if dst == "" {
@@ -474,23 +495,32 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		dynamic = append(dynamic, src)
 	}
 	for _, p := range l.Plugins {
-		files, links, err := pluginFiles(p)
+		p.Dir = strings.ReplaceAll(p.Dir, spec.MultiarchVar, tuple)
+		files, links, err := pluginFiles(root, p)
 		if err != nil {
 			return err
 		}
 		for _, f := range files {
-			if err := t.AddFile(f, f, 0o644); err != nil {
+			src, err := root.Path(f)
+			if err != nil {
 				return err
 			}
+			host.use(f)
+			if err := t.AddFile(f, src, 0o644); err != nil {
+				return err
+			}
+			dynamic = append(dynamic, src)
 		}
 		for _, ln := range links {
 			if err := t.AddSymlink(ln.path, ln.target); err != nil {
 				return err
 			}
 		}
-		dynamic = append(dynamic, files...)
 	}
-	deps, err := elfdeps.Resolve(dynamic, nil)
+	// A file of another machine is left to the machine check, which names
+	// it: its libraries would be missing here, or another architecture's.
+	dynamic = slices.DeleteFunc(dynamic, func(f string) bool { return otherMachine(f, machine) })
+	deps, err := elfdeps.Resolve(root, dynamic, elfdeps.SearchDirs(machine))
 	if err != nil {
 		return err
 	}
@@ -498,7 +528,8 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		if t.Has(d.Path) {
 			continue
 		}
-		if err := t.AddFile(d.Path, d.Path, 0o755); err != nil {
+		host.use(d.Path)
+		if err := t.AddFile(d.Path, d.Src, 0o755); err != nil {
 			return err
 		}
 	}
@@ -512,13 +543,23 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 		}
 	}
 	for _, im := range l.Images {
-		if err := t.AddFile(im.Dst, hostPath(in.RepoRoot, im.Src), 0o644); err != nil {
+		src, err := host.path(im.Src)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", im.Name, err)
+		}
+		host.use(im.Src)
+		if err := t.AddFile(im.Dst, src, 0o644); err != nil {
 			return fmt.Errorf("image %s: %w", im.Name, err)
 		}
 		m.Images = append(m.Images, manifest.Image{Name: im.Name, Path: im.Dst})
 	}
 	if bb := l.Busybox; bb != nil {
-		if err := t.AddFile(bb.Dst, hostPath(in.RepoRoot, bb.Src), 0o755); err != nil {
+		src, err := host.path(bb.Src)
+		if err != nil {
+			return fmt.Errorf("busybox: %w", err)
+		}
+		host.use(bb.Src)
+		if err := t.AddFile(bb.Dst, src, 0o755); err != nil {
 			return err
 		}
 		for _, a := range bb.Applets {
@@ -534,24 +575,36 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 	return nil
 }
 
+// otherMachine reports whether file is an ELF file for another machine
+// than want. A file that is not ELF, or unreadable, is left to Resolve,
+// whose error names it.
+func otherMachine(file string, want elf.Machine) bool {
+	f, err := elf.Open(file)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Machine != want
+}
+
 // pluginLink is a symlink among plugins to another file of the same
 // directory (iptables' libxt_MASQUERADE.so → libxt_NAT.so).
 type pluginLink struct{ path, target string }
 
-// pluginFiles lists the files in p.Dir whose names match p.Glob, sorted: the
-// regular ones, and symlinks to a file of the same directory, which stay
-// links (their target is shipped when it matches too, or else as a file
-// the link names). A link elsewhere is shipped as the file it resolves to.
-// A directory with none is an error: the spec named it because something
-// loads from it.
-func pluginFiles(p spec.Plugins) ([]string, []pluginLink, error) {
+// pluginFiles lists the files in p.Dir (in root) whose names match p.Glob,
+// sorted, by the target's paths: the regular ones, and symlinks to a file
+// of the same directory, which stay links (their target is shipped when it
+// matches too, or else as a file the link names). A link elsewhere is
+// shipped as the file it resolves to. A directory with none is an error:
+// the spec named it because something loads from it.
+func pluginFiles(root sysroot.Root, p spec.Plugins) ([]string, []pluginLink, error) {
 	glob := p.Glob
 	if glob == "" {
 		glob = "*.so"
 	}
-	ents, err := os.ReadDir(p.Dir)
+	ents, err := root.ReadDir(p.Dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("plugins in %s: %w (install its package: make deps)", p.Dir, err)
+		return nil, nil, fmt.Errorf("plugins in %s (sysroot %s): %w (install its package: make deps, or make sysroot ARCH=...)", p.Dir, root, err)
 	}
 	files := map[string]bool{}
 	var links []pluginLink
@@ -559,16 +612,16 @@ func pluginFiles(p spec.Plugins) ([]string, []pluginLink, error) {
 		if ok, _ := path.Match(glob, e.Name()); !ok {
 			continue
 		}
-		full := filepath.Join(p.Dir, e.Name())
+		full := path.Join(p.Dir, e.Name())
 		switch {
 		case e.Type().IsRegular():
 			files[full] = true
 		case e.Type()&os.ModeSymlink != 0:
-			target, err := os.Readlink(full)
+			target, err := root.Readlink(full)
 			if err != nil {
 				return nil, nil, fmt.Errorf("plugins in %s: %w", p.Dir, err)
 			}
-			st, err := os.Stat(full)
+			st, err := root.Stat(full)
 			if err != nil || !st.Mode().IsRegular() {
 				return nil, nil, fmt.Errorf("plugins in %s: %s links to %s, which is no regular file", p.Dir, e.Name(), target)
 			}
@@ -577,7 +630,7 @@ func pluginFiles(p spec.Plugins) ([]string, []pluginLink, error) {
 				continue
 			}
 			links = append(links, pluginLink{path: full, target: target})
-			files[filepath.Join(p.Dir, target)] = true
+			files[path.Join(p.Dir, target)] = true
 		}
 	}
 	if len(files) == 0 {
@@ -591,24 +644,85 @@ func pluginFiles(p spec.Plugins) ([]string, []pluginLink, error) {
 	return out, links, nil
 }
 
-func hostPath(repo, p string) string {
-	if filepath.IsAbs(p) {
-		return p
-	}
-	return filepath.Join(repo, p)
+// hostFiles finds the files a layer copies from the build host: a
+// relative path in the repository, an absolute one in the sysroot.
+type hostFiles struct {
+	repo   string
+	root   sysroot.Root
+	record func(string)
 }
 
-// lookPath finds a program in PATH and the sbin directories, which a
-// non-root PATH often lacks.
-func lookPath(name string) (string, error) {
-	dirs := append(filepath.SplitList(os.Getenv("PATH")), "/usr/sbin", "/sbin", "/usr/bin", "/bin")
+// path is the builder's file for a spec's src: the repository's for a
+// relative path or an absolute one inside it (a build output), else the
+// sysroot's.
+func (h hostFiles) path(p string) (string, error) {
+	if h.inRepo(p) {
+		if filepath.IsAbs(p) {
+			return p, nil
+		}
+		return filepath.Join(h.repo, p), nil
+	}
+	return h.root.Path(p)
+}
+
+// inRepo reports whether the spec's src p names the repository's files.
+func (h hostFiles) inRepo(p string) bool {
+	if !filepath.IsAbs(p) {
+		return true
+	}
+	repo, err := filepath.Abs(h.repo)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(repo, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// use records that the target's file p (from the sysroot) is copied.
+func (h hostFiles) use(p string) {
+	if h.record != nil && !h.inRepo(p) {
+		h.record(p)
+	}
+}
+
+// binary is the builder's file for a spec's program: its src, or its name
+// looked up as the target's PATH would find it.
+func (h hostFiles) binary(b spec.Binary) (string, error) {
+	if b.Src != "" {
+		src, err := h.path(b.Src)
+		if err == nil {
+			h.use(b.Src)
+		}
+		return src, err
+	}
+	p, err := h.lookPath(b.Name)
+	if err != nil {
+		return "", err
+	}
+	h.use(p)
+	return h.root.Path(p)
+}
+
+// lookPath finds a program in the sbin and bin directories, the target's
+// path to it. On the builder's own / the builder's PATH comes first (a
+// non-root PATH often lacks the sbin directories); a sysroot has no PATH
+// but the standard one.
+func (h hostFiles) lookPath(name string) (string, error) {
+	var dirs []string
+	if h.root.IsHost() {
+		dirs = filepath.SplitList(os.Getenv("PATH"))
+	}
+	dirs = append(dirs, "/usr/sbin", "/sbin", "/usr/bin", "/bin")
 	for _, d := range dirs {
-		p := filepath.Join(d, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		p := path.Join(d, name)
+		if st, err := h.root.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s not found in %s (install its package: make deps)", name, strings.Join(dirs, ":"))
+	return "", fmt.Errorf("%s not found in %s of %s (install its package: make deps, or make sysroot ARCH=...)", name, strings.Join(dirs, ":"), h.root)
 }
 
 // goBuild builds a main package of this module as a static, reproducible

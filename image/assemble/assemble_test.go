@@ -21,6 +21,7 @@ import (
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/internal/kotest"
 	"github.com/berth-node/berth/image/spec"
+	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/manifest"
 	mverity "github.com/berth-node/berth/mounts/verity"
@@ -354,7 +355,7 @@ func TestBuildDisk(t *testing.T) {
 // libraries those files need (found by no walk from a binary), and a
 // binary's links name it beside itself.
 func TestLayerPluginsAndLinks(t *testing.T) {
-	deps, err := elfdeps.Resolve([]string{"/bin/true"}, nil)
+	deps, err := elfdeps.Resolve(sysroot.Root{}, []string{"/bin/true"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

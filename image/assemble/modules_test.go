@@ -125,7 +125,7 @@ var kernelRequests = map[string]string{
 
 func repoSpec(t *testing.T) *spec.Spec {
 	t.Helper()
-	s, err := spec.Load("../spec.yaml")
+	s, err := spec.Load("../spec.yaml", map[string]string{"NODE_COMPONENTS": "build/components/node"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +174,10 @@ func TestSpecShipsHostIptables(t *testing.T) {
 			t.Errorf("image/spec.yaml's root has no %s", n)
 		}
 	}
-	if !slices.ContainsFunc(def.Root.Plugins, func(p spec.Plugins) bool { return p.Dir == "/usr/lib/x86_64-linux-gnu/xtables" }) {
-		t.Error("image/spec.yaml ships no iptables extensions (/usr/lib/x86_64-linux-gnu/xtables)")
+	// The multiarch tuple is the image's: iptables looks in
+	// /usr/lib/aarch64-linux-gnu/xtables on arm64.
+	if !slices.ContainsFunc(def.Root.Plugins, func(p spec.Plugins) bool { return p.Dir == "/usr/lib/"+spec.MultiarchVar+"/xtables" }) {
+		t.Error("image/spec.yaml ships no iptables extensions (/usr/lib/${MULTIARCH}/xtables)")
 	}
 }
 

@@ -43,3 +43,16 @@ func Check(name string, data []byte, want elf.Machine) error {
 	}
 	return nil
 }
+
+// Multiarch is Debian's multiarch tuple for the machine: the directory its
+// libraries and plugins live under (/lib/<tuple>, /usr/lib/<tuple>/xtables),
+// and the name the dynamic loader searches.
+func Multiarch(m elf.Machine) (string, bool) {
+	switch m {
+	case elf.EM_X86_64:
+		return "x86_64-linux-gnu", true
+	case elf.EM_AARCH64:
+		return "aarch64-linux-gnu", true
+	}
+	return "", false
+}

@@ -88,3 +88,17 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// Every architecture Machine knows has a multiarch tuple, or its image could
+// not find its libraries.
+func TestMultiarch(t *testing.T) {
+	for arch, want := range map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"} {
+		m, _ := Machine(arch)
+		if got, ok := Multiarch(m); !ok || got != want {
+			t.Errorf("Multiarch(%v) = %q, %v; want %q", m, got, ok, want)
+		}
+	}
+	if _, ok := Multiarch(elf.EM_S390); ok {
+		t.Error("Multiarch(EM_S390) is known")
+	}
+}

@@ -1,11 +1,14 @@
 package elfdeps
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-node/berth/image/sysroot"
 )
 
 // The build host is Debian x86-64 (CI too): mkfs.ext4 is dynamically
@@ -16,7 +19,7 @@ func TestResolveHostBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mkfs.ext4 (e2fsprogs, installed by make deps) is missing: %v", err)
 	}
-	deps, err := Resolve([]string{bin}, nil)
+	deps, err := Resolve(sysroot.Root{}, []string{bin}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +59,7 @@ func TestResolveStaticBinary(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	deps, err := Resolve([]string{bin}, nil)
+	deps, err := Resolve(sysroot.Root{}, []string{bin}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func TestResolveMissingLibraryNamesIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mkfs.ext4 missing: %v", err)
 	}
-	_, err = Resolve([]string{bin}, []string{t.TempDir()})
+	_, err = Resolve(sysroot.Root{}, []string{bin}, []string{t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "DT_NEEDED") {
 		t.Fatalf("want an error naming DT_NEEDED, got %v", err)
 	}
@@ -81,7 +84,55 @@ func TestResolveNotELF(t *testing.T) {
 	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resolve([]string{p}, nil); err == nil || !strings.Contains(err.Error(), p) {
+	if _, err := Resolve(sysroot.Root{}, []string{p}, nil); err == nil || !strings.Contains(err.Error(), p) {
 		t.Fatalf("want an error naming %s, got %v", p, err)
+	}
+}
+
+// In an arm64 sysroot every name resolves inside it: the loader through its
+// absolute link (the builder has its own /lib/aarch64-linux-gnu when
+// libc6:arm64 is installed, which must not be read), libraries in the
+// aarch64 multiarch directories, a transitive one in /usr/lib/<tuple>.
+func TestResolveInSysroot(t *testing.T) {
+	dir, err := filepath.Abs("testdata/arm64root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := sysroot.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sbin", "mkfs.ext4")
+	plugin := filepath.Join(dir, "usr/lib/aarch64-linux-gnu/xtables/libxt_a.so")
+	deps, err := Resolve(root, []string{bin, plugin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Dep{
+		{Name: "libfoo.so.1", Path: "/lib/aarch64-linux-gnu/libfoo.so.1", Src: filepath.Join(dir, "lib/aarch64-linux-gnu/libfoo.so.1.2.3")},
+		{Name: "/lib/ld-linux-aarch64.so.1", Path: "/lib/ld-linux-aarch64.so.1", Src: filepath.Join(dir, "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1")},
+		{Name: "libbar.so.2", Path: "/usr/lib/aarch64-linux-gnu/libbar.so.2", Src: filepath.Join(dir, "usr/lib/aarch64-linux-gnu/libbar.so.2")},
+	}
+	if len(deps) != len(want) {
+		t.Fatalf("deps %+v, want %+v", deps, want)
+	}
+	for i := range want {
+		if deps[i] != want[i] {
+			t.Errorf("dep %d = %+v, want %+v", i, deps[i], want[i])
+		}
+	}
+	// The host's search directories hold no aarch64 libfoo: naming them
+	// explicitly fails, and the error says where it looked.
+	_, err = Resolve(root, []string{bin}, []string{"/lib/x86_64-linux-gnu"})
+	if err == nil || !strings.Contains(err.Error(), "libfoo.so.1") || !strings.Contains(err.Error(), dir) {
+		t.Errorf("want an error naming libfoo.so.1 and the sysroot, got %v", err)
+	}
+}
+
+func TestSearchDirs(t *testing.T) {
+	for m, want := range map[elf.Machine]string{elf.EM_X86_64: "/lib/x86_64-linux-gnu", elf.EM_AARCH64: "/lib/aarch64-linux-gnu"} {
+		if got := SearchDirs(m); len(got) == 0 || got[0] != want {
+			t.Errorf("SearchDirs(%v) = %v, want %s first", m, got, want)
+		}
 	}
 }

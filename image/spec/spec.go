@@ -110,12 +110,19 @@ type Binary struct {
 // path, with the shared libraries the files need. A symlink to a file
 // beside it stays a link, and its target is shipped with it.
 type Plugins struct {
-	// Dir is absolute, on the build host and in the image alike: programs
-	// find their plugins by a compiled-in path.
+	// Dir is absolute, on the build host (or sysroot) and in the image
+	// alike: programs find their plugins by a compiled-in path, which
+	// holds the architecture's multiarch tuple. MultiarchVar in it stands
+	// for the image's (x86_64-linux-gnu, aarch64-linux-gnu), so one spec
+	// serves every architecture.
 	Dir string `json:"dir"`
 	// Glob is a path.Match pattern for file names in Dir; "*.so" when empty.
 	Glob string `json:"glob,omitempty"`
 }
+
+// MultiarchVar in a plugins dir is replaced by the image architecture's
+// Debian multiarch tuple.
+const MultiarchVar = "${MULTIARCH}"
 
 // GoBuild is a Go main package of this module built static and copied in.
 type GoBuild struct {
@@ -161,11 +168,39 @@ func Parse(data []byte) (*Spec, error) {
 	return &s, nil
 }
 
-// Load reads and parses the spec at path.
-func Load(path string) (*Spec, error) {
+// Expand replaces ${NAME} in a spec's text by vars[NAME]: build outputs
+// whose place depends on the build (NODE_COMPONENTS: the node components of
+// the image's architecture). MultiarchVar is left for the builder, which
+// knows the architecture. A name with no value is an error, so a typo
+// cannot turn into a path.
+func Expand(data []byte, vars map[string]string) ([]byte, error) {
+	var missing []string
+	out := os.Expand(string(data), func(name string) string {
+		if "${"+name+"}" == MultiarchVar {
+			return MultiarchVar
+		}
+		v, ok := vars[name]
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("image spec uses variables with no value: %s (mkimage -var NAME=VALUE)", strings.Join(missing, ", "))
+	}
+	return []byte(out), nil
+}
+
+// Load reads the spec at path, expands vars in it and parses it.
+func Load(path string, vars map[string]string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading image spec: %w", err)
+	}
+	data, err = Expand(data, vars)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	s, err := Parse(data)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 // The repository's own spec must parse, and its test variant must add the
 // shell and helpers without touching the default image.
 func TestRepoSpec(t *testing.T) {
-	s, err := Load("../spec.yaml")
+	s, err := Load("../spec.yaml", map[string]string{"NODE_COMPONENTS": "build/components/node"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,5 +80,24 @@ func TestMode(t *testing.T) {
 	}
 	if s.Root.Dirs[0].Mode != 0o1777 || s.Root.Dirs[1].Mode != 0o700 {
 		t.Errorf("modes %o %o", s.Root.Dirs[0].Mode, s.Root.Dirs[1].Mode)
+	}
+}
+
+// ${NAME} takes its value from vars, ${MULTIARCH} is left for the builder,
+// and a name with no value is an error naming it.
+func TestExpand(t *testing.T) {
+	in := "src: ${NODE_COMPONENTS}/kubelet\ndir: /usr/lib/${MULTIARCH}/xtables\n"
+	got, err := Expand([]byte(in), map[string]string{"NODE_COMPONENTS": "build/arm64/components/node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "src: build/arm64/components/node/kubelet\ndir: /usr/lib/${MULTIARCH}/xtables\n"; string(got) != want {
+		t.Errorf("Expand = %q, want %q", got, want)
+	}
+	if _, err := Expand([]byte(in+"x: ${NODE_COMPONENT}\n"), map[string]string{"NODE_COMPONENTS": "x"}); err == nil || !strings.Contains(err.Error(), "NODE_COMPONENT") {
+		t.Errorf("unknown variable: %v, want an error naming it", err)
+	}
+	if _, err := Load("../spec.yaml", nil); err == nil || !strings.Contains(err.Error(), "NODE_COMPONENTS") {
+		t.Errorf("the repository's spec without NODE_COMPONENTS: %v, want an error naming it", err)
 	}
 }

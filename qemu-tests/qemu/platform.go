@@ -1,6 +1,9 @@
 package qemu
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // platform is what differs between the architectures a VM emulates: the
 // QEMU binary and machine, the guest's names for its consoles, how the
@@ -63,3 +66,15 @@ const (
 	AAVMFCode = "/usr/share/AAVMF/AAVMF_CODE.fd"
 	AAVMFVars = "/usr/share/AAVMF/AAVMF_VARS.fd"
 )
+
+// ArchCmdline returns cmdline, written with amd64's console names
+// (console=ttyS0, berth.debugshell=ttyS1), with arch's instead. A disk's
+// UKI fixes its command line when the disk is made, before any VM picks
+// the platform, so the tests' disks are made with this.
+func ArchCmdline(cmdline, arch string) (string, error) {
+	p, err := platformFor(arch)
+	if err != nil {
+		return "", err
+	}
+	return strings.NewReplacer("console=ttyS0", "console="+p.console, "berth.debugshell=ttyS1", "berth.debugshell="+p.shellTTY).Replace(cmdline), nil
+}

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/manifest"
 )
 
 // Config describes one VM.
@@ -233,9 +235,15 @@ type BootOptions struct {
 // Start boots a VM and registers its cleanup with t: QEMU is killed when the
 // test ends (or at cfg.Timeout, whichever is first), and when the test has
 // failed the console tail is logged. With $BERTH_QEMU_LOGDIR set, the
-// console is also copied to <dir>/<test name>.console.log.
+// console is also copied to <dir>/<test name>.console.log. A config with
+// no Arch (a disk made from the test image, booted by UEFI) runs on the
+// test image's architecture.
 func Start(t testing.TB, cfg Config) *VM {
 	t.Helper()
+	if cfg.Arch == "" {
+		m, _ := manifest.Load(filepath.Join(ImageDir(t), "manifest.json"))
+		cfg.Arch = imageArch(m)
+	}
 	var sink io.Writer
 	if logDir := os.Getenv("BERTH_QEMU_LOGDIR"); logDir != "" {
 		if err := os.MkdirAll(logDir, 0o755); err == nil {

@@ -155,3 +155,21 @@ func TestArgsArm64(t *testing.T) {
 		t.Error("platformFor(riscv64) = nil error")
 	}
 }
+
+// A disk made from an arm64 image names virt's console and shell devices;
+// amd64's command line is unchanged.
+func TestArchCmdline(t *testing.T) {
+	in := "console=ttyS0 quiet berth.debugshell=ttyS1 berth.imds=off"
+	for arch, want := range map[string]string{
+		"":      in,
+		"amd64": in,
+		"arm64": "console=ttyAMA0 quiet berth.debugshell=hvc0 berth.imds=off",
+	} {
+		if got, err := ArchCmdline(in, arch); err != nil || got != want {
+			t.Errorf("ArchCmdline(%s) = %q, %v; want %q", arch, got, err, want)
+		}
+	}
+	if _, err := ArchCmdline(in, "riscv64"); err == nil {
+		t.Error("ArchCmdline(riscv64): no error")
+	}
+}

@@ -8,7 +8,12 @@
 //	    -berth build/berth -version v0.1 -kernel build/kernel/<ver> -out build/image-test
 //
 // -arch arm64 builds an arm64 image (every ELF file placed in it must be
-// for aarch64; the manifest records the architecture).
+// for aarch64; the manifest records the architecture), with -sysroot
+// build/arm64/sysroot: the spec's absolute host paths (programs, their
+// libraries, plugins, files) are read there, from arm64 packages.
+//
+// -host-files prints those paths (for the variant, read from -sysroot or
+// /) one a line and builds nothing: make sysroot maps them to packages.
 package main
 
 import (
@@ -45,6 +50,8 @@ func run(log *slog.Logger, args []string) error {
 	repo := fs.String("repo", ".", "repository root (relative spec paths, goBuild packages)")
 	diskOut := fs.String("disk", "", "also write a bootable GPT disk image here (e.g. build/image/disk.raw)")
 	rootInInitramfs := fs.Bool("root-in-initramfs", false, "put the root image in the initramfs (/root.erofs) instead of root.erofs for a root disk")
+	sysroot := fs.String("sysroot", "", "read the spec's absolute host paths under this directory (another architecture's packages unpacked); / when empty")
+	hostFiles := fs.Bool("host-files", false, "print the host files the spec's layers copy, one a line, and build nothing")
 	diskCmdline := fs.String("disk-cmdline", assemble.DefaultDiskCmdline, "the disk's kernel command line (berth.verity= is appended)")
 	components := map[string]string{}
 	fs.Func("component", "NAME=VERSION of a component the image ships, for the manifest (repeatable)", func(v string) error {
@@ -55,8 +62,35 @@ func run(log *slog.Logger, args []string) error {
 		components[name] = ver
 		return nil
 	})
+	vars := map[string]string{}
+	fs.Func("var", "NAME=VALUE for ${NAME} in the spec (NODE_COMPONENTS: the node components' directory; repeatable)", func(v string) error {
+		name, val, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want NAME=VALUE, got %q", v)
+		}
+		vars[name] = val
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *hostFiles {
+		s, err := spec.Load(*specPath, vars)
+		if err != nil {
+			return err
+		}
+		rs, err := s.Resolve(*variant)
+		if err != nil {
+			return err
+		}
+		files, err := assemble.HostFiles(context.Background(), assemble.Inputs{Spec: rs, RepoRoot: *repo, Arch: *arch, Sysroot: *sysroot})
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			fmt.Println(f)
+		}
+		return nil
 	}
 	if *kernel == "" {
 		return fmt.Errorf("-kernel is required (make kernel unpacks one under build/kernel/)")
@@ -69,7 +103,7 @@ func run(log *slog.Logger, args []string) error {
 		}
 		mtime = v
 	}
-	s, err := spec.Load(*specPath)
+	s, err := spec.Load(*specPath, vars)
 	if err != nil {
 		return err
 	}
@@ -82,7 +116,7 @@ func run(log *slog.Logger, args []string) error {
 	_, err = assemble.Build(ctx, log, assemble.Inputs{
 		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
 		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components, Arch: *arch,
-		Disk: *diskOut, DiskCmdline: *diskCmdline, RootInInitramfs: *rootInInitramfs,
+		Disk: *diskOut, DiskCmdline: *diskCmdline, RootInInitramfs: *rootInInitramfs, Sysroot: *sysroot,
 	})
 	return err
 }
