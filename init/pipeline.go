@@ -109,6 +109,7 @@ func pipeline() []phase {
 		{name: "early", fatal: true, run: phaseEarly},
 		{name: "modules", fatal: false, run: phaseModules},
 		{name: "root", fatal: true, run: phaseRoot},
+		{name: "prefetch", fatal: false, run: phasePrefetch},
 		{name: "network", fatal: false, run: phaseNetwork},
 		{name: "time", fatal: false, run: phaseTime},
 		{name: "config", fatal: true, run: phaseConfig},
