@@ -64,46 +64,64 @@ type MountResult struct {
 }
 
 // Run gathers the facts, builds the plan, does it and verifies the
-// propagation. Each step's failure is recorded and the others still run:
-// a node without bpffs still runs pods that need no BPF. The error joins
-// every failure; the Result is never nil.
+// propagation: Start, then its Finish. Each step's failure is recorded
+// and the others still run: a node without bpffs still runs pods that
+// need no BPF. The error joins every failure; the Result is never nil.
 func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
+	return Start(ctx, log, o).Finish(ctx)
+}
+
+// Started is a layout whose quick steps are done (directories, the
+// /var/run link, the overlays, shared propagation) and whose slow ones
+// are not: the pseudo-filesystem mounts and the verification. The bpffs
+// mount is the slow one, as the kernel (6.1) asks for bpf_preload on
+// every bpffs mount, which runs berth as /sbin/modprobe (about 1 s under
+// TCG at boot); Finish may run beside other work. Its Result is complete
+// only once Finish returns.
+type Started struct {
+	log   *slog.Logger
+	o     Options
+	plan  Plan
+	res   *Result
+	errs  []error
+	start time.Time
+	step  time.Time
+	// stopped: ctx ended before the steps ran; Finish does nothing more.
+	stopped bool
+}
+
+// Start gathers the facts, builds the plan and does its quick steps.
+// Mounts made later under a shared mount (bpffs under /sys) are shared
+// from the start, so propagation can be set before them.
+func Start(ctx context.Context, log *slog.Logger, o Options) *Started {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	start := time.Now()
-	res := &Result{Dirs: []string{}, Overlays: []OverlayResult{}, Mounts: []MountResult{}, Propagation: []PathPropagation{}}
-	var errs []error
-	fail := func(err error) {
-		errs = append(errs, err)
-		res.Errors = append(res.Errors, err.Error())
-	}
+	now := time.Now()
+	s := &Started{log: log, o: o, start: now, step: now,
+		res: &Result{Dirs: []string{}, Overlays: []OverlayResult{}, Mounts: []MountResult{}, Propagation: []PathPropagation{}}}
+	res := s.res
 	facts, err := Gather(o)
 	if err != nil {
 		// Build still decides from what was gathered: a missing mount
 		// table means every SharedPaths mount is made shared blindly.
-		fail(err)
+		s.fail(err)
 	}
 	p := Build(facts)
+	s.plan = p
 	for _, pr := range p.Problems {
-		fail(errors.New(pr))
+		s.fail(errors.New(pr))
 	}
 	if err := ctx.Err(); err != nil {
-		fail(fmt.Errorf("shaping the host filesystem: %w", err))
-		return res, errors.Join(errs...)
+		s.fail(fmt.Errorf("shaping the host filesystem: %w", err))
+		s.stopped = true
+		return s
 	}
-	// Step times go to the debug log: the bpffs mount is the slow one, as
-	// the kernel (6.1) asks for bpf_preload on every bpffs mount, which
-	// runs berth as /sbin/modprobe (about 1 s under TCG at boot).
-	step := time.Now()
-	lap := func(name string) {
-		log.Debug("host step done", "step", name, "ms", time.Since(step).Milliseconds())
-		step = time.Now()
-	}
-	lap("plan")
+	// Step times go to the debug log.
+	s.lap("plan")
 	for _, d := range p.Dirs {
 		if err := mkdir(d); err != nil {
-			fail(err)
+			s.fail(err)
 			continue
 		}
 		res.Dirs = append(res.Dirs, d.Path)
@@ -111,11 +129,11 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 	res.VarRun = LinkResult{Link: p.Link}
 	if err := makeLink(p.Link); err != nil {
 		res.VarRun.Error = err.Error()
-		fail(err)
+		s.fail(err)
 	} else if p.Link.Action == LinkMoveAside {
 		log.Warn("moved what was at /var/run aside to make it a link to /run", "found", p.Link.Found.String(), "saved_to", p.Link.SaveTo)
 	}
-	lap("dirs and link")
+	s.lap("dirs and link")
 	for _, ov := range p.Overlays {
 		r := OverlayResult{Overlay: ov}
 		switch {
@@ -126,47 +144,72 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 		default:
 			if err := mountOverlay(ov); err != nil {
 				r.Status, r.Error = "failed", err.Error()
-				fail(err)
+				s.fail(err)
 			} else {
 				r.Status = "mounted"
 			}
 		}
 		res.Overlays = append(res.Overlays, r)
 	}
-	lap("overlays")
+	s.lap("overlays")
+	for _, sh := range p.MakeShared {
+		if err := unix.Mount("", sh, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+			s.fail(fmt.Errorf("making the mount at %s rshared: %w", sh, err))
+			continue
+		}
+		res.MadeShared = append(res.MadeShared, sh)
+	}
+	s.lap("propagation")
+	return s
+}
+
+// Result is the Result so far: complete once Finish has returned. The
+// caller may publish the pointer at once; Finish fills in the rest.
+func (s *Started) Result() *Result { return s.res }
+
+// Finish makes the pseudo-filesystem mounts (bpffs), verifies the
+// propagation and returns the whole Result, with every failure of both
+// halves joined in the error.
+func (s *Started) Finish(ctx context.Context) (*Result, error) {
+	res, p := s.res, s.plan
+	if s.stopped {
+		return res, errors.Join(s.errs...)
+	}
 	for _, m := range p.Mounts {
 		r := MountResult{Target: m.Target, FSType: m.FSType, Status: "mounted"}
 		if err := mountFS(m); err != nil {
 			r.Status, r.Error = "failed", err.Error()
-			fail(err)
+			s.fail(err)
 		}
 		res.Mounts = append(res.Mounts, r)
 	}
 	if len(p.Mounts) == 0 {
-		res.Mounts = append(res.Mounts, MountResult{Target: filepath.Join(rootOf(o), BPFDir), FSType: "bpf", Status: "present"})
+		res.Mounts = append(res.Mounts, MountResult{Target: filepath.Join(rootOf(s.o), BPFDir), FSType: "bpf", Status: "present"})
 	}
-	lap("mounts")
-	for _, s := range p.MakeShared {
-		if err := unix.Mount("", s, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
-			fail(fmt.Errorf("making the mount at %s rshared: %w", s, err))
-			continue
-		}
-		res.MadeShared = append(res.MadeShared, s)
-	}
-	lap("propagation")
+	s.lap("mounts")
 	ms, err := mounts.ReadMountInfo()
 	if err != nil {
-		fail(fmt.Errorf("verifying mount propagation: %w", err))
+		s.fail(fmt.Errorf("verifying mount propagation: %w", err))
 	} else {
 		pp, err := Verify(ms, p.Check, p.MustShare)
 		res.Propagation = pp
 		if err != nil {
-			fail(err)
+			s.fail(err)
 		}
 	}
-	lap("verify")
-	res.DurationMs = time.Since(start).Milliseconds()
-	return res, errors.Join(errs...)
+	s.lap("verify")
+	res.DurationMs = time.Since(s.start).Milliseconds()
+	return res, errors.Join(s.errs...)
+}
+
+func (s *Started) fail(err error) {
+	s.errs = append(s.errs, err)
+	s.res.Errors = append(s.res.Errors, err.Error())
+}
+
+func (s *Started) lap(name string) {
+	s.log.Debug("host step done", "step", name, "ms", time.Since(s.step).Milliseconds())
+	s.step = time.Now()
 }
 
 func rootOf(o Options) string {
