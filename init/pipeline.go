@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -78,6 +79,14 @@ type boot struct {
 	// and reported says the report is out (later updates rewrite boot.json).
 	repMu    sync.Mutex
 	reported bool
+	// sides are the parts of phases still going on beside the later ones
+	// (goSide); only the main goroutine touches the slice.
+	sides []*sideStep
+	// hostSide is the host phase's bpffs mount and check, which kubelet's
+	// start waits for; nil when the host phase did not start one.
+	hostSide *sideStep
+	// sideBound is sideTimeout on a node; tests shorten it.
+	sideBound time.Duration
 }
 
 // nodeState is what the node phases found and decided, in phase order.
@@ -183,10 +192,103 @@ func (b *boot) run(ctx context.Context, phases []phase) error {
 		err := safe.Call(plog, p.name, func() error { return p.run(ctx, b, plog) })
 		t.End(err)
 		if err != nil && p.fatal {
+			b.joinSides(ctx)
 			return &fatalError{phase: p.name, err: err}
 		}
 	}
+	b.joinSides(ctx)
 	return nil
+}
+
+// sideTimeout bounds the wait for a side step, by kubelet's start and by
+// the report: a step stuck in the kernel (a module request that never
+// returns) must cost neither more than this.
+const sideTimeout = 30 * time.Second
+
+// sideStep is the slow part of a phase, run beside the later phases
+// rather than before them (the host phase's bpffs mount). Its phase ends
+// without it; whoever needs its result waits for it (kubelet's start),
+// and so does the report, which records its error against its phase.
+type sideStep struct {
+	phase string
+	what  string
+	done  chan struct{}
+	// err is set before done closes.
+	err error
+	// apply, when set, is run by joinSides on the main goroutine once the
+	// step has ended in time: it moves the step's result into the report.
+	apply func()
+}
+
+// goSide starts fn beside the phases that follow phase. what says what
+// it does, for the console and the report ("mounting bpffs...").
+func (b *boot) goSide(log *slog.Logger, phase, what string, fn func() error) *sideStep {
+	s := &sideStep{phase: phase, what: what, done: make(chan struct{})}
+	// A panic leaves this error: the deferred close runs before the
+	// recovery records the panic itself.
+	s.err = errors.New(what + ": panicked")
+	b.sides = append(b.sides, s)
+	b.goSafe(log, phase+": "+what, func() {
+		defer close(s.done)
+		s.err = fn()
+	})
+	return s
+}
+
+// wait waits for the step, at most bound, and returns its error, or why
+// it did not end.
+func (s *sideStep) wait(ctx context.Context, bound time.Duration) error {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return s.err
+	case <-t.C:
+		return fmt.Errorf("%s: still running after %s", s.what, bound)
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", s.what, ctx.Err())
+	}
+}
+
+// joinSides waits for every side step (each bounded) and records each
+// failure in its phase's report entry, after the error of the phase's own
+// part, so the report names every failure as it would had the phase done
+// all its work itself.
+func (b *boot) joinSides(ctx context.Context) {
+	bound := b.sideBound
+	if bound == 0 {
+		bound = sideTimeout
+	}
+	for _, s := range b.sides {
+		err := s.wait(ctx, bound)
+		ended := false
+		select {
+		case <-s.done:
+			ended = true
+		default:
+		}
+		b.repMu.Lock()
+		if ended && s.apply != nil {
+			s.apply()
+		}
+		if err != nil {
+			for i := len(b.rep.Phases) - 1; i >= 0; i-- {
+				if p := &b.rep.Phases[i]; p.Name == s.phase {
+					if p.Error != "" {
+						p.Error += "; "
+					}
+					p.Error += err.Error()
+					break
+				}
+			}
+		}
+		b.repMu.Unlock()
+		if err != nil && !ended {
+			// An ended step logged its own failure.
+			b.log.Error("phase failed beside the later phases", "phase", s.phase, "err", err)
+		}
+	}
+	b.sides = nil
 }
 
 // fatalError is a fatal phase's error; it reads "phase: error".

@@ -163,6 +163,9 @@ func Start(ctx context.Context, log *slog.Logger, o Options) *Started {
 	return s
 }
 
+// Err joins the failures so far: after Start, those of the quick steps.
+func (s *Started) Err() error { return errors.Join(s.errs...) }
+
 // Result is the Result so far: complete once Finish has returned. The
 // caller may publish the pointer at once; Finish fills in the rest.
 func (s *Started) Result() *Result { return s.res }
