@@ -36,7 +36,7 @@ func phaseHost(ctx context.Context, b *boot, log *slog.Logger) error {
 	b.rep.Host = &quick
 	quickErr := st.Err()
 	var final *hostfs.Result
-	side := b.goSide(log, "host", "mounting bpffs and checking propagation", func() error {
+	side := b.goSide(log, sideBPF, "host", "mounting bpffs and checking propagation", func() error {
 		res, _ := st.Finish(ctx)
 		final = res
 		logHostLayout(log, res)

@@ -16,7 +16,7 @@ func TestSideSteps(t *testing.T) {
 	var applied bool
 	err := b.run(context.Background(), []phase{
 		{name: "host", run: func(ctx context.Context, b *boot, log *slog.Logger) error {
-			s := b.goSide(log, "host", "mounting bpffs", func() error {
+			s := b.goSide(log, "bpffs", "host", "mounting bpffs", func() error {
 				<-release
 				return errors.New("mounting bpffs: no such device")
 			})
@@ -29,7 +29,7 @@ func TestSideSteps(t *testing.T) {
 			return nil
 		}},
 		{name: "bus", run: func(ctx context.Context, b *boot, log *slog.Logger) error {
-			b.goSide(log, "bus", "panicking", func() error { panic("bug") })
+			b.goSide(log, "bug", "bus", "panicking", func() error { panic("bug") })
 			return nil
 		}},
 	})
@@ -64,7 +64,7 @@ func TestSideStepBounded(t *testing.T) {
 	var applied bool
 	err := b.run(context.Background(), []phase{
 		{name: "host", run: func(ctx context.Context, b *boot, log *slog.Logger) error {
-			s := b.goSide(log, "host", "mounting bpffs", func() error { <-stuck; return nil })
+			s := b.goSide(log, "bpffs", "host", "mounting bpffs", func() error { <-stuck; return nil })
 			s.apply = func() { applied = true }
 			return nil
 		}},
