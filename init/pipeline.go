@@ -122,7 +122,6 @@ func pipeline() []phase {
 		{name: "early", fatal: true, run: phaseEarly},
 		{name: "modules", fatal: false, run: phaseModules},
 		{name: "root", fatal: true, run: phaseRoot},
-		{name: "prefetch", fatal: false, run: phasePrefetch},
 		{name: "network", fatal: false, run: phaseNetwork, needs: []string{sideColdplug}},
 		{name: "time", fatal: false, run: phaseTime},
 		{name: "config", fatal: true, run: phaseConfig},
