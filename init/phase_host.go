@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -20,56 +19,36 @@ import (
 // must be shared, and before apply and services, which start what uses
 // them. Not fatal: a node without bpffs or a writable /opt/cni/bin still
 // runs the pods that need neither, and the report says what is missing.
-//
-// The bpffs mount and the propagation check that follows it run beside
-// apply and containerd's start (a side step): the mount costs about a
-// second under TCG (the kernel runs /sbin/modprobe for bpf_preload) and
-// only kubelet and what it runs use bpffs, so kubelet's start waits for
-// it instead of the pipeline. Its failure is the host phase's in the
-// report, as before.
 func phaseHost(ctx context.Context, b *boot, log *slog.Logger) error {
 	opts := hostfs.Options{Root: "/", Shared: hostSharedMounts(b), SaveSuffix: bootIDPrefix()}
-	st := hostfs.Start(ctx, log, opts)
-	// Until the side step ends the report holds the quick steps' result;
-	// a copy, as Finish goes on appending to the original.
-	quick := *st.Result()
-	b.rep.Host = &quick
-	quickErr := st.Err()
-	var final *hostfs.Result
-	side := b.goSide(log, sideBPF, "host", "mounting bpffs and checking propagation", func() error {
-		res, _ := st.Finish(ctx)
-		final = res
-		logHostLayout(log, res)
-		// Only this half's failures: the phase's own error has the rest.
-		var errs []error
-		for _, e := range res.Errors[len(quick.Errors):] {
-			errs = append(errs, errors.New(e))
+	// The kernel asks for bpf_preload on every bpffs mount. A kernel that
+	// has the module gets it loaded now, from the index, so the request
+	// is answered without running /sbin/modprobe; one that has none
+	// (Debian's 6.1: CONFIG_BPF_PRELOAD is off) gets its request turned
+	// away without running it.
+	if ix := b.node.kmod; ix != nil {
+		if ix.Known(bpfPreloadModule) {
+			if err := b.loadModules(ctx, log, bpfPreloadModule); err != nil {
+				log.Warn("bpf_preload not loaded; bpffs will have no maps.debug or progs.debug", "err", err)
+			}
+		} else {
+			opts.NoBPFPreload = true
 		}
-		if len(errs) == 0 {
-			return nil
-		}
-		err := errors.Join(errs...)
-		log.Error("host layout incomplete", "err", err)
-		return err
-	})
-	side.apply = func() { b.rep.Host = final }
-	b.hostSide = side
-	return quickErr
-}
-
-// logHostLayout is the host phase's summary line.
-func logHostLayout(log *slog.Logger, res *hostfs.Result) {
+	}
+	res, err := hostfs.Run(ctx, log, opts)
+	b.rep.Host = res
 	var overlays []string
 	for _, o := range res.Overlays {
 		overlays = append(overlays, o.Target+"="+o.Status)
 	}
-	var fs []string
-	for _, m := range res.Mounts {
-		fs = append(fs, m.FSType+"="+m.Status)
-	}
-	log.Info("host layout", "overlays", strings.Join(overlays, ","), "mounts", strings.Join(fs, ","), "var_run", res.VarRun.Action,
+	log.Info("host layout", "overlays", strings.Join(overlays, ","), "var_run", res.VarRun.Action,
 		"made_shared", strings.Join(res.MadeShared, ","), "errors", len(res.Errors), "ms", res.DurationMs)
+	return err
 }
+
+// bpfPreloadModule pins the BPF iterators maps.debug and progs.debug in
+// every bpffs; the kernel asks for it when bpffs is mounted.
+const bpfPreloadModule = "bpf_preload"
 
 // hostSharedMounts are the mounts the root and storage phases made, which
 // must be shared too: the data partition and its binds on a disk boot, the

@@ -95,7 +95,6 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		b.importImages(ctx, log, rep, fresh)
 	})
 
-	hostSide := b.hostSide
 	jw := &joinWatcher{log: b.log.With("phase", "join"), registered: make(chan struct{}), onRegistered: b.noteRegistered}
 	// OnChange needs the supervisor New returns.
 	var sup *supervise.Supervisor
@@ -116,15 +115,6 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 				select {
 				case <-fwdDone:
 				case <-ctx.Done():
-				}
-				// kubelet needs bpffs and the mount propagation in place
-				// (its Bidirectional mounts); the host phase left them
-				// to a side step, which the report also waits for and
-				// whose failure it names.
-				if hostSide != nil {
-					if err := hostSide.wait(ctx, sideTimeout); err != nil {
-						log.Warn("starting kubelet without the host layout complete", "err", err)
-					}
 				}
 				return nil
 			},

@@ -82,9 +82,6 @@ type boot struct {
 	// sides are the parts of phases still going on beside the later ones
 	// (goSide); only the main goroutine touches the slice.
 	sides []*sideStep
-	// hostSide is the host phase's bpffs mount and check, which kubelet's
-	// start waits for; nil when the host phase did not start one.
-	hostSide *sideStep
 	// sideBound is sideTimeout on a node; tests shorten it.
 	sideBound time.Duration
 }
@@ -206,8 +203,8 @@ func (b *boot) run(ctx context.Context, phases []phase) error {
 	return nil
 }
 
-// sideTimeout bounds the wait for a side step, by kubelet's start and by
-// the report: a step stuck in the kernel (a module request that never
+// sideTimeout bounds the wait for a side step, by the phase that needs it
+// and by the report: a step stuck in the kernel (a module load that never
 // returns) must cost neither more than this.
 const sideTimeout = 30 * time.Second
 
@@ -218,14 +215,12 @@ const (
 	// sidePreload loads the manifest's preload modules the root does not
 	// need (the modules phase): overlay for the host phase, bridge...
 	sidePreload = "preload"
-	// sideBPF mounts bpffs and checks propagation (the host phase).
-	sideBPF = "bpffs"
 )
 
 // sideStep is the slow part of a phase, run beside the later phases
-// rather than before them (the host phase's bpffs mount). Its phase ends
-// without it; whoever needs its result waits for it (kubelet's start),
-// and so does the report, which records its error against its phase.
+// rather than before them (the modules phase's coldplug). Its phase ends
+// without it; the phases that need its result wait for it (needs), and
+// so does the report, which records its error against its phase.
 type sideStep struct {
 	// name is what phases name in needs; phase is the phase that started
 	// it.
@@ -243,7 +238,8 @@ type sideStep struct {
 }
 
 // goSide starts fn beside the phases that follow phase. what says what
-// it does, for the console and the report ("mounting bpffs...").
+// it does, for the console and the report ("loading the devices'
+// modules").
 func (b *boot) goSide(log *slog.Logger, name, phase, what string, fn func() error) *sideStep {
 	s := &sideStep{name: name, phase: phase, what: what, done: make(chan struct{})}
 	// A panic leaves this error: the deferred close runs before the

@@ -1,6 +1,7 @@
 package hostfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,24 @@ type Options struct {
 	Shared []string
 	// SaveSuffix: Facts.SaveSuffix.
 	SaveSuffix string
+	// NoBPFPreload says the kernel has no bpf_preload module to load
+	// (the module index does not know it). The kernel (6.1) asks for it
+	// on every bpffs mount, which runs /sbin/modprobe, berth: a cold exec
+	// of an 18 MB binary and an index load, about 1 s under TCG and most
+	// of the host phase, to learn what the index already says. With it
+	// set, bpffs is mounted with the kernel's module autoloading off for
+	// that one mount (ModprobeKnob emptied, then put back), so the request
+	// fails at once, as the missing module would have made it fail.
+	NoBPFPreload bool
+	// ModprobeKnob is DefaultModprobeKnob on a node; tests point it at a
+	// scratch file.
+	ModprobeKnob string
 }
+
+// DefaultModprobeKnob holds the program the kernel runs for a module
+// request; empty, the kernel runs nothing and the request fails with
+// ENOENT (kernel/kmod.c, since 5.7).
+const DefaultModprobeKnob = "/proc/sys/kernel/modprobe"
 
 // Result is the host phase's part of the boot report.
 type Result struct {
@@ -64,64 +82,47 @@ type MountResult struct {
 }
 
 // Run gathers the facts, builds the plan, does it and verifies the
-// propagation: Start, then its Finish. Each step's failure is recorded
-// and the others still run: a node without bpffs still runs pods that
-// need no BPF. The error joins every failure; the Result is never nil.
+// propagation. Each step's failure is recorded and the others still run:
+// a node without bpffs still runs pods that need no BPF. The error joins
+// every failure; the Result is never nil.
 func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
-	return Start(ctx, log, o).Finish(ctx)
-}
-
-// Started is a layout whose quick steps are done (directories, the
-// /var/run link, the overlays, shared propagation) and whose slow ones
-// are not: the pseudo-filesystem mounts and the verification. The bpffs
-// mount is the slow one, as the kernel (6.1) asks for bpf_preload on
-// every bpffs mount, which runs berth as /sbin/modprobe (about 1 s under
-// TCG at boot); Finish may run beside other work. Its Result is complete
-// only once Finish returns.
-type Started struct {
-	log   *slog.Logger
-	o     Options
-	plan  Plan
-	res   *Result
-	errs  []error
-	start time.Time
-	step  time.Time
-	// stopped: ctx ended before the steps ran; Finish does nothing more.
-	stopped bool
-}
-
-// Start gathers the facts, builds the plan and does its quick steps.
-// Mounts made later under a shared mount (bpffs under /sys) are shared
-// from the start, so propagation can be set before them.
-func Start(ctx context.Context, log *slog.Logger, o Options) *Started {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	now := time.Now()
-	s := &Started{log: log, o: o, start: now, step: now,
-		res: &Result{Dirs: []string{}, Overlays: []OverlayResult{}, Mounts: []MountResult{}, Propagation: []PathPropagation{}}}
-	res := s.res
+	start := time.Now()
+	res := &Result{Dirs: []string{}, Overlays: []OverlayResult{}, Mounts: []MountResult{}, Propagation: []PathPropagation{}}
+	var errs []error
+	fail := func(err error) {
+		errs = append(errs, err)
+		res.Errors = append(res.Errors, err.Error())
+	}
 	facts, err := Gather(o)
 	if err != nil {
 		// Build still decides from what was gathered: a missing mount
 		// table means every SharedPaths mount is made shared blindly.
-		s.fail(err)
+		fail(err)
 	}
 	p := Build(facts)
-	s.plan = p
 	for _, pr := range p.Problems {
-		s.fail(errors.New(pr))
+		fail(errors.New(pr))
 	}
 	if err := ctx.Err(); err != nil {
-		s.fail(fmt.Errorf("shaping the host filesystem: %w", err))
-		s.stopped = true
-		return s
+		fail(fmt.Errorf("shaping the host filesystem: %w", err))
+		return res, errors.Join(errs...)
 	}
-	// Step times go to the debug log.
-	s.lap("plan")
+	// Step times go to the debug log: the bpffs mount was the slow one,
+	// as the kernel (6.1) asks for bpf_preload on every bpffs mount, which
+	// runs berth as /sbin/modprobe (about 1 s under TCG at boot), unless
+	// NoBPFPreload says not to.
+	step := time.Now()
+	lap := func(name string) {
+		log.Debug("host step done", "step", name, "ms", time.Since(step).Milliseconds())
+		step = time.Now()
+	}
+	lap("plan")
 	for _, d := range p.Dirs {
 		if err := mkdir(d); err != nil {
-			s.fail(err)
+			fail(err)
 			continue
 		}
 		res.Dirs = append(res.Dirs, d.Path)
@@ -129,11 +130,11 @@ func Start(ctx context.Context, log *slog.Logger, o Options) *Started {
 	res.VarRun = LinkResult{Link: p.Link}
 	if err := makeLink(p.Link); err != nil {
 		res.VarRun.Error = err.Error()
-		s.fail(err)
+		fail(err)
 	} else if p.Link.Action == LinkMoveAside {
 		log.Warn("moved what was at /var/run aside to make it a link to /run", "found", p.Link.Found.String(), "saved_to", p.Link.SaveTo)
 	}
-	s.lap("dirs and link")
+	lap("dirs and link")
 	for _, ov := range p.Overlays {
 		r := OverlayResult{Overlay: ov}
 		switch {
@@ -144,75 +145,55 @@ func Start(ctx context.Context, log *slog.Logger, o Options) *Started {
 		default:
 			if err := mountOverlay(ov); err != nil {
 				r.Status, r.Error = "failed", err.Error()
-				s.fail(err)
+				fail(err)
 			} else {
 				r.Status = "mounted"
 			}
 		}
 		res.Overlays = append(res.Overlays, r)
 	}
-	s.lap("overlays")
-	for _, sh := range p.MakeShared {
-		if err := unix.Mount("", sh, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
-			s.fail(fmt.Errorf("making the mount at %s rshared: %w", sh, err))
-			continue
-		}
-		res.MadeShared = append(res.MadeShared, sh)
-	}
-	s.lap("propagation")
-	return s
-}
-
-// Err joins the failures so far: after Start, those of the quick steps.
-func (s *Started) Err() error { return errors.Join(s.errs...) }
-
-// Result is the Result so far: complete once Finish has returned. The
-// caller may publish the pointer at once; Finish fills in the rest.
-func (s *Started) Result() *Result { return s.res }
-
-// Finish makes the pseudo-filesystem mounts (bpffs), verifies the
-// propagation and returns the whole Result, with every failure of both
-// halves joined in the error.
-func (s *Started) Finish(ctx context.Context) (*Result, error) {
-	res, p := s.res, s.plan
-	if s.stopped {
-		return res, errors.Join(s.errs...)
-	}
+	lap("overlays")
 	for _, m := range p.Mounts {
 		r := MountResult{Target: m.Target, FSType: m.FSType, Status: "mounted"}
-		if err := mountFS(m); err != nil {
+		mount := mountFS
+		if o.NoBPFPreload && m.FSType == "bpf" {
+			knob := o.ModprobeKnob
+			if knob == "" {
+				knob = DefaultModprobeKnob
+			}
+			mount = func(m mounts.Mount) error { return withoutModprobe(knob, m, mountFS) }
+		}
+		if err := mount(m); err != nil {
 			r.Status, r.Error = "failed", err.Error()
-			s.fail(err)
+			fail(err)
 		}
 		res.Mounts = append(res.Mounts, r)
 	}
 	if len(p.Mounts) == 0 {
-		res.Mounts = append(res.Mounts, MountResult{Target: filepath.Join(rootOf(s.o), BPFDir), FSType: "bpf", Status: "present"})
+		res.Mounts = append(res.Mounts, MountResult{Target: filepath.Join(rootOf(o), BPFDir), FSType: "bpf", Status: "present"})
 	}
-	s.lap("mounts")
+	lap("mounts")
+	for _, s := range p.MakeShared {
+		if err := unix.Mount("", s, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+			fail(fmt.Errorf("making the mount at %s rshared: %w", s, err))
+			continue
+		}
+		res.MadeShared = append(res.MadeShared, s)
+	}
+	lap("propagation")
 	ms, err := mounts.ReadMountInfo()
 	if err != nil {
-		s.fail(fmt.Errorf("verifying mount propagation: %w", err))
+		fail(fmt.Errorf("verifying mount propagation: %w", err))
 	} else {
 		pp, err := Verify(ms, p.Check, p.MustShare)
 		res.Propagation = pp
 		if err != nil {
-			s.fail(err)
+			fail(err)
 		}
 	}
-	s.lap("verify")
-	res.DurationMs = time.Since(s.start).Milliseconds()
-	return res, errors.Join(s.errs...)
-}
-
-func (s *Started) fail(err error) {
-	s.errs = append(s.errs, err)
-	s.res.Errors = append(s.res.Errors, err.Error())
-}
-
-func (s *Started) lap(name string) {
-	s.log.Debug("host step done", "step", name, "ms", time.Since(s.step).Milliseconds())
-	s.step = time.Now()
+	lap("verify")
+	res.DurationMs = time.Since(start).Milliseconds()
+	return res, errors.Join(errs...)
 }
 
 func rootOf(o Options) string {
@@ -346,6 +327,29 @@ func mountOverlay(ov Overlay) error {
 
 // mountFS mounts a pseudo-filesystem, creating its mount point if it can
 // (sysfs provides /sys/fs/bpf itself when the kernel has BPF).
+// withoutModprobe runs mount(m) with knob (the kernel's modprobe path)
+// empty, then puts knob's value back. Nothing else in berth asks the
+// kernel for a module meanwhile: the host phase runs after the modules
+// phase's loads have ended, and the hotplug loop loads through
+// finit_module, not the kernel's requests. When knob cannot be read or
+// emptied, the mount goes on as usual, only slower.
+func withoutModprobe(knob string, m mounts.Mount, mount func(mounts.Mount) error) error {
+	old, err := os.ReadFile(knob)
+	if err != nil || len(bytes.TrimSpace(old)) == 0 {
+		// Unreadable, or autoloading already off: nothing to put back.
+		return mount(m)
+	}
+	if err := os.WriteFile(knob, []byte("\n"), 0o644); err != nil {
+		return mount(m)
+	}
+	merr := mount(m)
+	if err := os.WriteFile(knob, old, 0o644); err != nil {
+		return errors.Join(merr, fmt.Errorf("restoring %s to %q after mounting %s: %w; the kernel loads no module on demand (veth, netfilter) until it is",
+			knob, strings.TrimSpace(string(old)), m.Target, err))
+	}
+	return merr
+}
+
 func mountFS(m mounts.Mount) error {
 	if err := os.MkdirAll(m.Target, m.Mode); err != nil {
 		return fmt.Errorf("creating mount point for %v: %w", m, err)
