@@ -242,13 +242,16 @@ type sideStep struct {
 // modules").
 func (b *boot) goSide(log *slog.Logger, name, phase, what string, fn func() error) *sideStep {
 	s := &sideStep{name: name, phase: phase, what: what, done: make(chan struct{})}
-	// A panic leaves this error: the deferred close runs before the
-	// recovery records the panic itself.
-	s.err = errors.New(what + ": panicked")
 	b.sides = append(b.sides, s)
-	b.goSafe(log, phase+": "+what, func() {
-		defer close(s.done)
+	safe.Go(log, phase+": "+what, func() {
 		s.err = fn()
+		close(s.done)
+	}, func(p *safe.Panic) {
+		// After the recovery has logged it: the join sees the panic as
+		// the step's error, and the console has it already.
+		b.notePanic(p)
+		s.err = fmt.Errorf("%s: %w", what, p)
+		close(s.done)
 	})
 	return s
 }

@@ -45,7 +45,7 @@ func TestSideSteps(t *testing.T) {
 	if got, want := b.rep.Phases[0].Error, "overlay failed; mounting bpffs: no such device"; got != want {
 		t.Errorf("host phase error %q, want %q", got, want)
 	}
-	if got := b.rep.Phases[2].Error; got != "panicking: panicked" {
+	if got := b.rep.Phases[2].Error; got != "panicking: panic: bug" {
 		t.Errorf("bus phase error %q, want the panic named", got)
 	}
 	if !strings.Contains(buf.String(), "panic recovered") {
