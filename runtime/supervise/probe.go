@@ -7,11 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
-	"os"
-	"time"
 	"unicode/utf8"
 
 	"github.com/berth-node/berth/plan"
@@ -73,40 +70,7 @@ func (h HTTPGet) Check(ctx context.Context) (string, error) {
 // gRPC is HTTP/2 with a framed protobuf body, and the call takes an empty
 // message, so this speaks it with net/http's cleartext HTTP/2 instead of
 // pulling grpc-go and containerd's API modules into PID 1.
-type ContainerdVersion struct {
-	Socket string
-	// SocketWait bounds one Check's wait for the socket to appear
-	// (defaultSocketWait when zero).
-	SocketWait time.Duration
-}
-
-// Until containerd binds its socket there is nothing to call: a Check
-// watches for the file, cheaply and often, and calls as soon as it is
-// there, rather than fail and leave the next call to the supervisor's
-// ProbeInterval (200 ms), which was, on average, half that much added to
-// containerd's readiness, and so to kubelet's start.
-const (
-	defaultSocketWait = time.Second
-	socketPoll        = 10 * time.Millisecond
-)
-
-// waitSocket waits, at most bound, until path exists.
-func waitSocket(ctx context.Context, path string, bound time.Duration) error {
-	deadline := time.Now().Add(bound)
-	for {
-		_, err := os.Stat(path)
-		if err == nil || !errors.Is(err, fs.ErrNotExist) || !time.Now().Before(deadline) {
-			return err
-		}
-		t := time.NewTimer(socketPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
-}
+type ContainerdVersion struct{ Socket string }
 
 // versionMethod is containerd's API path for Version.Version
 // (api/services/version/v1/version.proto).
@@ -114,13 +78,6 @@ const versionMethod = "/containerd.services.version.v1.Version/Version"
 
 // Check implements Prober.
 func (c ContainerdVersion) Check(ctx context.Context) (string, error) {
-	wait := c.SocketWait
-	if wait == 0 {
-		wait = defaultSocketWait
-	}
-	if err := waitSocket(ctx, c.Socket, wait); err != nil {
-		return "", fmt.Errorf("probe containerd at %s: %w", c.Socket, err)
-	}
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -82,33 +81,9 @@ func TestContainerdVersionProbe(t *testing.T) {
 		t.Errorf("Check against an unavailable service: %v, want grpc-status 14", err)
 	}
 
-	_, err = ContainerdVersion{Socket: filepath.Join(t.TempDir(), "none.sock"), SocketWait: 50 * time.Millisecond}.Check(ctx)
+	_, err = ContainerdVersion{Socket: filepath.Join(t.TempDir(), "none.sock")}.Check(ctx)
 	if err == nil || !strings.Contains(err.Error(), "none.sock") {
 		t.Errorf("Check with no socket: %v, want an error naming the socket", err)
-	}
-}
-
-// A Check made before containerd binds its socket answers as soon as it
-// does, not one ProbeInterval after.
-func TestContainerdVersionProbeWaitsForSocket(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	dir := t.TempDir()
-	later := make(chan string, 1)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		later <- fakeContainerd(t, "0")
-	}()
-	sock := filepath.Join(dir, "containerd.sock")
-	// The fake binds in its own temp dir; link it into place once bound.
-	go func() {
-		if err := os.Symlink(<-later, sock); err != nil {
-			t.Error(err)
-		}
-	}()
-	detail, err := ContainerdVersion{Socket: sock}.Check(ctx)
-	if err != nil || detail != "containerd v2.2.3" {
-		t.Errorf("Check while the socket appears = %q, %v; want containerd v2.2.3", detail, err)
 	}
 }
 
