@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -79,11 +78,6 @@ type boot struct {
 	// and reported says the report is out (later updates rewrite boot.json).
 	repMu    sync.Mutex
 	reported bool
-	// sides are the parts of phases still going on beside the later ones
-	// (goSide); only the main goroutine touches the slice.
-	sides []*sideStep
-	// sideBound is sideTimeout on a node; tests shorten it.
-	sideBound time.Duration
 }
 
 // nodeState is what the node phases found and decided, in phase order.
@@ -106,10 +100,6 @@ type phase struct {
 	name  string
 	fatal bool
 	run   func(ctx context.Context, b *boot, log *slog.Logger) error
-	// needs names side steps (goSide) of earlier phases that must end
-	// before this phase runs: the network phase needs the NIC's driver
-	// from the coldplug.
-	needs []string
 }
 
 // pipeline is the boot, in order: the table of contents of this package.
@@ -119,12 +109,12 @@ func pipeline() []phase {
 		{name: "early", fatal: true, run: phaseEarly},
 		{name: "modules", fatal: false, run: phaseModules},
 		{name: "root", fatal: true, run: phaseRoot},
-		{name: "network", fatal: false, run: phaseNetwork, needs: []string{sideColdplug}},
+		{name: "network", fatal: false, run: phaseNetwork},
 		{name: "time", fatal: false, run: phaseTime},
 		{name: "config", fatal: true, run: phaseConfig},
 		{name: "plan", fatal: true, run: phasePlan},
 		{name: "storage", fatal: true, run: phaseStorage},
-		{name: "host", fatal: false, run: phaseHost, needs: []string{sidePreload}},
+		{name: "host", fatal: false, run: phaseHost},
 		{name: "apply", fatal: true, run: phaseApply},
 		{name: "services", fatal: false, run: phaseServices},
 	}
@@ -187,148 +177,15 @@ func pid1() {
 // "phase: error".
 func (b *boot) run(ctx context.Context, phases []phase) error {
 	for _, p := range phases {
-		for _, n := range p.needs {
-			b.joinSide(ctx, n)
-		}
 		plog := b.log.With("phase", p.name)
 		t := b.rep.Start(plog, b.clock, p.name)
 		err := safe.Call(plog, p.name, func() error { return p.run(ctx, b, plog) })
 		t.End(err)
 		if err != nil && p.fatal {
-			b.joinSides(ctx)
 			return &fatalError{phase: p.name, err: err}
 		}
 	}
-	b.joinSides(ctx)
 	return nil
-}
-
-// sideTimeout bounds the wait for a side step, by the phase that needs it
-// and by the report: a step stuck in the kernel (a module load that never
-// returns) must cost neither more than this.
-const sideTimeout = 30 * time.Second
-
-// The side steps phases wait for by name.
-const (
-	// sideColdplug loads the present devices' modules (the modules phase).
-	sideColdplug = "coldplug"
-	// sidePreload loads the manifest's preload modules the root does not
-	// need (the modules phase): overlay for the host phase, bridge...
-	sidePreload = "preload"
-)
-
-// sideStep is the slow part of a phase, run beside the later phases
-// rather than before them (the modules phase's coldplug). Its phase ends
-// without it; the phases that need its result wait for it (needs), and
-// so does the report, which records its error against its phase.
-type sideStep struct {
-	// name is what phases name in needs; phase is the phase that started
-	// it.
-	name  string
-	phase string
-	what  string
-	done  chan struct{}
-	// err is set before done closes.
-	err error
-	// apply, when set, is run on the main goroutine at the join, once the
-	// step has ended in time: it moves the step's result into the report.
-	apply func()
-	// joined: the join is done (main goroutine only).
-	joined bool
-}
-
-// goSide starts fn beside the phases that follow phase. what says what
-// it does, for the console and the report ("loading the devices'
-// modules").
-func (b *boot) goSide(log *slog.Logger, name, phase, what string, fn func() error) *sideStep {
-	s := &sideStep{name: name, phase: phase, what: what, done: make(chan struct{})}
-	b.sides = append(b.sides, s)
-	safe.Go(log, phase+": "+what, func() {
-		s.err = fn()
-		close(s.done)
-	}, func(p *safe.Panic) {
-		// After the recovery has logged it: the join sees the panic as
-		// the step's error, and the console has it already.
-		b.notePanic(p)
-		s.err = fmt.Errorf("%s: %w", what, p)
-		close(s.done)
-	})
-	return s
-}
-
-// wait waits for the step, at most bound, and returns its error, or why
-// it did not end.
-func (s *sideStep) wait(ctx context.Context, bound time.Duration) error {
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-s.done:
-		return s.err
-	case <-t.C:
-		return fmt.Errorf("%s: still running after %s", s.what, bound)
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", s.what, ctx.Err())
-	}
-}
-
-// joinSides joins every side step not joined yet: the report waits for
-// them all.
-func (b *boot) joinSides(ctx context.Context) {
-	for _, s := range b.sides {
-		b.join(ctx, s)
-	}
-	b.sides = nil
-}
-
-// joinSide joins the side steps called name, if any were started.
-func (b *boot) joinSide(ctx context.Context, name string) {
-	for _, s := range b.sides {
-		if s.name == name {
-			b.join(ctx, s)
-		}
-	}
-}
-
-// join waits for a side step (bounded), applies its result and records
-// its failure in its phase's report entry, after the error of the phase's
-// own part, so the report names every failure as it would had the phase
-// done all its work itself.
-func (b *boot) join(ctx context.Context, s *sideStep) {
-	if s.joined {
-		return
-	}
-	s.joined = true
-	bound := b.sideBound
-	if bound == 0 {
-		bound = sideTimeout
-	}
-	err := s.wait(ctx, bound)
-	ended := false
-	select {
-	case <-s.done:
-		ended = true
-	default:
-	}
-	b.repMu.Lock()
-	if ended && s.apply != nil {
-		s.apply()
-	}
-	if err != nil {
-		for i := len(b.rep.Phases) - 1; i >= 0; i-- {
-			if p := &b.rep.Phases[i]; p.Name == s.phase {
-				if p.Error != "" {
-					p.Error += "; "
-				}
-				p.Error += err.Error()
-				break
-			}
-		}
-	}
-	b.repMu.Unlock()
-	if err != nil && !ended {
-		// An ended step logged its own failure.
-		b.log.Error("phase failed beside the later phases", "phase", s.phase, "err", err)
-	}
 }
 
 // fatalError is a fatal phase's error; it reads "phase: error".
