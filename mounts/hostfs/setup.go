@@ -325,8 +325,6 @@ func mountOverlay(ov Overlay) error {
 	return nil
 }
 
-// mountFS mounts a pseudo-filesystem, creating its mount point if it can
-// (sysfs provides /sys/fs/bpf itself when the kernel has BPF).
 // withoutModprobe runs mount(m) with knob (the kernel's modprobe path)
 // empty, then puts knob's value back. Nothing else in berth asks the
 // kernel for a module meanwhile: the host phase runs after the modules
@@ -350,6 +348,8 @@ func withoutModprobe(knob string, m mounts.Mount, mount func(mounts.Mount) error
 	return merr
 }
 
+// mountFS mounts a pseudo-filesystem, creating its mount point if it can
+// (sysfs provides /sys/fs/bpf itself when the kernel has BPF).
 func mountFS(m mounts.Mount) error {
 	if err := os.MkdirAll(m.Target, m.Mode); err != nil {
 		return fmt.Errorf("creating mount point for %v: %w", m, err)
