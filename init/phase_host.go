@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/berth-node/berth/kmod"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/hostfs"
 	"github.com/berth-node/berth/mounts/localstorage"
@@ -19,10 +20,34 @@ import (
 // must be shared, and before apply and services, which start what uses
 // them. Not fatal: a node without bpffs or a writable /opt/cni/bin still
 // runs the pods that need neither, and the report says what is missing.
+// Last, it points the kernel's module requests at PID 1's own executable
+// (kmod.ServeRequestsFrom), so the on-demand loads of boot and of the
+// add-ons never exec berth cold from the compressed root.
 func phaseHost(ctx context.Context, b *boot, log *slog.Logger) error {
 	opts := hostfs.Options{Root: "/", Shared: hostSharedMounts(b), SaveSuffix: bootIDPrefix()}
+	// The kernel asks for bpf_preload on every bpffs mount. A kernel that
+	// has the module gets it loaded now, from the index, so the request
+	// is answered without running /sbin/modprobe; one that has none
+	// (Debian's 6.1: CONFIG_BPF_PRELOAD is off) gets its request turned
+	// away without running it.
+	if ix := b.node.kmod; ix != nil {
+		if ix.Known(bpfPreloadModule) {
+			if err := b.loadModules(ctx, log, bpfPreloadModule); err != nil {
+				log.Warn("bpf_preload not loaded; bpffs will have no maps.debug or progs.debug", "err", err)
+			}
+		} else {
+			opts.NoBPFPreload = true
+		}
+	}
 	res, err := hostfs.Run(ctx, log, opts)
 	b.rep.Host = res
+	// From here on (the FORWARD policy's nf_tables is the first request of
+	// a boot) the kernel runs PID 1's in-memory berth as modprobe.
+	if err := kmod.ServeRequestsFrom(kmod.RequestKnob, kmod.RequestLink, kmod.SelfExe); err != nil {
+		log.Warn("the kernel's module requests stay with /sbin/modprobe", "err", err)
+	} else {
+		log.Debug("the kernel's module requests go to PID 1's executable", "modprobe", kmod.RequestLink)
+	}
 	var overlays []string
 	for _, o := range res.Overlays {
 		overlays = append(overlays, o.Target+"="+o.Status)
@@ -31,6 +56,10 @@ func phaseHost(ctx context.Context, b *boot, log *slog.Logger) error {
 		"made_shared", strings.Join(res.MadeShared, ","), "errors", len(res.Errors), "ms", res.DurationMs)
 	return err
 }
+
+// bpfPreloadModule pins the BPF iterators maps.debug and progs.debug in
+// every bpffs; the kernel asks for it when bpffs is mounted.
+const bpfPreloadModule = "bpf_preload"
 
 // hostSharedMounts are the mounts the root and storage phases made, which
 // must be shared too: the data partition and its binds on a disk boot, the

@@ -13,7 +13,6 @@ import (
 
 	"github.com/berth-node/berth/bootlog"
 	"github.com/berth-node/berth/report"
-	"github.com/berth-node/berth/runtime/kubelet"
 	"github.com/berth-node/berth/runtime/supervise"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
 	"github.com/berth-node/berth/shutdown"
@@ -30,6 +29,13 @@ const (
 	importTimeout = 2 * time.Minute
 	// podsCgroup is where kubelet (cgroupfs driver, cgroupRoot /) puts pods.
 	podsCgroup = "kubepods"
+	// selfExe is PID 1's own executable, which runs `berth rlimit-exec`
+	// before each service: the same berth as the root image's /sbin/berth
+	// (the image build puts one binary at both), but the initramfs's copy,
+	// whose pages PID 1 has in memory already. /sbin/berth sits on the
+	// compressed root, and its first exec cost about a second under TCG,
+	// on containerd's way to ready.
+	selfExe = "/proc/self/exe"
 )
 
 // serviceReport is the services part of the boot report.
@@ -106,7 +112,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		Verbose:    b.cfg.LogLevel <= slog.LevelDebug,
 		LogDir:     supervise.DefaultLogDir,
 		CgroupRoot: cgroup.DefaultRoot,
-		RlimitExec: kubelet.BerthPath,
+		RlimitExec: selfExe,
 		AfterReady: map[string]func(context.Context) error{
 			"containerd": func(ctx context.Context) error {
 				// The supervisor runs the hook again if containerd dies

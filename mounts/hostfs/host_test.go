@@ -272,9 +272,21 @@ func childWritableRoot(dir string) error {
 	if err := os.MkdirAll(filepath.Join(r, "var/run"), 0o755); err != nil {
 		return err
 	}
-	res, err := Run(context.Background(), nil, Options{Root: r})
+	// bpffs mounted with the kernel's module requests off, through a
+	// scratch knob: the real one is the whole host's.
+	knob := filepath.Join(r, "modprobe-knob")
+	if err := os.WriteFile(knob, []byte("/sbin/modprobe\n"), 0o644); err != nil {
+		return err
+	}
+	res, err := Run(context.Background(), nil, Options{Root: r, NoBPFPreload: true, ModprobeKnob: knob})
 	if err != nil {
 		return fmt.Errorf("Run: %w", err)
+	}
+	if b, err := os.ReadFile(knob); err != nil || string(b) != "/sbin/modprobe\n" {
+		return fmt.Errorf("the modprobe knob holds %q (%v) after Run, want /sbin/modprobe put back", b, err)
+	}
+	if len(res.Mounts) != 1 || res.Mounts[0].FSType != "bpf" || res.Mounts[0].Status != "mounted" {
+		return fmt.Errorf("mounts %+v, want bpffs mounted", res.Mounts)
 	}
 	for _, o := range res.Overlays {
 		if o.Status != "dir" {

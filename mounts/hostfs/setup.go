@@ -1,6 +1,7 @@
 package hostfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,24 @@ type Options struct {
 	Shared []string
 	// SaveSuffix: Facts.SaveSuffix.
 	SaveSuffix string
+	// NoBPFPreload says the kernel has no bpf_preload module to load
+	// (the module index does not know it). The kernel (6.1) asks for it
+	// on every bpffs mount, which runs /sbin/modprobe, berth: a cold exec
+	// of an 18 MB binary and an index load, about 1 s under TCG and most
+	// of the host phase, to learn what the index already says. With it
+	// set, bpffs is mounted with the kernel's module autoloading off for
+	// that one mount (ModprobeKnob emptied, then put back), so the request
+	// fails at once, as the missing module would have made it fail.
+	NoBPFPreload bool
+	// ModprobeKnob is DefaultModprobeKnob on a node; tests point it at a
+	// scratch file.
+	ModprobeKnob string
 }
+
+// DefaultModprobeKnob holds the program the kernel runs for a module
+// request; empty, the kernel runs nothing and the request fails with
+// ENOENT (kernel/kmod.c, since 5.7).
+const DefaultModprobeKnob = "/proc/sys/kernel/modprobe"
 
 // Result is the host phase's part of the boot report.
 type Result struct {
@@ -92,9 +110,10 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 		fail(fmt.Errorf("shaping the host filesystem: %w", err))
 		return res, errors.Join(errs...)
 	}
-	// Step times go to the debug log: the bpffs mount is the slow one, as
-	// the kernel (6.1) asks for bpf_preload on every bpffs mount, which
-	// runs berth as /sbin/modprobe (about 1 s under TCG at boot).
+	// Step times go to the debug log: the bpffs mount was the slow one,
+	// as the kernel (6.1) asks for bpf_preload on every bpffs mount, which
+	// runs berth as /sbin/modprobe (about 1 s under TCG at boot), unless
+	// NoBPFPreload says not to.
 	step := time.Now()
 	lap := func(name string) {
 		log.Debug("host step done", "step", name, "ms", time.Since(step).Milliseconds())
@@ -136,7 +155,15 @@ func Run(ctx context.Context, log *slog.Logger, o Options) (*Result, error) {
 	lap("overlays")
 	for _, m := range p.Mounts {
 		r := MountResult{Target: m.Target, FSType: m.FSType, Status: "mounted"}
-		if err := mountFS(m); err != nil {
+		mount := mountFS
+		if o.NoBPFPreload && m.FSType == "bpf" {
+			knob := o.ModprobeKnob
+			if knob == "" {
+				knob = DefaultModprobeKnob
+			}
+			mount = func(m mounts.Mount) error { return withoutModprobe(knob, m, mountFS) }
+		}
+		if err := mount(m); err != nil {
 			r.Status, r.Error = "failed", err.Error()
 			fail(err)
 		}
@@ -296,6 +323,29 @@ func mountOverlay(ov Overlay) error {
 		return fmt.Errorf("mounting overlay on %s (%s)%s: %w", ov.Target, ov.Data(), hint, err)
 	}
 	return nil
+}
+
+// withoutModprobe runs mount(m) with knob (the kernel's modprobe path)
+// empty, then puts knob's value back. Nothing else in berth asks the
+// kernel for a module meanwhile: the host phase runs after the modules
+// phase's loads have ended, and the hotplug loop loads through
+// finit_module, not the kernel's requests. When knob cannot be read or
+// emptied, the mount goes on as usual, only slower.
+func withoutModprobe(knob string, m mounts.Mount, mount func(mounts.Mount) error) error {
+	old, err := os.ReadFile(knob)
+	if err != nil || len(bytes.TrimSpace(old)) == 0 {
+		// Unreadable, or autoloading already off: nothing to put back.
+		return mount(m)
+	}
+	if err := os.WriteFile(knob, []byte("\n"), 0o644); err != nil {
+		return mount(m)
+	}
+	merr := mount(m)
+	if err := os.WriteFile(knob, old, 0o644); err != nil {
+		return errors.Join(merr, fmt.Errorf("restoring %s to %q after mounting %s: %w; the kernel loads no module on demand (veth, netfilter) until it is",
+			knob, strings.TrimSpace(string(old)), m.Target, err))
+	}
+	return merr
 }
 
 // mountFS mounts a pseudo-filesystem, creating its mount point if it can

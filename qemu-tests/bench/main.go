@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,6 +45,9 @@ type options struct {
 	out        string
 	base       string
 	join       bool
+	// extra is appended to every boot's kernel command line
+	// (berth.loglevel=debug to see each module's and step's time).
+	extra string
 }
 
 func main() {
@@ -54,6 +58,7 @@ func main() {
 	flag.StringVar(&o.out, "out", filepath.Join("build", "bench"), "where bench.json and the console logs go")
 	flag.StringVar(&o.base, "base", "", "an earlier bench.json to compare with")
 	flag.BoolVar(&o.join, "join", true, "also boot joining the test control plane")
+	flag.StringVar(&o.extra, "append", "", "more kernel command line for every boot (berth.loglevel=debug)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -167,7 +172,7 @@ func bootOnce(ctx context.Context, o options, name, cmdline string, join bool) (
 		return nil, fmt.Errorf("creating the console log: %w", err)
 	}
 	defer logf.Close()
-	cfg := qemu.ImageConfig(o.image, cmdline)
+	cfg := qemu.ImageConfig(o.image, strings.TrimSpace(cmdline+" "+o.extra))
 	cfg.MemoryMB = 2048
 	cfg.NICs = []qemu.NIC{{}}
 	cfg.Timeout = reportTimeout + time.Minute
