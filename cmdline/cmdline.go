@@ -11,9 +11,14 @@
 //	    readable); poweroff powers the machine off; stay keeps berth running
 //	    (power button and signals still work). Default: reboot:30.
 //	berth.root=PATH
-//	    The read-only root image inside the initramfs that berth mounts and
-//	    switches to before any service starts. Default /root.erofs.
-//	    berth.root=none stays on the initramfs (tests, rescue).
+//	    A read-only root image inside the initramfs that berth loop-mounts
+//	    and switches to before any service starts, for an image built with
+//	    its root there (mkimage -root-in-initramfs, or an older image).
+//	    Without the key, an image whose manifest names a root disk
+//	    (root.serial, root.verity: what make image builds) takes its root
+//	    from that disk, root.erofs attached read-only with that serial,
+//	    behind dm-verity; an image whose manifest names none loop-mounts
+//	    /root.erofs. berth.root=none stays on the initramfs (tests, rescue).
 //	berth.verity=sha256:ROOTHASH:SALT:DATABLOCKS:HASHSTARTBLOCK
 //	    Disk boot (make disk): the root is the GPT partition named
 //	    berth-root, holding the erofs image followed by its dm-verity hash
@@ -228,7 +233,8 @@ func ParseOnFail(s string) (OnFail, error) {
 	return OnFail{}, fmt.Errorf("berth.onfail=%q: want reboot, reboot:N, halt, poweroff or stay", s)
 }
 
-// DefaultRoot is the root image berth switches to when berth.root is unset.
+// DefaultRoot is the root image berth loop-mounts when berth.root is unset
+// and the manifest names no root disk.
 const DefaultRoot = "/root.erofs"
 
 // Config is what berth's keys ask for, defaults filled in.
