@@ -241,7 +241,11 @@ const DefaultRoot = "/root.erofs"
 type Config struct {
 	OnFail OnFail
 	// Root is the root image path; empty means berth.root=none.
-	Root       string
+	Root string
+	// RootSet says a valid berth.root= chose Root. A malformed value is
+	// warned about and left unset, so the manifest's root disk still wins
+	// over the default path.
+	RootSet    bool
 	LogLevel   slog.Level
 	Exec       [][]string
 	DebugShell string
@@ -352,11 +356,11 @@ func Decode(c *Cmdline) (Config, []string) {
 	if v, ok := c.Get("berth.root"); ok {
 		switch {
 		case v == "none":
-			cfg.Root = ""
+			cfg.Root, cfg.RootSet = "", true
 		case strings.HasPrefix(v, "/") && syntax.NoControl(v) == nil:
-			cfg.Root = v
+			cfg.Root, cfg.RootSet = v, true
 		default:
-			warns = append(warns, fmt.Sprintf("berth.root=%q: want an absolute path (no control characters) or none; using %s", v, cfg.Root))
+			warns = append(warns, fmt.Sprintf("berth.root=%q: want an absolute path (no control characters) or none; ignored (the manifest's root disk, else %s)", v, cfg.Root))
 		}
 	}
 	if v, ok := c.Get("berth.loglevel"); ok {

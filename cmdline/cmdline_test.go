@@ -110,6 +110,7 @@ func TestDecode(t *testing.T) {
 	want := Config{
 		OnFail:     OnFail{Action: Halt},
 		Root:       "",
+		RootSet:    true,
 		LogLevel:   slog.LevelDebug,
 		Exec:       [][]string{{"/bin/helper", "reap", "two words"}, {"/bin/true"}},
 		DebugShell: "ttyS1",
@@ -122,6 +123,8 @@ func TestDecode(t *testing.T) {
 func TestDecodeWarnings(t *testing.T) {
 	cfg, warns := Decode(Parse(`berth.onfial=halt berth.onfail=sometimes berth.root=relative ` +
 		`berth.loglevel=loud berth.exec="" berth.exec="'open" berth.debugshell=../sda berth.xyz`))
+	// RootSet stays false: a malformed berth.root must not stop the
+	// manifest's root disk from being used.
 	want := Config{OnFail: OnFail{Reboot, 30 * time.Second}, Root: "/root.erofs", LogLevel: slog.LevelInfo}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("bad values changed the config: %+v, want defaults %+v", cfg, want)
@@ -274,4 +277,22 @@ func FuzzParseNTP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDecodeRootSet: only a valid berth.root= overrides the manifest's root
+// disk; a path or none sets it, a malformed value does not.
+func TestDecodeRootSet(t *testing.T) {
+	for line, want := range map[string]bool{
+		"quiet":                        false,
+		"berth.root=none":              true,
+		"berth.root=/root.erofs":       true,
+		"berth.root=relative":          false,
+		"berth.root=\"/x\x07\"":        false,
+		"berth.root=/a berth.root=rel": false,
+	} {
+		cfg, _ := Decode(Parse(line))
+		if cfg.RootSet != want {
+			t.Errorf("%q: RootSet %v, want %v", line, cfg.RootSet, want)
+		}
+	}
 }

@@ -33,10 +33,8 @@ func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Info("staying on the initramfs (berth.root=none)")
 		return nil
 	}
-	if r := rootDisk(b.node.manifest); r != nil {
-		if _, set := b.cl.Get("berth.root"); !set {
-			return switchToVerityRoot(ctx, b, log, r.Verity, r.Serial)
-		}
+	if r := rootDisk(b.node.manifest); r != nil && !b.cfg.RootSet {
+		return switchToVerityRoot(ctx, b, log, r.Verity, r.Serial)
 	}
 	res, err := mounts.SwitchRoot(ctx, log, mounts.SwitchRootOptions{
 		Image:   b.cfg.Root,
