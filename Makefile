@@ -133,33 +133,23 @@ else
 	  | tools/sysroot.sh $(ARCH) $(SYSROOT)
 endif
 
-# Until components.mk cross-builds the node components (kubelet,
-# containerd, runc, CNI, pause) into their own directory for arm64, its
-# node components are amd64's, which mkimage refuses (ELF machine check):
-# this says why before the builds. It lifts itself once NODE_COMPONENTS_DIR
-# (components.mk, read after this rule) is the architecture's own.
-.PHONY: image-guard
-image-guard:
-	@$(if $(and $(filter-out amd64,$(ARCH)),$(filter $(BUILD)/components/node,$(NODE_COMPONENTS_DIR))), \
-	  echo "ARCH=$(ARCH): the node image needs $(ARCH) node components (components.mk builds amd64's only so far: issue 18); make build kernel sysroot ARCH=$(ARCH) work"; exit 1, true)
-
 MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -arch $(ARCH) -berth $(ARCH_BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) \
   -var NODE_COMPONENTS=$(NODE_COMPONENTS_DIR) $(if $(SYSROOT),-sysroot $(SYSROOT)) $(MKIMAGE_COMPONENTS)
 
 ## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, and root.erofs:
 ## the root filesystem and its dm-verity tree, attached read-only as a virtio disk with serial
 ## berth-root on a direct-kernel boot; it is not in the initramfs).
-image: image-guard build kernel sysroot node-components
+image: build kernel sysroot node-components
 	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image
 
 ## disk: the node image plus build/image/disk.raw, a GPT disk that boots
 ## under UEFI (EC2, OVMF): ESP with a UKI, dm-verity root, growable data
 ## partition. Same spec as `image`; the manifest records the disk's sha256.
-disk: image-guard deps build kernel sysroot node-components
+disk: deps build kernel sysroot node-components
 	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image -disk $(ARCH_BUILD)/image/disk.raw
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
-image-test: image-guard build kernel sysroot node-components
+image-test: build kernel sysroot node-components
 	$(MKIMAGE) -variant test -out $(ARCH_BUILD)/image-test
 
 ## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,
