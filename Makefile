@@ -116,21 +116,28 @@ kernel: deps
 	fi; \
 	ln -sfn "$$dir" $(KERNEL_DIR); echo "kernel: $(KERNEL_DIR) -> $$dir"
 
-## sysroot: for an ARCH other than the host's (arm64 on amd64), the image's
-## host programs (busybox, mkfs.*, mount, iptables, nft, ipset) and their
+## sysroot: for an ARCH other than the host's (arm64 on amd64), the host
+## programs of the image (busybox, mkfs.*, mount, iptables, nft, ipset) and
+## of the cluster images (kube-proxy's iptables, busybox) and their
 ## libraries from that architecture's Debian packages, unpacked into
 ## build/arm64/sysroot/. The packages are those that own, on this host, the
-## files the spec copies (mkimage -host-files, dpkg -S); redone only when
-## their list or a version changes (tools/sysroot.sh). The host's own
-## architecture reads them from / and needs none.
+## files the specs copy (mkimage and mkoci -host-files, dpkg -S); redone
+## only when their list or a version changes (tools/sysroot.sh). The host's
+## own architecture reads them from / and needs none.
 HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 SYSROOT   := $(if $(filter $(HOST_ARCH),$(ARCH)),,$(ARCH_BUILD)/sysroot)
 sysroot: deps
 ifeq ($(SYSROOT),)
 	@echo "sysroot: ARCH=$(ARCH) is this host's: the image reads its host programs from /"
 else
+	@mkdir -p $(ARCH_BUILD)
 	$(GO) run ./image/cmd/mkimage -spec image/spec.yaml -variant test -arch $(HOST_ARCH) -var NODE_COMPONENTS=$(NODE_COMPONENTS_DIR) -host-files \
-	  | tools/sysroot.sh $(ARCH) $(SYSROOT)
+	  > $(SYSROOT).host-files.tmp
+	for s in image/oci/images/*.yaml; do \
+	  $(GO) run ./image/oci/cmd/mkoci -spec $$s $(MKOCI_DIR_VARS) -var BUSYBOX_VERSION=any -arch $(HOST_ARCH) -host-files; \
+	done >> $(SYSROOT).host-files.tmp
+	sort -u $(SYSROOT).host-files.tmp | tools/sysroot.sh $(ARCH) $(SYSROOT)
+	@rm -f $(SYSROOT).host-files.tmp
 endif
 
 # Until components.mk cross-builds the node components (kubelet,
