@@ -113,7 +113,7 @@ KUBE_LDFLAGS = -s -w \
 
 ifeq ($(ARCH),amd64)
 ## components: kubelet, control plane, etcd, containerd, runc, CNI plugins, pause/demo images, the cluster's images.
-## ARCH=arm64: kubelet, containerd, runc, CNI plugins, pause/demo and install-cni images for arm64 only.
+## ARCH=arm64: kubelet, containerd, runc, CNI plugins, kube-proxy, CoreDNS, pause/demo and cluster images for arm64 only.
 components: kube etcd containerd runc cni pause-images cluster-images
 else
 components: kubelet containerd runc cni pause-images cluster-images
