@@ -116,21 +116,28 @@ kernel: deps
 	fi; \
 	ln -sfn "$$dir" $(KERNEL_DIR); echo "kernel: $(KERNEL_DIR) -> $$dir"
 
-## sysroot: for an ARCH other than the host's (arm64 on amd64), the image's
-## host programs (busybox, mkfs.*, mount, iptables, nft, ipset) and their
+## sysroot: for an ARCH other than the host's (arm64 on amd64), the host
+## programs of the image (busybox, mkfs.*, mount, iptables, nft, ipset) and
+## of the cluster images (kube-proxy's iptables, busybox) and their
 ## libraries from that architecture's Debian packages, unpacked into
 ## build/arm64/sysroot/. The packages are those that own, on this host, the
-## files the spec copies (mkimage -host-files, dpkg -S); redone only when
-## their list or a version changes (tools/sysroot.sh). The host's own
-## architecture reads them from / and needs none.
+## files the specs copy (mkimage and mkoci -host-files, dpkg -S); redone
+## only when their list or a version changes (tools/sysroot.sh). The host's
+## own architecture reads them from / and needs none.
 HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 SYSROOT   := $(if $(filter $(HOST_ARCH),$(ARCH)),,$(ARCH_BUILD)/sysroot)
 sysroot: deps
 ifeq ($(SYSROOT),)
 	@echo "sysroot: ARCH=$(ARCH) is this host's: the image reads its host programs from /"
 else
+	@mkdir -p $(ARCH_BUILD)
 	$(GO) run ./image/cmd/mkimage -spec image/spec.yaml -variant test -arch $(HOST_ARCH) -var NODE_COMPONENTS=$(NODE_COMPONENTS_DIR) -host-files \
-	  | tools/sysroot.sh $(ARCH) $(SYSROOT)
+	  > $(SYSROOT).host-files.tmp
+	for s in image/oci/images/*.yaml; do \
+	  $(GO) run ./image/oci/cmd/mkoci -spec $$s $(MKOCI_DIR_VARS) -var BUSYBOX_VERSION=any -arch $(HOST_ARCH) -host-files; \
+	done >> $(SYSROOT).host-files.tmp
+	sort -u $(SYSROOT).host-files.tmp | tools/sysroot.sh $(ARCH) $(SYSROOT)
+	@rm -f $(SYSROOT).host-files.tmp
 endif
 
 MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -arch $(ARCH) -berth $(ARCH_BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) \
@@ -152,10 +159,27 @@ disk: deps build kernel sysroot node-components
 image-test: build kernel sysroot node-components
 	$(MKIMAGE) -variant test -out $(ARCH_BUILD)/image-test
 
+# TEST_COMPONENTS_DIR is the components directory (BERTH_COMPONENTS_DIR)
+# that test-qemu, test-qemu-arm64, demo, bench and soak give a node
+# joining the host's cluster: the host's control plane and etcd, with the
+# node architecture's cluster, pause and demo images, which the registry
+# stand-in serves. For amd64 that is build/components itself. For arm64 it
+# is build/arm64/test-components/, links combining the host's amd64 control
+# plane with the arm64 node images, made by test-components-dir
+# (TEST_COMPONENTS: the prerequisite that makes it; none for amd64).
+ifeq ($(ARCH),amd64)
+TEST_COMPONENTS_DIR = $(COMPONENTS_DIR)
+TEST_COMPONENTS    :=
+else
+TEST_COMPONENTS_DIR = $(ARCH_BUILD)/test-components
+TEST_COMPONENTS    := test-components-dir
+endif
+
 ## test-qemu: boots build/image-test under QEMU (TCG); full log in build/qemu-tests.log,
-## each VM's console in build/qemu-logs/.
-test-qemu: image-test etcd test-components-node test-components-images
-	@rm -rf $(ARCH_BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(ARCH_BUILD)/qemu-logs $(GO) test -count=1 -timeout 55m -v ./qemu-tests > $(ARCH_BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
+## each VM's console in build/qemu-logs/. ARCH=arm64: build/arm64/image-test
+## with the arm64 node images (TEST_COMPONENTS_DIR), under qemu-system-aarch64.
+test-qemu: image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
+	@rm -rf $(ARCH_BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(ARCH_BUILD)/qemu-logs $(GO) test -count=1 -timeout 55m -v ./qemu-tests > $(ARCH_BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(ARCH_BUILD)/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(ARCH_BUILD)/qemu-tests.log"; exit $$rc; fi
 
@@ -172,24 +196,37 @@ test-qemu: image-test etcd test-components-node test-components-images
 ## logic, the same on both arches: they run on amd64 only, saving 2 min of
 ## aarch64 TCG. Full log in build/arm64/qemu-tests.log, consoles in
 ## build/arm64/qemu-logs/.
-## The join test's components directory (BERTH_COMPONENTS_DIR) is
-## build/arm64/test-components/: links to the host's control plane and etcd
-## and its cluster images, with the arm64 node's components, install-cni and
-## demo images in their place (TestJoin applies only install-cni).
+## The join test's components directory (BERTH_COMPONENTS_DIR) is arm64's
+## TEST_COMPONENTS_DIR, build/arm64/test-components/: links to the host's
+## control plane and etcd with the arm64 node's components and images
+## (TestJoin applies only install-cni).
 ARM64_QEMU_TESTS := ^(TestBootReport|TestHostPrograms|TestDiskBoot|TestJoin)$$/^verified_root$$
 ARM64_TEST_COMPONENTS := $(BUILD)/arm64/test-components
 .PHONY: test-qemu-arm64
-test-qemu-arm64: etcd kube cluster-images
-	$(MAKE) ARCH=arm64 image-test disk cluster-images
-	@t=$(ARM64_TEST_COMPONENTS); rm -rf $$t.tmp && mkdir -p $$t.tmp/images; \
-	ln -s $(KUBE_DIR) $(ETCD_DIR) $$t.tmp/; ln -s $(BUILD)/arm64/components/node $$t.tmp/node; \
-	for i in kube-proxy coredns busybox; do ln -s $(OCI_IMAGES_DIR)/$$i.tar $$t.tmp/images/; done; \
-	for i in install-cni demo; do ln -s $(BUILD)/arm64/components/images/$$i.tar $$t.tmp/images/; done; \
-	rm -rf $$t && mv $$t.tmp $$t
+test-qemu-arm64:
+	$(MAKE) ARCH=arm64 image-test disk test-components-dir
 	@rm -rf $(BUILD)/arm64/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/arm64/image-test BERTH_COMPONENTS_DIR=$(ARM64_TEST_COMPONENTS) BERTH_QEMU_LOGDIR=$(BUILD)/arm64/qemu-logs \
 	  $(GO) test -count=1 -timeout 55m -v -run '$(ARM64_QEMU_TESTS)' ./qemu-tests > $(BUILD)/arm64/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/arm64/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu-arm64: FAILED (exit $$rc); full log: $(BUILD)/arm64/qemu-tests.log"; exit $$rc; fi
+
+## test-components-dir: for a foreign ARCH, TEST_COMPONENTS_DIR's links:
+## the host's kube and etcd directories (the control plane stays amd64;
+## the test harness finds its binaries in the subdirectories), the node's
+## components, and images/ with that ARCH's install-cni, kube-proxy,
+## CoreDNS, busybox, pause and demo tarballs. Remade whole each time (links
+## only; a rename puts it in place).
+.PHONY: test-components-dir
+ifeq ($(ARCH),amd64)
+test-components-dir:
+	@echo "test-components-dir: ARCH=amd64's is $(TEST_COMPONENTS_DIR) itself"
+else
+test-components-dir: kube etcd node-components cluster-images
+	@t=$(TEST_COMPONENTS_DIR); rm -rf $$t.tmp && mkdir -p $$t.tmp/images; \
+	ln -s $(KUBE_DIR) $(ETCD_DIR) $$t.tmp/; ln -s $(NODE_COMPONENTS_DIR) $$t.tmp/node; \
+	for i in install-cni kube-proxy coredns busybox pause demo; do ln -s $(OCI_IMAGES_DIR)/$$i.tar $$t.tmp/images/; done; \
+	rm -rf $$t && mv $$t.tmp $$t
+endif
 
 ## faults: the fault suite at full strength (test-qemu runs it reduced):
 ## kill -9 of containerd and kubelet BERTH_FAULT_KILLS times each (100),
@@ -217,16 +254,19 @@ include components.mk
 ## stand-in, boots a node in QEMU that joins it from its user data, goes Ready
 ## by the CNI DaemonSet, answers a Service by name from a pod, shows kubectl
 ## logs and debug node, prints the boot timeline and powers the node off.
-demo: deps image-test etcd cluster-images
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(ARCH_BUILD)/demo
+## ARCH=arm64: the arm64 test image under qemu-system-aarch64, joining the
+## host's amd64 control plane, with arm64 install-cni, kube-proxy, CoreDNS,
+## busybox and demo images (TEST_COMPONENTS_DIR); output in build/arm64/demo.
+demo: deps image-test etcd cluster-images $(TEST_COMPONENTS)
+	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(ARCH_BUILD)/demo
 
 ## bench: boot the test image N times (default 5) without config and N times
 ## joining a local control plane, one at a time; print min, median and max per
 ## phase and for kernel → kubelet exec; write build/bench/bench.json. With
 ## BASE=old.json, show each median's change. Not part of make test.
 N ?= 5
-bench: deps image-test etcd
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/bench -n $(N) -out $(ARCH_BUILD)/bench $(if $(BASE),-base $(BASE))
+bench: deps image-test etcd $(TEST_COMPONENTS)
+	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/bench -n $(N) -out $(ARCH_BUILD)/bench $(if $(BASE),-base $(BASE))
 
 ## soak: boot the test image joining a local control plane and let berth
 ## supervise for DURATION (default 1h), reading its live figures (RSS and its
@@ -235,8 +275,8 @@ bench: deps image-test etcd
 ## per hour of each. SOAK_FLAGS adds flags: -join=false boots with no config,
 ## -append 'GOGC=25' adds to the kernel command line. Not part of make test.
 DURATION ?= 1h
-soak: deps image-test etcd
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/soak -duration $(DURATION) -out $(ARCH_BUILD)/soak $(SOAK_FLAGS)
+soak: deps image-test etcd $(TEST_COMPONENTS)
+	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/soak -duration $(DURATION) -out $(ARCH_BUILD)/soak $(SOAK_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

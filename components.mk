@@ -7,12 +7,12 @@
 #   make components        everything below
 #   make kube etcd containerd runc cni pause-images   one at a time
 #
-# With ARCH=arm64 (the Makefile's ARCH) the node's components (kubelet,
-# containerd, runc, CNI, the pause, demo and install-cni images) are
-# cross-built under build/arm64/components/ instead: the directory keys a
-# build on arch as its name keys it on version. The control plane, etcd,
-# kube-proxy and CoreDNS run on the host, or only in the amd64 test cluster,
-# and stay amd64 under build/components/ whatever ARCH is.
+# With ARCH=arm64 (the Makefile's ARCH) what runs on a node (kubelet,
+# containerd, runc, CNI, kube-proxy, CoreDNS, the pause, demo and cluster
+# images) is cross-built under build/arm64/components/ instead: the
+# directory keys a build on arch as its name keys it on version. The control
+# plane and etcd run on the host and stay amd64 under build/components/
+# whatever ARCH is.
 #
 # Cold build times on 2 shared cores are in components/README.md.
 
@@ -33,16 +33,15 @@ DEMO_IMAGE         := localhost/berth-demo:v1
 CLUSTER_REGISTRY   := registry.berth.test/berth
 # Recursive (=), not :=: on a fresh machine busybox-static is installed by
 # `make deps` in the same make run, after this file is read.
-BUSYBOX_VERSION     = $(shell dpkg-query -W -f='$${Version}' busybox-static 2>/dev/null | sed 's/^[0-9]*://; s/[^A-Za-z0-9_.-]/-/g')
+# For a foreign ARCH the busybox is the sysroot's (make sysroot), and its
+# version is that package's, from the sysroot's package list.
 ifeq ($(ARCH),amd64)
+BUSYBOX_VERSION     = $(shell dpkg-query -W -f='$${Version}' busybox-static 2>/dev/null | sed 's/^[0-9]*://; s/[^A-Za-z0-9_.-]/-/g')
+else
+BUSYBOX_VERSION     = $(shell sed -n 's/^busybox-static:$(ARCH)=//p' $(SYSROOT)/.packages 2>/dev/null | sed 's/^[0-9]*://; s/[^A-Za-z0-9_.-]/-/g')
+endif
 CLUSTER_IMAGE_REFS  = $(CLUSTER_REGISTRY)/install-cni:$(CNI_VERSION) $(CLUSTER_REGISTRY)/kube-proxy:$(KUBE_VERSION) \
   $(CLUSTER_REGISTRY)/coredns:$(COREDNS_VERSION) $(CLUSTER_REGISTRY)/busybox:$(BUSYBOX_VERSION)
-else
-# An arm64 node goes Ready once the install-cni DaemonSet runs on it; the
-# arm64 test cluster runs no kube-proxy, CoreDNS or busybox pods (empty image
-# references leave kube-proxy and CoreDNS out of qemu-tests/controlplane).
-CLUSTER_IMAGE_REFS  = $(CLUSTER_REGISTRY)/install-cni:$(CNI_VERSION)
-endif
 # demo.tar (above) is served under this name; the name inside the tarball is
 # only a default.
 DEMO_IMAGE_REF     := $(CLUSTER_REGISTRY)/demo:v1
@@ -57,8 +56,8 @@ CONTAINERD_DIR  := $(ARCH_COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)
 RUNC_DIR        := $(ARCH_COMPONENTS_DIR)/runc-$(RUNC_VERSION)
 CNI_DIR         := $(ARCH_COMPONENTS_DIR)/cni-plugins-$(CNI_VERSION)
 OCI_IMAGES_DIR  := $(ARCH_COMPONENTS_DIR)/images
-KUBE_PROXY_DIR  := $(COMPONENTS_DIR)/kube-proxy-$(KUBE_VERSION)
-COREDNS_DIR     := $(COMPONENTS_DIR)/coredns-$(COREDNS_VERSION)
+KUBE_PROXY_DIR  := $(ARCH_COMPONENTS_DIR)/kube-proxy-$(KUBE_VERSION)
+COREDNS_DIR     := $(ARCH_COMPONENTS_DIR)/coredns-$(COREDNS_VERSION)
 # amd64's kubelet is one of the kube recipe's five binaries; arm64's is built
 # alone into its own directory (the control plane stays on the host).
 ifeq ($(ARCH),amd64)
@@ -114,7 +113,7 @@ KUBE_LDFLAGS = -s -w \
 
 ifeq ($(ARCH),amd64)
 ## components: kubelet, control plane, etcd, containerd, runc, CNI plugins, pause/demo images, the cluster's images.
-## ARCH=arm64: kubelet, containerd, runc, CNI plugins, pause/demo and install-cni images for arm64 only.
+## ARCH=arm64: kubelet, containerd, runc, CNI plugins, kube-proxy, CoreDNS, pause/demo and cluster images for arm64 only.
 components: kube etcd containerd runc cni pause-images cluster-images
 else
 components: kubelet containerd runc cni pause-images cluster-images
@@ -179,14 +178,21 @@ $(ETCD_DIR)/.built: components/etcd/go.mod components/etcd/go.sum
 
 # kube-proxy comes from the same tools module as kubelet but builds into its
 # own directory: adding it to KUBE_BINS would not rebuild the cached kube
-# directory, and rebuilding that for one more binary costs minutes.
+# directory, and rebuilding that for one more binary costs minutes. For a
+# foreign ARCH it is cross-built like kubelet and checked the same way.
 $(KUBE_PROXY_DIR)/.built: components/kube/go.mod components/kube/go.sum components/kube/tools.go
 	@grep -q '^require k8s.io/kubernetes $(KUBE_VERSION)$$' components/kube/go.mod || \
 	  { echo "kube-proxy: components/kube/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION)"; exit 1; }
 	@rm -rf $(KUBE_PROXY_DIR).tmp && mkdir -p $(KUBE_PROXY_DIR).tmp
-	cd components/kube && CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' \
+	cd components/kube && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' \
 	  -o $(KUBE_PROXY_DIR).tmp/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
+ifeq ($(ARCH),amd64)
 	@$(KUBE_PROXY_DIR).tmp/kube-proxy --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "kube-proxy: --version is not $(KUBE_VERSION)"; exit 1; }
+else
+	@$(call CHECK_CROSS,kube-proxy,$(KUBE_PROXY_DIR).tmp/kube-proxy)
+	@$(GO) version -m $(KUBE_PROXY_DIR).tmp/kube-proxy | grep -P '^\tmod\tk8s.io/kubernetes\t$(KUBE_VERSION)\t' >/dev/null || \
+	  { echo "kube-proxy: not built from k8s.io/kubernetes $(KUBE_VERSION)"; exit 1; }
+endif
 	@rm -rf $(KUBE_PROXY_DIR) && mv $(KUBE_PROXY_DIR).tmp $(KUBE_PROXY_DIR) && touch $@
 
 # CoreDNS from its own tools module, with only the plugins EKS's Corefile
@@ -195,10 +201,16 @@ $(COREDNS_DIR)/.built: components/coredns/go.mod components/coredns/go.sum compo
 	@grep -q '^require github.com/coredns/coredns $(COREDNS_VERSION)$$' components/coredns/go.mod || \
 	  { echo "coredns: components/coredns/go.mod does not require github.com/coredns/coredns $(COREDNS_VERSION)"; exit 1; }
 	@rm -rf $(COREDNS_DIR).tmp && mkdir -p $(COREDNS_DIR).tmp
-	cd components/coredns && CGO_ENABLED=0 $(NICE) $(GO) build -trimpath \
+	cd components/coredns && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath \
 	  -ldflags '-s -w -X github.com/coredns/coredns/coremain.GitCommit=$(COREDNS_VERSION)' \
 	  -o $(COREDNS_DIR).tmp/coredns .
+ifeq ($(ARCH),amd64)
 	@$(COREDNS_DIR).tmp/coredns -version | grep -q 'CoreDNS-$(patsubst v%,%,$(COREDNS_VERSION))' || { echo "coredns: -version is not $(COREDNS_VERSION)"; exit 1; }
+else
+	@$(call CHECK_CROSS,coredns,$(COREDNS_DIR).tmp/coredns)
+	@$(GO) version -m $(COREDNS_DIR).tmp/coredns | grep -P '^\tdep\tgithub.com/coredns/coredns\t$(COREDNS_VERSION)\t' >/dev/null || \
+	  { echo "coredns: not built from github.com/coredns/coredns $(COREDNS_VERSION)"; exit 1; }
+endif
 	@rm -rf $(COREDNS_DIR) && mv $(COREDNS_DIR).tmp $(COREDNS_DIR) && touch $@
 
 # `go install mod@version` builds outside any module; the Makefile's
@@ -286,19 +298,29 @@ $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image
 # libraries of dynamically linked programs (iptables) and refuses an ELF file
 # of another machine. A tarball is rebuilt when its spec, its programs or the
 # builder change; the host programs it copies (iptables, busybox) are
-# prerequisites too, so a package upgrade rebuilds it.
+# prerequisites too, so a package upgrade rebuilds it. For a foreign ARCH
+# those host programs, their libraries and iptables' extensions are the
+# sysroot's (mkoci -sysroot, as mkimage's), whose package list is a
+# prerequisite instead; make sysroot is run first, and it unpacks what the
+# image specs here copy as well as what the node image's does.
 comma := ,
-ifeq ($(ARCH),amd64)
 CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy.tar coredns.tar busybox.tar)
-else
-CLUSTER_IMAGES := $(OCI_IMAGES_DIR)/install-cni.tar
-endif
 MKOCI_SRCS := $(filter-out %_test.go,$(wildcard image/oci/*.go image/oci/imagespec/*.go image/oci/cmd/mkoci/*.go \
-  image/assemble/*.go image/elfdeps/*.go image/spec/*.go image/fstree/*.go))
-MKOCI_VARS = -var CNI_VERSION=$(CNI_VERSION) -var CNI_DIR=$(CNI_DIR) -var KUBE_VERSION=$(KUBE_VERSION) \
-  -var KUBE_PROXY_DIR=$(KUBE_PROXY_DIR) -var COREDNS_VERSION=$(COREDNS_VERSION) -var COREDNS_DIR=$(COREDNS_DIR) \
-  -var BUSYBOX_VERSION=$(BUSYBOX_VERSION)$(MKOCI_ARCH)
+  image/assemble/*.go image/elfdeps/*.go image/spec/*.go image/fstree/*.go image/sysroot/*.go))
+# MKOCI_DIR_VARS are the specs' variables but busybox's version, which
+# make sysroot (listing the specs' host files before busybox's package is
+# unpacked) gives a stand-in.
+MKOCI_DIR_VARS = -var CNI_VERSION=$(CNI_VERSION) -var CNI_DIR=$(CNI_DIR) -var KUBE_VERSION=$(KUBE_VERSION) \
+  -var KUBE_PROXY_DIR=$(KUBE_PROXY_DIR) -var COREDNS_VERSION=$(COREDNS_VERSION) -var COREDNS_DIR=$(COREDNS_DIR)
+MKOCI_VARS = $(MKOCI_DIR_VARS) \
+  -var BUSYBOX_VERSION=$(BUSYBOX_VERSION)$(MKOCI_ARCH)$(if $(SYSROOT), -sysroot $(SYSROOT))
 MKOCI_SPEC = @mkdir -p $(OCI_IMAGES_DIR) && $(GO) run ./image/oci/cmd/mkoci -spec image/oci/images/$(1).yaml $(MKOCI_VARS) -out $@
+# What the images that copy host programs need besides their own inputs.
+ifeq ($(SYSROOT),)
+MKOCI_HOST_DEPS :=
+else
+MKOCI_HOST_DEPS := $(wildcard $(SYSROOT)/.packages) | sysroot
+endif
 
 cluster-images: $(CLUSTER_IMAGES)
 
@@ -306,18 +328,16 @@ $(OCI_IMAGES_DIR)/install-cni.tar: image/oci/images/install-cni.yaml $(CNI_DIR)/
   $(filter-out %_test.go,$(wildcard components/installcni/*.go fsutil/*.go))
 	$(call MKOCI_SPEC,install-cni)
 
-ifeq ($(ARCH),amd64)
 $(OCI_IMAGES_DIR)/kube-proxy.tar: image/oci/images/kube-proxy.yaml $(KUBE_PROXY_DIR)/.built $(MKOCI_SRCS) \
-  $(wildcard /usr/sbin/xtables-nft-multi)
+  $(wildcard $(SYSROOT)/usr/sbin/xtables-nft-multi) $(MKOCI_HOST_DEPS)
 	$(call MKOCI_SPEC,kube-proxy)
 
 $(OCI_IMAGES_DIR)/coredns.tar: image/oci/images/coredns.yaml $(COREDNS_DIR)/.built $(MKOCI_SRCS)
 	$(call MKOCI_SPEC,coredns)
 
-$(OCI_IMAGES_DIR)/busybox.tar: image/oci/images/busybox.yaml $(MKOCI_SRCS) $(wildcard /bin/busybox)
-	@test -n "$(BUSYBOX_VERSION)" || { echo "busybox: busybox-static is not installed: run make deps"; exit 1; }
+$(OCI_IMAGES_DIR)/busybox.tar: image/oci/images/busybox.yaml $(MKOCI_SRCS) $(wildcard $(SYSROOT)/bin/busybox) $(MKOCI_HOST_DEPS)
+	@test -n "$(BUSYBOX_VERSION)" || { echo "busybox: busybox-static is not installed: run make $(if $(SYSROOT),sysroot ARCH=$(ARCH),deps)"; exit 1; }
 	$(call MKOCI_SPEC,busybox)
-endif
 
 .PHONY: test-components-images
 ## test-components-images: opens each cluster image tarball, and the pause and demo ones, and checks

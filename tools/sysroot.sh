@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sysroot.sh ARCH DIR: the node image's host programs for another
 # architecture (issue 18). Reads, one a line on stdin, the host files the
-# image spec copies (mkimage -host-files, run against the builder's own /),
+# node image spec and the cluster images' specs copy (mkimage and mkoci
+# -host-files, run against the builder's own /),
 # finds the Debian package of each with dpkg -S on the builder, then
 # downloads those packages for ARCH (apt-get download pkg:ARCH; dpkg's
 # foreign architecture, which make deps adds) and unpacks them (dpkg -x)

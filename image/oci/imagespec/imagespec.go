@@ -9,7 +9,14 @@
 // A spec names build outputs whose paths carry versions, so ${NAME} (and
 // $NAME: write $$ for a dollar sign) in it is replaced by the variables the
 // caller gives (components.mk's versions and directories); a name with no
-// value is an error, never an empty string.
+// value is an error, never an empty string. ${MULTIARCH} in a plugins dir
+// is left to the builder, which knows the image's architecture, as in the
+// node image spec.
+//
+// An absolute host path in a spec (a program, its libraries and plugins, a
+// file) is read under a sysroot when one is given: for another
+// architecture's image, that architecture's Debian packages unpacked
+// (make sysroot), never the builder's own files.
 package imagespec
 
 import (
@@ -53,6 +60,9 @@ func Parse(data []byte, vars map[string]string) (*Spec, error) {
 	expanded := os.Expand(string(data), func(name string) string {
 		if name == "$" {
 			return "$"
+		}
+		if "${"+name+"}" == spec.MultiarchVar {
+			return spec.MultiarchVar
 		}
 		v, ok := vars[name]
 		if !ok {
@@ -115,10 +125,11 @@ func (s *Spec) arch() string {
 }
 
 // Build assembles the image's content (relative paths in the spec are under
-// repoRoot) and checks it: every ELF file is for the image's architecture and
-// the entrypoint is a program in the image.
-func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
-	t, err := assemble.LayerTree(ctx, s.Root, repoRoot, s.arch())
+// repoRoot, absolute ones under sysroot: the builder's own / when empty)
+// and checks it: every ELF file is for the image's architecture and the
+// entrypoint is a program in the image.
+func Build(ctx context.Context, s *Spec, repoRoot, sysroot string) (oci.Image, error) {
+	t, err := assemble.LayerTreeFrom(ctx, s.Root, s.inputs(repoRoot, sysroot))
 	if err != nil {
 		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
 	}
@@ -154,6 +165,25 @@ func Build(ctx context.Context, s *Spec, repoRoot string) (oci.Image, error) {
 		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
 	}
 	return img, nil
+}
+
+// HostFiles lists, sorted, the absolute host paths (the target's, read
+// under sysroot) that the image copies: programs, the libraries they need,
+// plugins, files, busybox; the repository's build outputs are not among
+// them and need not exist yet. make sysroot maps them to the packages to
+// unpack for another architecture.
+func HostFiles(ctx context.Context, s *Spec, repoRoot, sysroot string) ([]string, error) {
+	in := s.inputs(repoRoot, sysroot)
+	in.Spec = &spec.Spec{Root: s.Root}
+	files, err := assemble.HostFiles(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", s.Name, err)
+	}
+	return files, nil
+}
+
+func (s *Spec) inputs(repoRoot, sysroot string) assemble.Inputs {
+	return assemble.Inputs{RepoRoot: repoRoot, Arch: s.arch(), Sysroot: sysroot}
 }
 
 // checkEntrypoint follows symlinks inside the image from prog to a regular

@@ -1,16 +1,19 @@
 package imagespec
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/oci"
+	"github.com/berth-node/berth/image/spec"
 )
 
 // hostTrue is a dynamically linked program every build host has.
@@ -50,7 +53,7 @@ func byPath(img oci.Image) map[string]oci.File {
 
 func TestBuildResolvesLibrariesAndLinks(t *testing.T) {
 	s := parseSample(t, hostTrue)
-	img, err := Build(context.Background(), s, t.TempDir())
+	img, err := Build(context.Background(), s, t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +108,7 @@ func foreign(t *testing.T, m elf.Machine) string {
 
 func TestBuildRefusesWrongMachine(t *testing.T) {
 	s := parseSample(t, foreign(t, elf.EM_AARCH64))
-	_, err := Build(context.Background(), s, t.TempDir())
+	_, err := Build(context.Background(), s, t.TempDir(), "")
 	if err == nil || !strings.Contains(err.Error(), "/usr/sbin/tool") || !strings.Contains(err.Error(), "EM_AARCH64") {
 		t.Fatalf("Build = %v, want an error naming the file and its machine", err)
 	}
@@ -132,7 +135,7 @@ func TestBuildChecksEntrypoint(t *testing.T) {
 	} {
 		s := parseSample(t, hostTrue)
 		s.Entrypoint = []string{ep}
-		if _, err := Build(context.Background(), s, t.TempDir()); err == nil || !strings.Contains(err.Error(), "entrypoint") {
+		if _, err := Build(context.Background(), s, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "entrypoint") {
 			t.Errorf("%s: Build = %v, want an entrypoint error", name, err)
 		}
 	}
@@ -163,5 +166,91 @@ func TestParseExpands(t *testing.T) {
 	}
 	if s.Name != "registry.berth.test/berth/tool:v2" || s.Root.Binaries[0].Src != hostTrue || s.Env[1] != "PRICE=$5" {
 		t.Errorf("expanded spec: name %s, src %s, env %v", s.Name, s.Root.Binaries[0].Src, s.Env)
+	}
+}
+
+// arm64Root is a sysroot of tiny aarch64 ELF files laid out as Debian's
+// arm64 packages unpack (image/elfdeps/testdata/mkroot.sh).
+const arm64Root = "../../elfdeps/testdata/arm64root"
+
+// sysrootSpec is shaped like kube-proxy.yaml and busybox.yaml: a host
+// program by name with links, the extensions it dlopens from a multiarch
+// directory, a host file, and busybox.
+const sysrootSpec = `
+name: registry.berth.test/berth/tool:v1
+title: tool
+version: v1
+entrypoint: [/bin/sh]
+root:
+  files:
+    - {dst: /etc/protocols, src: /etc/protocols, mode: "0644"}
+  binaries:
+    - {name: mkfs.ext4, links: [mkfs.ext3]}
+  plugins:
+    - {dir: "/usr/lib/${MULTIARCH}/xtables"}
+  busybox: {src: /bin/busybox, dst: /bin/busybox, applets: [sh]}
+`
+
+// An arm64 image built with a sysroot reads every absolute host path from
+// it (the program by name, its loader and libraries, the aarch64 xtables
+// extensions, /etc/protocols, busybox), and HostFiles names exactly those,
+// in the target's terms, for make sysroot: not a build output of the
+// repository, which need not exist then.
+func TestBuildSysroot(t *testing.T) {
+	repo := t.TempDir()
+	s, err := Parse([]byte(sysrootSpec), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Architecture = "arm64"
+	img, err := Build(context.Background(), s, repo, arm64Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Architecture != "arm64" {
+		t.Errorf("image architecture %s, want arm64", img.Architecture)
+	}
+	files := byPath(img)
+	for p, src := range map[string]string{
+		"/usr/sbin/mkfs.ext4":                           "sbin/mke2fs",
+		"/lib/ld-linux-aarch64.so.1":                    "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+		"/lib/aarch64-linux-gnu/libfoo.so.1":            "lib/aarch64-linux-gnu/libfoo.so.1.2.3",
+		"/usr/lib/aarch64-linux-gnu/xtables/libxt_a.so": "usr/lib/aarch64-linux-gnu/xtables/libxt_a.so",
+		"/etc/protocols":                                "etc/protocols",
+		"/bin/busybox":                                  "bin/busybox",
+	} {
+		if f, ok := files[p]; !ok || f.Symlink != "" || !bytes.Equal(f.Data, mustRead(t, filepath.Join(arm64Root, src))) {
+			t.Errorf("%s: %+v, want the sysroot's %s", p, f, src)
+		}
+	}
+	if f := files["/usr/sbin/mkfs.ext3"]; f.Symlink != "mkfs.ext4" {
+		t.Errorf("/usr/sbin/mkfs.ext3 = %+v, want a link to mkfs.ext4", f)
+	}
+
+	withOutput := *s
+	withOutput.Root.Binaries = append(slices.Clone(s.Root.Binaries),
+		spec.Binary{Name: "kube-proxy", Src: filepath.Join(repo, "build/none/kube-proxy")})
+	got, err := HostFiles(context.Background(), &withOutput, repo, arm64Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"/bin/busybox",
+		"/etc/protocols",
+		"/lib/aarch64-linux-gnu/libfoo.so.1",
+		"/lib/ld-linux-aarch64.so.1",
+		"/sbin/mkfs.ext4",
+		"/usr/lib/aarch64-linux-gnu/libbar.so.2",
+		"/usr/lib/aarch64-linux-gnu/xtables/libxt_a.so",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("HostFiles =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// From the builder's own / the same spec finds amd64 files, which an
+	// arm64 image refuses.
+	s.Root.Plugins = nil
+	if _, err := Build(context.Background(), s, repo, ""); err == nil || !strings.Contains(err.Error(), "EM_X86_64") {
+		t.Errorf("arm64 image from the builder's /: %v, want the host's amd64 files refused", err)
 	}
 }

@@ -17,7 +17,11 @@
 //
 // With -spec, -arch sets the architecture of a spec that names none (one
 // spec serves both architectures, with -var pointing at that arch's builds);
-// a spec naming another architecture is an error.
+// a spec naming another architecture is an error. -sysroot DIR reads the
+// spec's absolute host paths (iptables and its libraries and extensions,
+// busybox) under DIR, another architecture's packages unpacked (make
+// sysroot ARCH=arm64), as mkimage -sysroot does; -host-files prints those
+// paths one a line and builds nothing, for make sysroot to map to packages.
 package main
 
 import (
@@ -61,10 +65,15 @@ func run(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "output tarball")
 	specFile := fs.String("spec", "", "image spec file (image/oci/imagespec); replaces -name, -file, -entrypoint...")
 	fs.Var(&vars, "var", "NAME=VALUE for ${NAME} in the -spec file (repeatable)")
+	sysroot := fs.String("sysroot", "", "read the -spec file's absolute host paths under this directory (another architecture's packages unpacked); / when empty")
+	hostFiles := fs.Bool("host-files", false, "print the host files the -spec file's image copies, one a line, and build nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *out == "" {
+	if *specFile == "" && (*sysroot != "" || *hostFiles) {
+		return fmt.Errorf("-sysroot and -host-files are for -spec files only")
+	}
+	if *out == "" && !*hostFiles {
 		return fmt.Errorf("-out is required")
 	}
 	machine, ok := elfarch.Machine(img.Architecture)
@@ -99,7 +108,17 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("finding the repository root for %s: %w", *specFile, err)
 		}
-		if img, err = imagespec.Build(ctx, s, repo); err != nil {
+		if *hostFiles {
+			files, err := imagespec.HostFiles(ctx, s, repo, *sysroot)
+			if err != nil {
+				return fmt.Errorf("%s: %w", *specFile, err)
+			}
+			for _, f := range files {
+				fmt.Println(f)
+			}
+			return nil
+		}
+		if img, err = imagespec.Build(ctx, s, repo, *sysroot); err != nil {
 			return fmt.Errorf("%s: %w", *specFile, err)
 		}
 		return write(img, *out)

@@ -312,3 +312,79 @@ root:
 		}
 	}
 }
+
+// TestRunSysroot builds an arm64 image whose host program comes from an
+// arm64 sysroot, as make cluster-images ARCH=arm64 packs kube-proxy's
+// iptables and busybox; -sysroot and -host-files make sense only with a
+// spec.
+func TestRunSysroot(t *testing.T) {
+	dir := t.TempDir()
+	specFile := filepath.Join(dir, "tool.yaml")
+	if err := os.WriteFile(specFile, []byte(`
+name: registry.berth.test/berth/tool:v9
+title: tool
+version: v9
+entrypoint: [/usr/sbin/mkfs.ext4]
+root:
+  binaries:
+    - {name: mkfs.ext4}
+  plugins:
+    - {dir: "/usr/lib/${MULTIARCH}/xtables"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sysroot, err := filepath.Abs("../../../elfdeps/testdata/arm64root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "tool.tar")
+	if err := run(context.Background(), []string{"-spec", specFile, "-arch", "arm64", "-sysroot", sysroot, "-out", out}); err != nil {
+		t.Fatalf("-spec -arch arm64 -sysroot: %v", err)
+	}
+	if cfg := imageConfig(t, out); cfg.Architecture != "arm64" {
+		t.Errorf("config says %s, want arm64", cfg.Architecture)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := map[string]bool{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(h.Name, "blobs/") {
+			if zr, err := gzip.NewReader(tr); err == nil {
+				lr := tar.NewReader(zr)
+				for {
+					lh, err := lr.Next()
+					if err != nil {
+						break
+					}
+					layer[lh.Name] = true
+				}
+			}
+		}
+	}
+	for _, p := range []string{"usr/sbin/mkfs.ext4", "lib/ld-linux-aarch64.so.1", "usr/lib/aarch64-linux-gnu/xtables/libxt_a.so"} {
+		if !layer[p] {
+			t.Errorf("layer lacks %s (has %v)", p, layer)
+		}
+	}
+	for _, args := range [][]string{
+		{"-name", "x:1", "-sysroot", sysroot, "-entrypoint", "/true", "-file", "true=/bin/true", "-out", out},
+		{"-name", "x:1", "-host-files", "-entrypoint", "/true", "-file", "true=/bin/true"},
+	} {
+		if err := run(context.Background(), args); err == nil || !strings.Contains(err.Error(), "-spec files only") {
+			t.Errorf("run(%s) = %v, want a -spec only error", strings.Join(args, " "), err)
+		}
+	}
+	if err := run(context.Background(), []string{"-spec", specFile, "-arch", "arm64", "-sysroot", sysroot, "-host-files"}); err != nil {
+		t.Errorf("-host-files needs no -out: %v", err)
+	}
+}
