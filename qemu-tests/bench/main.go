@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/berth-node/berth/analyze"
 	"github.com/berth-node/berth/fsutil"
-	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
@@ -209,34 +207,5 @@ func bootOnce(ctx context.Context, o options, name, cmdline string, join bool) (
 // joins the cluster by bootstrap token, and returns the node's command
 // line argument for it.
 func serveJoinConfig(info controlplane.Info) (string, func(), error) {
-	nc := fmt.Sprintf(`apiVersion: node.eks.aws/v1alpha1
-kind: NodeConfig
-metadata:
-  annotations:
-    %s: %s
-spec:
-  cluster:
-    name: berth-bench
-    apiServerEndpoint: %s
-    certificateAuthority: %s
-    cidr: %s
-`, plan.BootstrapTokenAnnotation, info.BootstrapToken, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR)
-	inst := imdsserver.DefaultInstance()
-	// QEMU's user network gives the guest this address.
-	inst.LocalIPv4 = "10.0.2.15"
-	inst.LocalHostname = "ip-10-0-2-15.us-west-2.compute.internal"
-	srv, err := imdsserver.New(imdsserver.Config{Instance: inst, UserData: []byte(nc)})
-	if err != nil {
-		return "", nil, fmt.Errorf("setting up the IMDS stand-in: %w", err)
-	}
-	hostURL, stop, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("starting the IMDS stand-in: %w", err)
-	}
-	u, err := url.Parse(hostURL)
-	if err != nil {
-		stop()
-		return "", nil, fmt.Errorf("IMDS stand-in URL %q: %w", hostURL, err)
-	}
-	return "berth.imds=http://10.0.2.2:" + u.Port(), stop, nil
+	return imdsserver.StartForGuest(info.JoinNodeConfig("berth-bench"))
 }

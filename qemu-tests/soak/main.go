@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -207,7 +206,7 @@ func startCluster(ctx context.Context, o options) (func(), string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("starting the control plane: %w", err)
 	}
-	arg, stopIMDS, err := serveIMDS(cluster.Info().JoinNodeConfig("berth-soak"))
+	arg, stopIMDS, err := imdsserver.StartForGuest(cluster.Info().JoinNodeConfig("berth-soak"))
 	if err != nil {
 		_ = cluster.Stop()
 		return nil, "", err
@@ -239,27 +238,4 @@ func writeResult(path string, res *result) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
-}
-
-// serveIMDS serves the user data through the IMDS stand-in and returns
-// the node's command line argument for it.
-func serveIMDS(userData string) (string, func(), error) {
-	inst := imdsserver.DefaultInstance()
-	// QEMU's user network gives the guest this address.
-	inst.LocalIPv4 = "10.0.2.15"
-	inst.LocalHostname = "ip-10-0-2-15.us-west-2.compute.internal"
-	srv, err := imdsserver.New(imdsserver.Config{Instance: inst, UserData: []byte(userData)})
-	if err != nil {
-		return "", nil, fmt.Errorf("setting up the IMDS stand-in: %w", err)
-	}
-	hostURL, stop, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("starting the IMDS stand-in: %w", err)
-	}
-	u, err := url.Parse(hostURL)
-	if err != nil {
-		stop()
-		return "", nil, fmt.Errorf("IMDS stand-in URL %q: %w", hostURL, err)
-	}
-	return "berth.imds=http://10.0.2.2:" + u.Port(), stop, nil
 }
