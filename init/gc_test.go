@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"runtime/metrics"
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/safe"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +52,8 @@ func TestTrimMemoryReturnsFreedHeap(t *testing.T) {
 	runtime.KeepAlive(garbage) // dead from here on
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); trimMemory(ctx, time.Millisecond) }()
+	safe.Go(slog.New(slog.DiscardHandler), "trim", func() { defer close(done); trimMemory(ctx, time.Millisecond) },
+		func(p *safe.Panic) { t.Errorf("trimMemory panicked: %v", p) })
 	deadline := time.Now().Add(5 * time.Second)
 	for released() < before+(2<<20) {
 		if time.Now().After(deadline) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/berth-node/berth/nodeconfig"
 	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/safe"
 )
 
 // TestRefreshLiveRewritesBootJSON: with nothing else happening, the live
@@ -25,7 +27,8 @@ func TestRefreshLiveRewritesBootJSON(t *testing.T) {
 	b.reported = true
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); b.refreshLive(ctx, time.Millisecond) }()
+	safe.Go(slog.New(slog.DiscardHandler), "live", func() { defer close(done); b.refreshLive(ctx, time.Millisecond) },
+		func(p *safe.Panic) { t.Errorf("refreshLive panicked: %v", p) })
 	var first int64
 	deadline := time.Now().Add(10 * time.Second)
 	for {
