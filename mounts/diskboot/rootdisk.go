@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/berth-node/berth/mounts/partition"
 )
 
 // RootDiskWait bounds the wait for a direct-kernel boot's root disk: a
@@ -57,29 +59,12 @@ func FindSerial(classBlock, serial string) ([]string, error) {
 // an error, as two berth-root partitions are: booting the wrong root would
 // be worse than not booting.
 func WaitSerial(ctx context.Context, classBlock, serial string, wait time.Duration) (string, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		found, err := FindSerial(classBlock, serial)
-		if err != nil {
-			return "", err
-		}
-		switch {
-		case len(found) > 1:
-			return "", fmt.Errorf("%d disks with serial %s (%s): attach only one root disk", len(found), serial, strings.Join(found, ", "))
-		case len(found) == 1:
-			if _, err := os.Stat(found[0]); err == nil {
-				return found[0], nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no disk with serial %s appeared within %s: this image's root is root.erofs on a disk of its own; "+
-				"attach it read-only with that serial (QEMU: -drive file=root.erofs,if=none,format=raw,readonly=on,id=root "+
-				"-device virtio-blk-pci,drive=root,serial=%s), or boot with berth.root=none", serial, wait, serial)
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for the disk with serial %s: %w", serial, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return partition.WaitOne(ctx, func() ([]string, error) { return FindSerial(classBlock, serial) }, wait, partition.Sought{
+		One:     "disk with serial " + serial,
+		Many:    "disks with serial " + serial,
+		TooMany: "attach only one root disk",
+		Missing: ": this image's root is root.erofs on a disk of its own; " +
+			"attach it read-only with that serial (QEMU: -drive file=root.erofs,if=none,format=raw,readonly=on,id=root " +
+			"-device virtio-blk-pci,drive=root,serial=" + serial + "), or boot with berth.root=none",
+	})
 }

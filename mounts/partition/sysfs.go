@@ -140,26 +140,50 @@ func entryDisk(classBlock, entry string) (string, error) {
 // second berth disk attached) is an error: booting the wrong root would be
 // worse than not booting.
 func WaitNamed(ctx context.Context, classBlock, name string, wait time.Duration) (string, error) {
+	return WaitOne(ctx, func() ([]string, error) { return FindNamed(classBlock, name) }, wait, Sought{
+		One:     "partition named " + name,
+		Many:    "partitions named " + name,
+		TooMany: "attach only one berth disk",
+		Missing: " (is the disk attached, and its driver (nvme) in the image?)",
+	})
+}
+
+// Sought names what WaitOne looks for, in its errors.
+type Sought struct {
+	// One and Many name one device and several ("partition named X",
+	// "partitions named X").
+	One, Many string
+	// TooMany says what to do when several are found.
+	TooMany string
+	// Missing follows "no <One> appeared within <wait>": what to check or
+	// how to attach it.
+	Missing string
+}
+
+// WaitOne polls find until it returns exactly one device whose node
+// exists, and returns it; several at once is an error at once (the boot
+// must not pick one), and none by wait is an error naming what was sought.
+func WaitOne(ctx context.Context, find func() ([]string, error), wait time.Duration, s Sought) (string, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		found, err := FindNamed(classBlock, name)
+		found, err := find()
 		if err != nil {
 			return "", err
 		}
 		switch {
 		case len(found) > 1:
-			return "", fmt.Errorf("%d partitions named %s (%s): attach only one berth disk", len(found), name, strings.Join(found, ", "))
+			return "", fmt.Errorf("%d %s (%s): %s", len(found), s.Many, strings.Join(found, ", "), s.TooMany)
 		case len(found) == 1:
 			if _, err := os.Stat(found[0]); err == nil {
 				return found[0], nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no partition named %s appeared within %s (is the disk attached, and its driver (nvme) in the image?)", name, wait)
+			return "", fmt.Errorf("no %s appeared within %s%s", s.One, wait, s.Missing)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for partition %s: %w", name, ctx.Err())
+			return "", fmt.Errorf("waiting for the %s: %w", s.One, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
