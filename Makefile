@@ -78,14 +78,14 @@ test: deps lint test-unit test-qemu test-qemu-arm64
 
 ## test-unit: every package but the QEMU tests, with -race. It needs the
 ## kernel package: the image's module resolution is tested against it. The full verbose
-## log is build/unit-tests.log; shown are the package results, failures and
-## any skip (the host network tests skip only where the machine has no
+## log is build/unit-tests.log; shown are the package results, each failed
+## test's own output (tools/failed-tests.awk), and any skip (the host network tests skip only where the machine has no
 ## network namespaces, and say so loudly).
 test-unit: kernel
 	@mkdir -p $(BUILD); set +e; $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -vx '$(MODULE)/qemu-tests') > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(ok |FAIL|panic:)|!!! SKIPPED|^\s*--- SKIP' $(BUILD)/unit-tests.log || true; \
 	if [ $$rc -ne 0 ]; then \
-	  awk '/^\s*--- FAIL/{p=1} p&&/^(=== RUN|\s*--- PASS|ok |PASS$$)/{p=0} p' $(BUILD)/unit-tests.log | head -300; \
+	  awk -f tools/failed-tests.awk $(BUILD)/unit-tests.log | head -400; \
 	  echo "test-unit: FAILED (exit $$rc); full log: $(BUILD)/unit-tests.log"; exit $$rc; fi
 
 ## kernel: the Debian kernel package linux-image-$(ARCH) currently depends on,

@@ -112,9 +112,12 @@ type Cluster struct {
 	avoid   map[int]bool
 
 	// proxy carries the apiserver's kubelet traffic (egress.go);
-	// stopApprover ends the serving CSR approver (servingcsr.go).
+	// stopApprover ends the serving CSR approver (servingcsr.go) and the
+	// node initializer (cloudnode.go), and loops waits for both, so none
+	// of their requests outlives Stop.
 	proxy        *kubeletProxy
 	stopApprover context.CancelFunc
+	loops        sync.WaitGroup
 
 	stopOnce sync.Once
 	stopErr  error
@@ -306,8 +309,8 @@ func Start(ctx context.Context, log *slog.Logger, opts Options) (_ *Cluster, err
 	}
 	actx, stopApprover := context.WithCancel(ctx)
 	c.stopApprover = stopApprover
-	go c.approveServingCSRs(actx)
-	go c.initializeNodes(actx)
+	c.loops.Go(func() { c.approveServingCSRs(actx) })
+	c.loops.Go(func() { c.initializeNodes(actx) })
 	for _, o := range bootstrapObjects(token, time.Now().Add(certValidity)) {
 		if err := c.create(sctx, host, o); err != nil {
 			return nil, api.proc.failure(err)
@@ -525,6 +528,7 @@ func (c *Cluster) stop() error {
 	var errs []error
 	if c.stopApprover != nil {
 		c.stopApprover()
+		c.loops.Wait()
 	}
 	if c.proxy != nil {
 		if err := c.proxy.close(); err != nil {

@@ -196,9 +196,12 @@ func fakeComponent(name string, args []string) int {
 	return 0
 }
 
+// fakeGet bounds its own request: client is the cluster's, shared with its
+// CSR approver and node initializer, so its Timeout is not ours to set.
 func fakeGet(client *http.Client, url, want string) error {
-	client.Timeout = 5 * time.Second
-	resp, err := client.Get(url)
+	bounded := *client
+	bounded.Timeout = 5 * time.Second
+	resp, err := bounded.Get(url)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,10 @@ func TestStartStopParallelStress(t *testing.T) {
 		live = map[string]int{} // host:port → server
 	)
 	var served atomic.Int32
-	client := &http.Client{Timeout: 10 * time.Second}
+	// No kept-alive connections: a port freed by one stop is soon another
+	// server's, and a pooled connection to the old one would fail the
+	// token PUT (not replayable) for a reason that is the client's.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	var wg sync.WaitGroup
 	for i := range parallel {
 		wg.Add(1)
