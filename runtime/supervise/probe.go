@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/berth-node/berth/plan"
@@ -72,20 +74,53 @@ func (h HTTPGet) Check(ctx context.Context) (string, error) {
 // pulling grpc-go and containerd's API modules into PID 1.
 type ContainerdVersion struct{ Socket string }
 
+// dialListening connects to the unix socket at path. The socket file
+// appears at bind(2), a moment before listen(2): a connection in between
+// is refused, so a refusal is retried briefly (retries times, pause
+// apart; refusedRetries and refusedPause for the probe) rather than left to
+// the next probe interval.
+func dialListening(ctx context.Context, path string, retries int, pause time.Duration) (net.Conn, error) {
+	var d net.Dialer
+	for i := 0; ; i++ {
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || i == retries {
+			return conn, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+const (
+	refusedRetries = 5
+	refusedPause   = 10 * time.Millisecond
+)
+
 // versionMethod is containerd's API path for Version.Version
 // (api/services/version/v1/version.proto).
 const versionMethod = "/containerd.services.version.v1.Version/Version"
 
-// Check implements Prober.
+// Check implements Prober. Until containerd binds its socket there is
+// nothing to call, so a Check first waits, within ctx, for the socket to
+// appear, and calls as soon as it does: failing at once would leave the
+// next try to the supervisor's ProbeInterval, on average half of it added
+// to containerd's readiness and so to kubelet's start.
 func (c ContainerdVersion) Check(ctx context.Context) (string, error) {
+	if err := waitCreated(ctx, c.Socket); err != nil {
+		return "", fmt.Errorf("probe containerd at %s: %w", c.Socket, err)
+	}
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{
 		Protocols:         &protos,
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", c.Socket)
+			return dialListening(ctx, c.Socket, refusedRetries, refusedPause)
 		},
 	}
 	defer tr.CloseIdleConnections()
