@@ -183,6 +183,51 @@ func TestSplitCountsOverlapsOnce(t *testing.T) {
 	}
 }
 
+// A recorded NTP wait beside containerd's start is taken as recorded, not
+// derived, and is on the chain to kubelet's exec only when it ends last.
+func TestTimeWaitBesideContainerd(t *testing.T) {
+	boot := func(ntpMs int64) *Boot {
+		b := &Boot{Report: &report.Report{KernelToInitMs: 100, EndMs: 1500,
+			Phases: []report.Phase{{Name: "apply", StartMs: 100, DurationMs: 100}, {Name: "services", StartMs: 200, DurationMs: 1300}}}}
+		b.Time = &timeSection{}
+		b.Services = &servicesSection{
+			Services: []service{
+				{Name: "containerd", StartedAt: time.Unix(100, 0), ReadyMs: 300}, // 200..500
+				{Name: "kubelet", StartedAt: time.Unix(100, 0).Add(time.Duration(max(300, ntpMs)) * time.Millisecond), ReadyMs: 500},
+			},
+		}
+		b.Services.KernelToKubeletMs = 200 + max(300, ntpMs)
+		b.Services.TimeWait = &struct {
+			StartMs    int64 `json:"startMs"`
+			DurationMs int64 `json:"durationMs"`
+		}{StartMs: 200, DurationMs: ntpMs}
+		return b
+	}
+	chain := func(b *Boot) []string {
+		var names []string
+		for _, l := range Chains(b)[0].Links {
+			names = append(names, l.Name)
+		}
+		return names
+	}
+	quick := boot(30)
+	var ntp *report.Span
+	for _, w := range Waits(quick) {
+		if w.Name == WaitNTP {
+			ntp = &w
+		}
+	}
+	if ntp == nil || ntp.StartMs != 200 || ntp.DurationMs != 30 || ntp.Derived {
+		t.Errorf("ntp wait %+v, want the recorded 200+30 ms, not derived", ntp)
+	}
+	if got := chain(quick); slices.Contains(got, "first NTP sync") || !slices.Contains(got, "containerd") {
+		t.Errorf("chain to kubelet exec %v: a quick sync is beside containerd, not on it", got)
+	}
+	if got := chain(boot(900)); !slices.Contains(got, "first NTP sync") || slices.Contains(got, "containerd") {
+		t.Errorf("chain to kubelet exec %v: a slow sync (ends after containerd is ready) is what kubelet waited for", got)
+	}
+}
+
 // The chain picks, before each point, the step that ended last.
 func TestChainTo(t *testing.T) {
 	cands := []Bar{

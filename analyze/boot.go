@@ -66,6 +66,12 @@ type servicesSection struct {
 	KernelToKubeletMs int64     `json:"kernelToKubeletMs"`
 	Services          []service `json:"services"`
 	Images            []image   `json:"images"`
+	// TimeWait is the first NTP sync's wait beside containerd's start;
+	// reports from before it record none (the wait came first, then).
+	TimeWait *struct {
+		StartMs    int64 `json:"startMs"`
+		DurationMs int64 `json:"durationMs"`
+	} `json:"timeWait"`
 }
 
 type service struct {

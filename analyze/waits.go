@@ -13,10 +13,12 @@ const (
 	WaitDHCP = "dhcp"
 	WaitIMDS = "imds"
 	WaitMkfs = "mkfs"
-	// WaitNTP is the services phase's bounded wait for the first NTP sync
-	// before containerd starts; the report records no span for it, so it
-	// is the gap from the phase's start to containerd's exec, which also
-	// holds the supervisor's setup (a few ms).
+	// WaitNTP is the services phase's bounded wait for the first NTP sync,
+	// which kubelet's start waits for. The report records it
+	// (services.timeWait); an older report, whose wait came before
+	// containerd's start and was not recorded, has it as the gap from the
+	// phase's start to containerd's exec, which also holds the
+	// supervisor's setup (a few ms).
 	WaitNTP = "ntp"
 	// Service waits are "<service> ready": from the service's first exec
 	// to its first ready, or to the report when it never got ready.
@@ -94,13 +96,16 @@ func serviceWaits(b *Boot) []report.Span {
 			out = append(out, s)
 		}
 	}
+	if tw := sv.TimeWait; tw != nil {
+		add(report.Span{Name: WaitNTP, Phase: p.Name, StartMs: tw.StartMs, DurationMs: tw.DurationMs})
+	}
 	var containerdReady int64
 	for i, s := range sv.Services {
 		_, at, ok := b.serviceStart(s.Name)
 		if !ok {
 			continue
 		}
-		if i == 0 && b.Time != nil {
+		if i == 0 && b.Time != nil && sv.TimeWait == nil {
 			add(report.Span{Name: WaitNTP, Phase: p.Name, StartMs: p.StartMs, DurationMs: at - p.StartMs, Derived: true})
 		}
 		d := s.ReadyMs

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 
+	"github.com/berth-node/berth/kmod"
 	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/diskboot"
@@ -36,10 +37,12 @@ func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 	if r := rootDisk(b.node.manifest); r != nil && !b.cfg.RootSet {
 		return switchToVerityRoot(ctx, b, log, r.Verity, r.Serial)
 	}
+	carry, release := b.rootModules()
 	res, err := mounts.SwitchRoot(ctx, log, mounts.SwitchRootOptions{
 		Image:   b.cfg.Root,
 		NewRoot: newRoot,
-		Carry:   []string{modulesRoot, "/etc/berth"},
+		Carry:   carry,
+		Release: release,
 	})
 	if err != nil {
 		hint := "berth.root=none boots without one"
@@ -48,6 +51,7 @@ func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 		}
 		return fmt.Errorf("switching to root image %s (%s): %w", b.cfg.Root, hint, err)
 	}
+	b.switchedRoot(log)
 	b.rep.Root = res
 	return nil
 }
@@ -65,12 +69,15 @@ func rootDisk(m *manifest.Manifest) *manifest.Root {
 // with serial, on the manifest's root disk: mounts/diskboot does the work,
 // with PID 1's module loading, reaper and manifest tools.
 func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value, serial string) error {
+	carry, release := b.rootModules()
 	opts := diskboot.Options{
-		Verity:  value,
-		Serial:  serial,
-		Run:     reaperRunner(b.reaper),
-		NewRoot: newRoot,
-		Carry:   []string{modulesRoot, "/etc/berth"},
+		Verity:   value,
+		Serial:   serial,
+		Run:      reaperRunner(b.reaper),
+		NewRoot:  newRoot,
+		Carry:    carry,
+		Release:  release,
+		Switched: func() { b.switchedRoot(log) },
 		LoadModules: func(ctx context.Context, mods ...string) error {
 			return b.loadModules(ctx, log, mods...)
 		},
@@ -84,4 +91,36 @@ func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value, s
 	}
 	b.rep.Root = res
 	return nil
+}
+
+// rootModules says what the switch does with the initramfs's modules. An
+// image that records its early modules has every module on the root as
+// well: the initramfs's copies are released, their memory freed. An older
+// image has them only in the initramfs, and they are carried into the
+// root. The manifest (/etc/berth) is always carried: it describes the root
+// and so cannot be in it.
+func (b *boot) rootModules() (carry, release []string) {
+	if m := b.node.manifest; m != nil && len(m.EarlyModules) > 0 {
+		return []string{"/etc/berth"}, []string{modulesRoot}
+	}
+	return []string{modulesRoot, "/etc/berth"}, nil
+}
+
+// switchedRoot moves the module index to the root's, which lists every
+// module (the initramfs's lists the early ones), so that the storage,
+// host and apply phases load theirs. Hotplug keeps the early index: it
+// holds every device driver, and its paths now resolve on the root.
+func (b *boot) switchedRoot(log *slog.Logger) {
+	if b.node.kmod == nil {
+		return
+	}
+	if m := b.node.manifest; m == nil || len(m.EarlyModules) == 0 {
+		return // carried: the same index
+	}
+	ix, err := kmod.LoadIndex(b.node.kmod.Dir)
+	if err != nil {
+		log.Warn("the root's module index is unreadable; only the early modules load", "dir", b.node.kmod.Dir, "err", err)
+		return
+	}
+	b.node.kmod = ix
 }

@@ -46,6 +46,9 @@ type serviceReport struct {
 	Images            []imageImportResult `json:"images,omitempty"`
 	// ForwardPolicy is init/firewall.go's, set before any service starts.
 	ForwardPolicy []forwardPolicyResult `json:"forwardPolicy,omitempty"`
+	// TimeWait is the bounded wait for the first NTP sync, which kubelet's
+	// start and the image imports wait for (not containerd's).
+	TimeWait *timeWaitReport `json:"timeWait,omitempty"`
 }
 
 // phaseServices starts the plan's services (containerd, then kubelet once
@@ -85,6 +88,19 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	// kubelet's exec and the registration came 7.8 s after it; imported
 	// side by side with the others it took twice as long, for no gain in
 	// their total.
+	// The first NTP sync is waited for beside containerd's start, not
+	// before it: containerd makes no TLS connection and signs nothing, but
+	// kubelet's TLS bootstrap does, and the imports' leases carry wall-clock
+	// expiry times. Amazon Time Sync answers in well under a millisecond;
+	// a slow or absent server no longer holds containerd back.
+	timeDone := make(chan struct{})
+	b.goSafe(log, "time-wait", func() {
+		defer close(timeDone)
+		tw := b.waitTime(ctx)
+		b.repMu.Lock()
+		rep.TimeWait = tw
+		b.repMu.Unlock()
+	})
 	containerdReady := make(chan struct{})
 	var readyOnce sync.Once
 	importsDone := make(chan struct{})
@@ -93,10 +109,12 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	fresh := errors.Is(err, fs.ErrNotExist)
 	b.goSafe(log, "image-imports", func() {
 		defer close(importsDone)
-		select {
-		case <-containerdReady:
-		case <-ctx.Done():
-			return
+		for _, c := range []chan struct{}{containerdReady, timeDone} {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
 		}
 		b.importImages(ctx, log, rep, fresh)
 	})
@@ -118,9 +136,12 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 				// The supervisor runs the hook again if containerd dies
 				// during it; the imports start once.
 				readyOnce.Do(func() { close(containerdReady) })
-				select {
-				case <-fwdDone:
-				case <-ctx.Done():
+				for _, c := range []chan struct{}{fwdDone, timeDone} {
+					select {
+					case <-c:
+					case <-ctx.Done():
+						return nil
+					}
 				}
 				return nil
 			},
@@ -152,7 +173,6 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		b.addService(s)
 	}
 	b.startLogind(ctx, log, p)
-	b.waitTime(ctx)
 	sup.Start(ctx)
 	b.goSafe(jw.log, "join-watcher", func() { jw.run(ctx, sup) })
 

@@ -11,7 +11,7 @@ import (
 	"github.com/berth-node/berth/timesync"
 )
 
-// firstSyncWait bounds the wait, just before kubelet starts, for the first
+// firstSyncWait bounds the wait, before kubelet starts, for the first
 // NTP answer: the Amazon Time Sync Service answers in well under a
 // millisecond, and when nothing answers the wait ends with the client's
 // first round (DefaultTimeout) anyway.
@@ -68,17 +68,29 @@ func phaseTime(ctx context.Context, b *boot, log *slog.Logger) error {
 	return err
 }
 
+// timeWaitReport is the services phase's wait for the first NTP sync, in
+// the report's clock (ms since kernel start).
+type timeWaitReport struct {
+	StartMs    int64 `json:"startMs"`
+	DurationMs int64 `json:"durationMs"`
+	Synced     bool  `json:"synced"`
+}
+
 // waitTime waits, bounded, for the time client's first clock update; the
-// services phase calls it right before the supervisor starts.
-func (b *boot) waitTime(ctx context.Context) {
+// services phase runs it beside containerd's start, and kubelet's start
+// waits for it. Without a time client (berth.ntp=off) there is no wait and
+// no record of one.
+func (b *boot) waitTime(ctx context.Context) *timeWaitReport {
 	c := b.node.time
 	if c == nil {
-		return
+		return nil
 	}
-	start := time.Now()
+	start, t0 := b.clock(), time.Now()
 	synced := c.WaitFirst(ctx, firstSyncWait)
+	waited := time.Since(t0)
 	b.log.Info("first NTP sync before kubelet", "phase", "time", "synced", synced,
-		"waited", time.Since(start).Round(time.Millisecond))
+		"waited", waited.Round(time.Millisecond))
+	return &timeWaitReport{StartMs: start.Milliseconds(), DurationMs: waited.Milliseconds(), Synced: synced}
 }
 
 // refreshTime takes the time client's status into the report and, once

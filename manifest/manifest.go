@@ -34,6 +34,13 @@ type Manifest struct {
 	Images []Image `json:"images,omitempty"`
 	// Modules are every kernel module shipped, by name (no .ko suffix).
 	Modules []string `json:"modules,omitempty"`
+	// EarlyModules are the modules the initramfs carries, the ones loaded
+	// before the root is mounted. When set, every module (with its index)
+	// is also in the root image under /lib/modules, which serves the rest
+	// of boot, and the initramfs's copies are released after the switch.
+	// An image without it (older builds) has its modules only in the
+	// initramfs, and the switch carries them into the root.
+	EarlyModules []string `json:"earlyModules,omitempty"`
 	// Preload are modules loaded at boot whatever the hardware, in order.
 	Preload []string `json:"preload,omitempty"`
 	// Tools are external programs the image ships for berth to call

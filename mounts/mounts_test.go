@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -153,7 +155,7 @@ func TestUnmountPlan(t *testing.T) {
 }
 
 func TestPlanSwitch(t *testing.T) {
-	o := SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot/", Carry: []string{"/lib/modules", "/etc/berth/"}}
+	o := SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot/", Carry: []string{"/etc/berth/"}, Release: []string{"/lib/modules/"}}
 	early := map[string]bool{"/": true, "/proc": true, "/sys": true, "/dev": true, "/dev/pts": true, "/run": true, "/sys/fs/cgroup": true}
 	p, err := planSwitch(o, early)
 	if err != nil {
@@ -165,6 +167,7 @@ func TestPlanSwitch(t *testing.T) {
 	fmt.Fprintf(&b, "etc:\n%s", render([]Mount{p.Etc}))
 	fmt.Fprintf(&b, "carry:\n%s", render(p.Carry))
 	fmt.Fprintf(&b, "writable: %s\n", strings.Join(p.Writable, " "))
+	fmt.Fprintf(&b, "release: %s\n", strings.Join(p.Release, " "))
 	golden(t, "switch-plan.golden", b.String())
 
 	for _, c := range []struct {
@@ -177,10 +180,45 @@ func TestPlanSwitch(t *testing.T) {
 		{SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot", Carry: []string{"/run/berth"}}, "carried path /run/berth lies under /run"},
 		{SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot", Carry: []string{"lib"}}, `carried path "lib" must be`},
 		{SwitchRootOptions{Image: "/root.erofs", NewRoot: "/run/newroot"}, "new root /run/newroot lies under /run"},
+		{SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot", Release: []string{"/"}}, `released path "/" must be`},
+		{SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot", Release: []string{"lib/modules"}}, `released path "lib/modules" must be`},
+		{SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot", Carry: []string{"/lib/modules"}, Release: []string{"/lib"}}, "released path /lib overlaps /lib/modules"},
+		{SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot", Carry: []string{"/etc/berth"}, Release: []string{"/etc/berth/x"}}, "overlaps /etc/berth"},
+		{SwitchRootOptions{Image: "/root.erofs", NewRoot: "/newroot", Release: []string{"/run/x"}}, "overlaps /run"},
 	} {
 		if _, err := planSwitch(c.o, early); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("planSwitch(%+v) err = %v, want one containing %q", c.o, err, c.want)
 		}
+	}
+}
+
+// release deletes through the old root's handle, says what it freed, and
+// skips a path the image does not have.
+func TestRelease(t *testing.T) {
+	dir := t.TempDir()
+	for name, size := range map[string]int{"lib/modules/k/kernel/a.ko": 3000, "lib/modules/k/modules.dep": 40, "init": 7} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	done, n := release(slog.New(slog.DiscardHandler), old, []string{"lib/modules", "not/there"})
+	if !slices.Equal(done, []string{"/lib/modules"}) || n != 3040 {
+		t.Errorf("release = %v, %d bytes; want [/lib/modules], 3040", done, n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lib/modules")); !os.IsNotExist(err) {
+		t.Errorf("lib/modules still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "init")); err != nil {
+		t.Errorf("release took more than it was given: %v", err)
 	}
 }
 

@@ -33,6 +33,12 @@ type SwitchRootOptions struct {
 	// /etc/berth). Their mount points must exist in the image, or lie in a
 	// writable part of it (/etc, /var, /tmp).
 	Carry []string
+	// Release are directories of the initramfs that the new root has its
+	// own copy of (the kernel modules): once the switch is done they are
+	// deleted from the old root, through a handle opened before, so that
+	// their memory goes back to the kernel. The initramfs is RAM that
+	// nothing else ever frees. A failure to release is logged, not fatal.
+	Release []string
 }
 
 // SwitchResult goes into the boot report.
@@ -43,9 +49,13 @@ type SwitchResult struct {
 	// Verity is set when the root is a dm-verity device (a disk boot).
 	Verity *VerityRoot `json:"verity,omitempty"`
 	// Data is the disk image's data partition (a disk boot).
-	Data       *DataPartition `json:"data,omitempty"`
-	Writable   []string       `json:"writable"`
-	DurationMs int64          `json:"durationMs"`
+	Data     *DataPartition `json:"data,omitempty"`
+	Writable []string       `json:"writable"`
+	// Released are the initramfs directories deleted after the switch,
+	// and ReleasedBytes the size of the files in them.
+	Released      []string `json:"released,omitempty"`
+	ReleasedBytes int64    `json:"releasedBytes,omitempty"`
+	DurationMs    int64    `json:"durationMs"`
 }
 
 // VerityRoot describes a root mounted from a dm-verity device, for the
@@ -101,6 +111,8 @@ type switchPlan struct {
 	Carry []Mount
 	// Writable: the paths in the new root that are writable.
 	Writable []string
+	// Release: old-root paths, relative to its /, deleted after the switch.
+	Release []string
 }
 
 func planSwitch(o SwitchRootOptions, oldMounted map[string]bool) (switchPlan, error) {
@@ -162,6 +174,19 @@ func planSwitch(o SwitchRootOptions, oldMounted map[string]bool) (switchPlan, er
 			}
 		}
 		p.Carry = append(p.Carry, Mount{Source: cc, Target: under(cc), Flags: unix.MS_BIND | unix.MS_REC, Mode: 0o755})
+	}
+	for _, r := range o.Release {
+		rc := filepath.Clean(r)
+		if !filepath.IsAbs(r) || rc == "/" {
+			return p, fmt.Errorf("switch root: released path %q must be an absolute path other than /", r)
+		}
+		for _, keep := range append(slices.Clone(p.Move), o.Carry...) {
+			keep = filepath.Clean(keep)
+			if underAny(rc, keep) || underAny(keep, rc) {
+				return p, fmt.Errorf("switch root: released path %s overlaps %s, which the new root keeps using", r, keep)
+			}
+		}
+		p.Release = append(p.Release, strings.TrimPrefix(rc, "/"))
 	}
 	p.Writable = []string{"/etc", "/run", "/tmp", "/var"}
 	return p, nil
@@ -260,6 +285,16 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, o SwitchRootOptions) (*Sw
 			}
 		}
 	}
+	// The handle to the old root outlives the switch: releasing goes
+	// through it once / is the new root.
+	var old *os.Root
+	if len(plan.Release) > 0 {
+		if old, err = os.OpenRoot("/"); err != nil {
+			log.Warn("switch root: the initramfs's copies stay in memory: opening the old root", "err", err)
+		} else {
+			defer old.Close()
+		}
+	}
 	for _, m := range plan.Move {
 		dst := filepath.Join(nr, m)
 		if err := unix.Mount(m, dst, "", unix.MS_MOVE, ""); err != nil {
@@ -277,9 +312,44 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, o SwitchRootOptions) (*Sw
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SHARED, ""); err != nil {
 		log.Warn("switch root: making / shared failed; mount propagation into pods will not work", "err", err)
 	}
+	if old != nil {
+		res.Released, res.ReleasedBytes = release(log, old, plan.Release)
+	}
 	res.DurationMs = time.Since(start).Milliseconds()
-	log.Info("switched root", "image", o.Image, "fstype", fstype, "loop", loopPath, "ms", res.DurationMs)
+	log.Info("switched root", "image", o.Image, "fstype", fstype, "loop", loopPath, "ms", res.DurationMs,
+		"released_bytes", res.ReleasedBytes)
 	return res, nil
+}
+
+// release deletes each path under old (the initramfs, no longer /) and
+// returns those it deleted, with the bytes their files held.
+func release(log *slog.Logger, old *os.Root, paths []string) (done []string, bytes int64) {
+	for _, p := range paths {
+		var n int64
+		err := fs.WalkDir(old.FS(), p, func(_ string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					n += fi.Size()
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // an image without it
+		}
+		if err == nil {
+			err = old.RemoveAll(p)
+		}
+		if err != nil {
+			log.Warn("switch root: releasing the initramfs's copy", "path", "/"+p, "err", err)
+			continue
+		}
+		done, bytes = append(done, "/"+p), bytes+n
+	}
+	return done, bytes
 }
 
 // enterRoot is switch_root's core: the mount on dir becomes /.

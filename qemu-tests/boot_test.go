@@ -188,6 +188,39 @@ func TestBootReport(t *testing.T) {
 			t.Errorf("cgroup.subtree_control = %q, lacks %s", ctl, c)
 		}
 	}
+	// The initramfs carries the early modules only; every module is on the
+	// root, which /lib/modules is after the switch, and the initramfs's
+	// copies were released (their RAM freed).
+	if len(man.EarlyModules) == 0 || len(man.EarlyModules) >= len(man.Modules) {
+		t.Errorf("manifest early modules %d of %d: the initramfs should carry a part", len(man.EarlyModules), len(man.Modules))
+	}
+	if rootRep, ok := field(rep, "root"); !ok {
+		t.Errorf("report has no root section")
+	} else if rr, _ := rootRep.(map[string]any); rr != nil {
+		rel, _ := field(rr, "released")
+		n, _ := field(rr, "releasedBytes")
+		if list, _ := rel.([]any); len(list) != 1 || list[0] != "/lib/modules" {
+			t.Errorf("root.released = %v, want [/lib/modules]", rel)
+		}
+		if b, _ := n.(float64); b <= 0 {
+			t.Errorf("root.releasedBytes = %v, want the initramfs modules' size", n)
+		} else {
+			figure(t, "initramfs modules released after the switch: %.1f MiB", b/(1<<20))
+		}
+	}
+	late := ""
+	for _, m := range man.Modules {
+		if !slices.Contains(man.EarlyModules, m) && m == "xt_statistic" {
+			late = m
+		}
+	}
+	if late == "" {
+		t.Errorf("xt_statistic is not a root-only module of this image")
+	} else if out, err := vm.Shell("grep -c . /lib/modules/$(uname -r)/modules.dep; grep -q "+late+".ko /lib/modules/$(uname -r)/modules.dep && echo root-index; grep -q ' /lib/modules ' /proc/mounts && echo carried; true", shellTimeout); err != nil {
+		t.Error(err)
+	} else if !strings.Contains(out, "root-index") || strings.Contains(out, "carried") {
+		t.Errorf("/lib/modules after the switch: %q; want the root's own (listing %s), not a bind from the initramfs", out, late)
+	}
 	boot, err := vm.Shell("cat /run/berth/boot.json", shellTimeout)
 	if err != nil {
 		t.Errorf("report not written to /run/berth/boot.json: %v", err)

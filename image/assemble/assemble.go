@@ -134,9 +134,16 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	m := &manifest.Manifest{BerthVersion: in.BerthVersion, KernelVersion: kver, Arch: arch, Tools: map[string]string{},
 		Components: in.Components, SandboxImage: in.Spec.SandboxImage}
 
+	mods, err := selectModules(log, in.KernelDir, kver, in.Spec)
+	if err != nil {
+		return nil, err
+	}
 	root, err := rootTree(ctx, log, in, m)
 	if err != nil {
 		return nil, err
+	}
+	if err := mods.add(root, mods.all); err != nil {
+		return nil, fmt.Errorf("root: %w", err)
 	}
 	if err := checkMachine(root, machine, "root"); err != nil {
 		return nil, err
@@ -181,9 +188,16 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	if err := addLayer(ctx, ird, in.Spec.Initramfs, in, m); err != nil {
 		return nil, fmt.Errorf("initramfs: %w", err)
 	}
-	if err := addModules(log, ird, in.KernelDir, kver, in.Spec, m); err != nil {
-		return nil, err
+	if err := mods.add(ird, mods.early); err != nil {
+		return nil, fmt.Errorf("initramfs: %w", err)
 	}
+	for _, mod := range mods.all {
+		m.Modules = append(m.Modules, mod.Name)
+	}
+	for _, mod := range mods.early {
+		m.EarlyModules = append(m.EarlyModules, mod.Name)
+	}
+	m.Preload = append([]string(nil), in.Spec.Preload...)
 	if err := checkMachine(ird, machine, "initramfs"); err != nil {
 		return nil, err
 	}
@@ -224,7 +238,7 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 	}
 	var dres *disk.Result
 	if in.Disk != "" {
-		r, err := buildDisk(ctx, log, in, kver, m, root, vmlinuz, rootOut)
+		r, err := buildDisk(ctx, log, in, mods, m, root, vmlinuz, rootOut)
 		if err != nil {
 			return nil, err
 		}
@@ -280,7 +294,7 @@ func writeRootDisk(path string, fs, tree []byte) error {
 // buildDisk writes in.Disk. Its initramfs is the image's without
 // /root.erofs (the root is the disk's berth-root partition), with a
 // manifest saying so; m itself is not changed.
-func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, kver string, m *manifest.Manifest, root *fstree.Tree, vmlinuz, rootOut string) (disk.Result, error) {
+func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, mods *moduleSet, m *manifest.Manifest, root *fstree.Tree, vmlinuz, rootOut string) (disk.Result, error) {
 	ird := fstree.New()
 	if err := ird.AddFile(InitPath, in.Berth, 0o755); err != nil {
 		return disk.Result{}, err
@@ -291,7 +305,7 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, kver string, m 
 	if err := addLayer(ctx, ird, in.Spec.Initramfs, in, scratch); err != nil {
 		return disk.Result{}, fmt.Errorf("disk initramfs: %w", err)
 	}
-	if err := addModules(log, ird, in.KernelDir, kver, in.Spec, scratch); err != nil {
+	if err := mods.add(ird, mods.early); err != nil {
 		return disk.Result{}, fmt.Errorf("disk initramfs: %w", err)
 	}
 	dm := *m
@@ -743,13 +757,22 @@ func goBuild(ctx context.Context, repo, pkg, arch string) ([]byte, error) {
 	return os.ReadFile(out)
 }
 
-// addModules ships the requested modules and their closure under
-// /lib/modules/<kver>, with modules.dep, modules.alias and modules.builtin.
-func addModules(log *slog.Logger, t *fstree.Tree, kernelDir, kver string, s *spec.Spec, m *manifest.Manifest) error {
+// moduleSet is the kernel modules an image ships: all of them (the spec's
+// list and its dependency closure) for the root, and the early ones for
+// the initramfs.
+type moduleSet struct {
+	dir, kver string
+	all       []moddeps.Module
+	early     []moddeps.Module
+}
+
+// selectModules resolves the spec's modules against the kernel's tree and
+// picks the early ones (earlyModules).
+func selectModules(log *slog.Logger, kernelDir, kver string, s *spec.Spec) (*moduleSet, error) {
 	modDir := filepath.Join(kernelDir, "lib", "modules", kver)
 	tree, err := moddeps.Scan(modDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var reqs []moddeps.Request
 	for _, name := range s.Modules {
@@ -758,7 +781,7 @@ func addModules(log *slog.Logger, t *fstree.Tree, kernelDir, kver string, s *spe
 	}
 	sel, err := tree.Select(reqs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	shipped := map[string]bool{}
 	for _, b := range sel.Builtin {
@@ -769,7 +792,12 @@ func addModules(log *slog.Logger, t *fstree.Tree, kernelDir, kver string, s *spe
 	}
 	for _, p := range s.Preload {
 		if !shipped[moddeps.Normalize(p)] {
-			return fmt.Errorf("preload module %s is not among the shipped modules (add it to modules:)", p)
+			return nil, fmt.Errorf("preload module %s is not among the shipped modules (add it to modules:)", p)
+		}
+	}
+	for _, e := range s.Early {
+		if !shipped[moddeps.Normalize(e)] {
+			return nil, fmt.Errorf("early module %s is not among the shipped modules (add it to modules:)", e)
 		}
 	}
 	if len(sel.Builtin) > 0 {
@@ -778,28 +806,109 @@ func addModules(log *slog.Logger, t *fstree.Tree, kernelDir, kver string, s *spe
 	if len(sel.Missing) > 0 {
 		log.Warn("optional modules not in this kernel", "names", strings.Join(sel.Missing, ","))
 	}
-	base := "/lib/modules/" + kver
-	for _, mod := range sel.Modules {
-		if err := t.AddFile(base+"/"+mod.Path, filepath.Join(modDir, mod.Path), 0o644); err != nil {
+	return &moduleSet{dir: modDir, kver: kver, all: sel.Modules,
+		early: earlyModules(sel.Modules, append(append([]string(nil), s.Preload...), s.Early...))}, nil
+}
+
+// deviceBuses are the modalias prefixes of devices the kernel lists in
+// sysfs, which coldplug and hotplug match against modules.alias. Other
+// aliases with a colon (devname:, ip_set:) name no device.
+var deviceBuses = map[string]bool{
+	"pci": true, "virtio": true, "acpi": true, "platform": true, "of": true, "cpu": true,
+	"input": true, "scsi": true, "usb": true, "hid": true, "vmbus": true, "xen": true,
+	"xen-backend": true, "i2c": true, "spi": true, "mdio": true, "pnp": true, "dmi": true,
+	"mmc": true, "sdio": true, "serio": true, "amba": true, "nvmem": true, "mhi": true,
+}
+
+// isDeviceDriver says whether a module has an alias coldplug could match
+// a present device with ("acpi*:PNP0C0C:*" counts as acpi).
+func isDeviceDriver(m moddeps.Module) bool {
+	for _, a := range m.Aliases {
+		bus, _, ok := strings.Cut(a, ":")
+		if ok && deviceBuses[strings.TrimRight(bus, "*")] {
+			return true
+		}
+	}
+	return false
+}
+
+// earlyModules is what the initramfs carries: every device driver (the
+// modules phase loads those of present devices before the root is
+// mounted, and hotplug later ones), the named modules, and everything
+// those need, by dependency or soft dependency (a softdep may name an
+// alias). Whatever else boot loads, it loads from the root.
+func earlyModules(all []moddeps.Module, named []string) []moddeps.Module {
+	byName := make(map[string]moddeps.Module, len(all))
+	for _, m := range all {
+		byName[m.Name] = m
+	}
+	want := map[string]bool{}
+	var add func(name string)
+	add = func(name string) {
+		name = moddeps.Normalize(name)
+		if want[name] {
+			return
+		}
+		m, ok := byName[name]
+		if !ok {
+			// A softdep by alias ("crc32c"): every module it names.
+			for _, c := range all {
+				if slices.Contains(c.Aliases, name) || slices.Contains(c.Aliases, "crypto-"+name) {
+					add(c.Name)
+				}
+			}
+			return
+		}
+		want[name] = true
+		for _, d := range m.Depends {
+			add(d)
+		}
+		for _, d := range m.SoftPre {
+			add(d)
+		}
+	}
+	for _, m := range all {
+		if isDeviceDriver(m) {
+			add(m.Name)
+		}
+	}
+	for _, n := range named {
+		add(n)
+	}
+	var out []moddeps.Module
+	for _, m := range all {
+		if want[m.Name] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// add puts mods and their index (modules.dep, modules.alias,
+// modules.softdep, and the kernel's own builtin and order lists) under
+// /lib/modules/<kver> in t.
+func (ms *moduleSet) add(t *fstree.Tree, mods []moddeps.Module) error {
+	base := "/lib/modules/" + ms.kver
+	for _, mod := range mods {
+		if err := t.AddFile(base+"/"+mod.Path, filepath.Join(ms.dir, mod.Path), 0o644); err != nil {
 			return err
 		}
-		m.Modules = append(m.Modules, mod.Name)
 	}
-	dep, err := moddeps.DepFile(sel.Modules)
+	dep, err := moddeps.DepFile(mods)
 	if err != nil {
 		return err
 	}
 	if err := t.AddData(base+"/modules.dep", dep, 0o644); err != nil {
 		return err
 	}
-	if err := t.AddData(base+"/modules.alias", moddeps.AliasFile(sel.Modules), 0o644); err != nil {
+	if err := t.AddData(base+"/modules.alias", moddeps.AliasFile(mods), 0o644); err != nil {
 		return err
 	}
-	if err := t.AddData(base+"/modules.softdep", moddeps.SoftdepFile(sel.Modules), 0o644); err != nil {
+	if err := t.AddData(base+"/modules.softdep", moddeps.SoftdepFile(mods), 0o644); err != nil {
 		return err
 	}
 	for _, f := range []string{"modules.builtin", "modules.builtin.modinfo", "modules.order"} {
-		src := filepath.Join(modDir, f)
+		src := filepath.Join(ms.dir, f)
 		if _, err := os.Stat(src); err != nil {
 			continue
 		}
@@ -807,24 +916,34 @@ func addModules(log *slog.Logger, t *fstree.Tree, kernelDir, kver string, s *spe
 			return err
 		}
 	}
-	m.Preload = append([]string(nil), s.Preload...)
 	return nil
 }
 
-// mergeFiles lists initramfs and root files together, sorted by path. A path
-// in both would make the list ambiguous, so it is an error.
+// mergeFiles lists initramfs and root files together, sorted by path. A
+// path in both is listed once: the early modules are in both trees, the
+// same file, and /lib/modules's index files differ (the initramfs's covers
+// the early modules only), so the root's entry, what the node runs with
+// after the switch, is the one kept. Any other path in both, differing,
+// would make the list ambiguous, so it is an error.
 func mergeFiles(initrd, root []manifest.File) ([]manifest.File, error) {
-	seen := map[string]bool{}
-	out := make([]manifest.File, 0, len(initrd)+len(root))
+	seen := map[string]manifest.File{}
 	for _, f := range initrd {
-		seen[f.Path] = true
-		out = append(out, f)
+		seen[f.Path] = f
 	}
+	out := make([]manifest.File, 0, len(initrd)+len(root))
 	for _, f := range root {
-		if seen[f.Path] {
-			return nil, fmt.Errorf("%s is both in the initramfs and in the root image", f.Path)
+		if g, dup := seen[f.Path]; dup {
+			if g != f && !strings.HasPrefix(f.Path, "/lib/modules/") {
+				return nil, fmt.Errorf("%s is both in the initramfs and in the root image, differing", f.Path)
+			}
+			delete(seen, f.Path)
 		}
 		out = append(out, f)
+	}
+	for _, f := range initrd {
+		if _, left := seen[f.Path]; left {
+			out = append(out, f)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil

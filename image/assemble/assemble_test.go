@@ -20,6 +20,7 @@ import (
 	"github.com/berth-node/berth/image/elfdeps"
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/internal/kotest"
+	"github.com/berth-node/berth/image/moddeps"
 	"github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
@@ -42,6 +43,8 @@ func fakeKernelFor(t *testing.T, arch string) string {
 	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/drivers/nvme/host/nvme.ko"), m, "depends=nvme-core", "alias=pci:v*d*sv*sd*bc01sc08i02*", "name=nvme")
 	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/drivers/nvme/host/nvme-core.ko"), m, "name=nvme_core")
 	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/fs/unshipped.ko"), m, "name=unshipped")
+	// Loaded only once the root is mounted: not in the initramfs.
+	kotest.WriteKOFor(t, filepath.Join(mods, "kernel/net/netfilter/xt_statistic.ko"), m, "alias=ipt_statistic", "name=xt_statistic")
 	for name, data := range map[string]string{
 		"boot/vmlinuz-" + kver:                     fakeVmlinuz(arch),
 		"lib/modules/" + kver + "/modules.builtin": "kernel/net/ipv6/ipv6.ko\n",
@@ -82,7 +85,7 @@ func fakeBerth(t *testing.T, arch string) (path string, data []byte) {
 }
 
 const testSpec = `
-modules: [nvme, loop, erofs, "ipv6?", "squashfs?"]
+modules: [nvme, loop, erofs, xt_statistic, "ipv6?", "squashfs?"]
 preload: [loop, erofs]
 root:
   dirs: [{path: /proc, mode: "0555"}, {path: /tmp, mode: "1777"}]
@@ -160,8 +163,13 @@ func TestBuild(t *testing.T) {
 	if m.KernelVersion != kver || m.BerthVersion != "v0.0.0-test" || m.Arch != "amd64" {
 		t.Errorf("versions %q %q, arch %q", m.KernelVersion, m.BerthVersion, m.Arch)
 	}
-	if !slices.Equal(m.Modules, []string{"erofs", "loop", "nvme", "nvme_core"}) {
+	if !slices.Equal(m.Modules, []string{"erofs", "loop", "nvme", "nvme_core", "xt_statistic"}) {
 		t.Errorf("modules %v", m.Modules)
+	}
+	// nvme is a device driver (a pci: alias), loop and erofs are preloaded;
+	// xt_statistic is for later and stays on the root.
+	if !slices.Equal(m.EarlyModules, []string{"erofs", "loop", "nvme", "nvme_core"}) {
+		t.Errorf("early modules %v", m.EarlyModules)
 	}
 	if !slices.Equal(m.Preload, []string{"loop", "erofs"}) {
 		t.Errorf("preload %v", m.Preload)
@@ -240,6 +248,50 @@ func TestBuild(t *testing.T) {
 	}
 	if _, ok := files["/lib/modules/"+kver+"/kernel/fs/unshipped.ko"]; ok {
 		t.Error("an unrequested module was shipped")
+	}
+	// The root has every module and the index of all of them; the
+	// initramfs only the early ones, and an index of those.
+	late := "/lib/modules/" + kver + "/kernel/net/netfilter/xt_statistic.ko"
+	if _, ok := files[late]; ok {
+		t.Errorf("the initramfs carries %s, which nothing loads before the root is mounted", late)
+	}
+	if strings.Contains(dep, "xt_statistic") || strings.Contains(alias, "xt_statistic") {
+		t.Errorf("the initramfs's index names xt_statistic:\n%s%s", dep, alias)
+	}
+	if _, ok := byPath[late]; !ok {
+		t.Errorf("manifest lacks %s: the root must carry every module", late)
+	}
+	if f := byPath["/lib/modules/"+kver+"/modules.dep"]; f.Size <= int64(len(dep)) {
+		t.Errorf("manifest's modules.dep is %d bytes, not the root's full index (the initramfs's is %d)", f.Size, len(dep))
+	}
+}
+
+// The early set: every device driver (by a bus alias), the named modules,
+// and what they need, by dependency or by a soft dependency on an alias.
+func TestEarlyModules(t *testing.T) {
+	all := []moddeps.Module{
+		{Name: "virtio_net", Aliases: []string{"virtio:d00000001v*"}, Depends: []string{"net_failover"}},
+		{Name: "net_failover", Depends: []string{"failover"}},
+		{Name: "failover"},
+		{Name: "button", Aliases: []string{"acpi*:PNP0C0C:*"}},
+		{Name: "crc32c_intel", Aliases: []string{"cpu:type:x86,ven*fam*mod*:feature:*0094*", "crypto-crc32c", "crc32c"}},
+		{Name: "crc32c_generic", Aliases: []string{"crypto-crc32c", "crc32c"}},
+		{Name: "libcrc32c", SoftPre: []string{"crc32c"}},
+		{Name: "erofs", Aliases: []string{"fs-erofs"}, Depends: []string{"libcrc32c"}},
+		{Name: "loop", Aliases: []string{"devname:loop-control", "char-major-10-237"}},
+		{Name: "ip_set_hash_ip", Aliases: []string{"ip_set:hash:ip"}, Depends: []string{"ip_set"}},
+		{Name: "ip_set", Aliases: []string{"nfnetlink-subsys-6"}},
+		{Name: "xt_statistic", Aliases: []string{"ipt_statistic"}},
+		{Name: "dm_verity", Depends: []string{"dm_mod"}},
+		{Name: "dm_mod", Aliases: []string{"devname:mapper/control"}},
+	}
+	var got []string
+	for _, m := range earlyModules(all, []string{"erofs", "dm-verity"}) {
+		got = append(got, m.Name)
+	}
+	want := []string{"virtio_net", "net_failover", "failover", "button", "crc32c_intel", "crc32c_generic", "libcrc32c", "erofs", "dm_verity", "dm_mod"}
+	if !slices.Equal(got, want) {
+		t.Errorf("early %v, want %v (devname:, ip_set: and plain aliases are no device)", got, want)
 	}
 }
 
@@ -496,7 +548,7 @@ func TestBuildArch(t *testing.T) {
 		"host binary":  {testSpec, "arm64", armKernel, armBerth, []string{"root", "/usr/sbin/mkfs.ext4", "EM_X86_64", "EM_AARCH64"}},
 		"amd64 berth":  {archSpec, "arm64", armKernel, amdBerth, []string{"/sbin/berth", "EM_X86_64"}},
 		"arm64 berth":  {archSpec, "amd64", amdKernel, armBerth, []string{"/sbin/berth", "EM_AARCH64"}},
-		"amd64 module": {archSpec, "arm64", mixed, armBerth, []string{"initramfs", "erofs.ko", "EM_X86_64"}},
+		"amd64 module": {archSpec, "arm64", mixed, armBerth, []string{"root", "erofs.ko", "EM_X86_64"}},
 		"amd64 kernel": {archSpec, "arm64", amdKernel, armBerth, []string{"kernel", "vmlinuz", "arm64"}},
 		"unknown arch": {archSpec, "riscv64", armKernel, armBerth, []string{"riscv64", "amd64, arm64"}},
 	} {

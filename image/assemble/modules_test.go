@@ -12,7 +12,6 @@ import (
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/kmod"
-	"github.com/berth-node/berth/manifest"
 )
 
 // hostContractModules are the modules the host network contract promises
@@ -194,9 +193,14 @@ func TestHostContractRequestsResolve(t *testing.T) {
 	if err != nil {
 		t.Skipf("!!! SKIPPED: NO KERNEL PACKAGE (%v): run make kernel, or set BERTH_KERNEL_DIR; the module resolution test did NOT run !!!", err)
 	}
+	mods, err := selectModules(slog.New(slog.NewTextHandler(io.Discard, nil)), kernel, kv, repoSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The root's index, which serves the kernel's requests once the root
+	// is mounted (none of these modules is early).
 	tree := fstree.New()
-	m := &manifest.Manifest{}
-	if err := addModules(slog.New(slog.NewTextHandler(io.Discard, nil)), tree, kernel, kv, repoSpec(t), m); err != nil {
+	if err := mods.add(tree, mods.all); err != nil {
 		t.Fatal(err)
 	}
 	// The index files as the image has them, beside the host's modules.
@@ -228,5 +232,59 @@ func TestHostContractRequestsResolve(t *testing.T) {
 			t.Errorf("modprobe %s loads %v, want %s among them", req, order, want)
 		}
 	}
-	t.Logf("%d modules shipped for kernel %s", len(m.Modules), kv)
+	t.Logf("%d modules shipped for kernel %s", len(mods.all), kv)
+}
+
+// On the real kernel, the initramfs carries what berth loads before the
+// root is mounted (the root disk's drivers and verity, the preload list,
+// every device driver) and none of the host contract's on-demand modules,
+// which come from the root.
+func TestSpecEarlyModules(t *testing.T) {
+	kernel := os.Getenv("BERTH_KERNEL_DIR")
+	if kernel == "" {
+		kernel = "../../build/kernel/current"
+	}
+	kv, err := KernelVersion(kernel)
+	if err != nil {
+		t.Skipf("!!! SKIPPED: NO KERNEL PACKAGE (%v): run make kernel, or set BERTH_KERNEL_DIR; the early module test did NOT run !!!", err)
+	}
+	def := repoSpec(t)
+	mods, err := selectModules(slog.New(slog.NewTextHandler(io.Discard, nil)), kernel, kv, def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := map[string]bool{}
+	var size, total int64
+	for _, m := range mods.early {
+		early[m.Name] = true
+		st, err := os.Stat(filepath.Join(mods.dir, m.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += st.Size()
+	}
+	for _, m := range mods.all {
+		st, _ := os.Stat(filepath.Join(mods.dir, m.Path))
+		total += st.Size()
+	}
+	// The root phase's own loads (mounts/diskboot: virtio_blk, dm_verity;
+	// a loop-mounted root: loop, erofs) and the devices QEMU and EC2 give.
+	for _, m := range append([]string{"virtio_blk", "dm_verity", "dm_mod", "loop", "erofs", "virtio_pci", "virtio_net", "nvme", "ena"}, def.Preload...) {
+		if !early[m] {
+			t.Errorf("%s is not in the initramfs; berth loads it before the root is mounted", m)
+		}
+	}
+	for who, ms := range hostContractModules {
+		for _, m := range ms {
+			if early[m] && !slices.Contains(def.Preload, m) && m != "bridge" {
+				t.Errorf("%s (for %s) is in the initramfs; it is loaded on demand, from the root", m, who)
+			}
+		}
+	}
+	for _, m := range mods.all {
+		if isDeviceDriver(m) && !early[m.Name] {
+			t.Errorf("device driver %s is not in the initramfs", m.Name)
+		}
+	}
+	t.Logf("initramfs: %d of %d modules, %d of %d bytes", len(mods.early), len(mods.all), size, total)
 }

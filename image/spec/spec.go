@@ -24,6 +24,13 @@ type Spec struct {
 	Modules []string `json:"modules"`
 	// Preload are loaded at boot whatever the hardware, in order.
 	Preload []string `json:"preload"`
+	// Early are the modules, besides the preload list and the device
+	// drivers (modules with a bus alias, which coldplug may load), that
+	// berth loads before the root is mounted: what it takes to reach the
+	// root. Only these closures go into the initramfs; every module goes
+	// into the root image, which the rest of boot and the node's life
+	// load from.
+	Early []string `json:"early"`
 	// Root is the root image (erofs) content.
 	Root Layer `json:"root"`
 	// Initramfs is extra initramfs content (berth, modules, the manifest and
@@ -40,6 +47,7 @@ type Spec struct {
 type Variant struct {
 	Modules   []string `json:"modules,omitempty"`
 	Preload   []string `json:"preload,omitempty"`
+	Early     []string `json:"early,omitempty"`
 	Root      Layer    `json:"root"`
 	Initramfs Layer    `json:"initramfs"`
 }
@@ -283,6 +291,7 @@ func (s *Spec) Resolve(variant string) (*Spec, error) {
 	out := &Spec{
 		Modules:      append([]string(nil), s.Modules...),
 		Preload:      append([]string(nil), s.Preload...),
+		Early:        append([]string(nil), s.Early...),
 		Root:         s.Root,
 		Initramfs:    s.Initramfs,
 		SandboxImage: s.SandboxImage,
@@ -296,6 +305,7 @@ func (s *Spec) Resolve(variant string) (*Spec, error) {
 	}
 	out.Modules = append(out.Modules, v.Modules...)
 	out.Preload = append(out.Preload, v.Preload...)
+	out.Early = append(out.Early, v.Early...)
 	out.Root = merge(s.Root, v.Root)
 	out.Initramfs = merge(s.Initramfs, v.Initramfs)
 	return out, nil

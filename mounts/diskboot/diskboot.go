@@ -59,9 +59,14 @@ type Options struct {
 	// Tools maps tool names to paths: the image manifest's Tools. Without
 	// an entry, mkfs.ext4 is /usr/sbin/mkfs.ext4.
 	Tools map[string]string
-	// NewRoot and Carry are as in mounts.SwitchRootOptions.
+	// NewRoot, Carry and Release are as in mounts.SwitchRootOptions.
 	NewRoot string
 	Carry   []string
+	Release []string
+	// Switched, when set, is called once the root is switched, before the
+	// data partition: the caller's module index moves to the root's then
+	// (ext4 is loaded after it).
+	Switched func()
 	// ClassBlock is sysfs's class/block directory; "" means
 	// partition.ClassBlock. Tests point it at a fixture.
 	ClassBlock string
@@ -133,9 +138,13 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, opts Options) (*mounts.Sw
 		BlockDevice: true,
 		NewRoot:     opts.NewRoot,
 		Carry:       opts.Carry,
+		Release:     opts.Release,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("disk boot: switching to verity root %s: %w", dev, err)
+	}
+	if opts.Switched != nil {
+		opts.Switched()
 	}
 	res.Verity = vr
 	// Not fatal: a node without its data partition still runs, on tmpfs,
@@ -187,9 +196,13 @@ func switchToRootDisk(ctx context.Context, log *slog.Logger, opts Options, p ver
 		BlockDevice: true,
 		NewRoot:     opts.NewRoot,
 		Carry:       opts.Carry,
+		Release:     opts.Release,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("root disk: switching to verity root %s on %s: %w", dev, disk, err)
+	}
+	if opts.Switched != nil {
+		opts.Switched()
 	}
 	res.Verity = vr
 	return res, nil
