@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 
 	"github.com/berth-node/berth/kmod"
 	"github.com/berth-node/berth/manifest"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/diskboot"
 	"github.com/berth-node/berth/mounts/verity"
+	"github.com/berth-node/berth/report"
 )
 
 // phaseRoot moves onto the read-only root image before any service starts:
@@ -53,6 +55,7 @@ func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	b.switchedRoot(log)
 	b.rep.Root = res
+	b.releaseInitramfs(res)
 	return nil
 }
 
@@ -90,6 +93,7 @@ func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value, s
 		return err
 	}
 	b.rep.Root = res
+	b.releaseInitramfs(res)
 	return nil
 }
 
@@ -123,4 +127,19 @@ func (b *boot) switchedRoot(log *slog.Logger) {
 		return
 	}
 	b.node.kmod = ix
+}
+
+// releaseInitramfs deletes the initramfs's copies of what the root has
+// (its modules) beside the next phases: it frees memory, and nothing
+// waits for it. The report's root section records what went.
+func (b *boot) releaseInitramfs(res *mounts.SwitchResult) {
+	log := b.log.With("phase", "root")
+	b.goSafe(log, "release-initramfs", func() {
+		paths, n := res.ReleaseOld(log)
+		if len(paths) == 0 {
+			return
+		}
+		b.updateReport("root", func(*report.Report) { res.Released, res.ReleasedBytes = paths, n })
+		log.Info("initramfs copies released", "paths", strings.Join(paths, ","), "bytes", n)
+	})
 }

@@ -34,10 +34,11 @@ type SwitchRootOptions struct {
 	// writable part of it (/etc, /var, /tmp).
 	Carry []string
 	// Release are directories of the initramfs that the new root has its
-	// own copy of (the kernel modules): once the switch is done they are
-	// deleted from the old root, through a handle opened before, so that
-	// their memory goes back to the kernel. The initramfs is RAM that
-	// nothing else ever frees. A failure to release is logged, not fatal.
+	// own copy of (the kernel modules). The switch keeps a handle on the
+	// old root in its result, and SwitchResult.ReleaseOld deletes them
+	// through it, so that their memory goes back to the kernel: the
+	// initramfs is RAM that nothing else ever frees. Deleting is left to
+	// the caller, to run off boot's path.
 	Release []string
 }
 
@@ -52,10 +53,32 @@ type SwitchResult struct {
 	Data     *DataPartition `json:"data,omitempty"`
 	Writable []string       `json:"writable"`
 	// Released are the initramfs directories deleted after the switch,
-	// and ReleasedBytes the size of the files in them.
+	// and ReleasedBytes the size of the files in them: ReleaseOld's
+	// results, which its caller records here.
 	Released      []string `json:"released,omitempty"`
 	ReleasedBytes int64    `json:"releasedBytes,omitempty"`
 	DurationMs    int64    `json:"durationMs"`
+
+	// old is the handle on the initramfs and release what to delete
+	// through it (ReleaseOld).
+	old     *os.Root
+	release []string
+}
+
+// ReleaseOld deletes SwitchRootOptions.Release from the old root and
+// returns the paths it deleted with the bytes their files held; a path
+// the image lacks is skipped and a failure is logged. It closes the
+// handle on the old root, so a second call does nothing. It may run on any
+// goroutine, but not beside another ReleaseOld of the same result.
+func (r *SwitchResult) ReleaseOld(log *slog.Logger) ([]string, int64) {
+	if r == nil || r.old == nil {
+		return nil, 0
+	}
+	defer func() {
+		r.old.Close()
+		r.old = nil
+	}()
+	return release(orDiscard(log), r.old, r.release)
 }
 
 // VerityRoot describes a root mounted from a dm-verity device, for the
@@ -291,20 +314,25 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, o SwitchRootOptions) (*Sw
 	if len(plan.Release) > 0 {
 		if old, err = os.OpenRoot("/"); err != nil {
 			log.Warn("switch root: the initramfs's copies stay in memory: opening the old root", "err", err)
-		} else {
-			defer old.Close()
+		}
+	}
+	closeOld := func() {
+		if old != nil {
+			old.Close()
 		}
 	}
 	for _, m := range plan.Move {
 		dst := filepath.Join(nr, m)
 		if err := unix.Mount(m, dst, "", unix.MS_MOVE, ""); err != nil {
 			rollback()
+			closeOld()
 			return nil, fmt.Errorf("switch root: moving %s to %s (does the image have %s?): %w", m, dst, m, err)
 		}
 		moved = append(moved, m)
 	}
 	if err := enterRoot(nr); err != nil {
 		rollback()
+		closeOld()
 		return nil, fmt.Errorf("switch root: %w", err)
 	}
 	// Like systemd, make the whole tree shared, so that mounts kubelet and
@@ -312,12 +340,9 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, o SwitchRootOptions) (*Sw
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SHARED, ""); err != nil {
 		log.Warn("switch root: making / shared failed; mount propagation into pods will not work", "err", err)
 	}
-	if old != nil {
-		res.Released, res.ReleasedBytes = release(log, old, plan.Release)
-	}
+	res.old, res.release = old, plan.Release
 	res.DurationMs = time.Since(start).Milliseconds()
-	log.Info("switched root", "image", o.Image, "fstype", fstype, "loop", loopPath, "ms", res.DurationMs,
-		"released_bytes", res.ReleasedBytes)
+	log.Info("switched root", "image", o.Image, "fstype", fstype, "loop", loopPath, "ms", res.DurationMs)
 	return res, nil
 }
 

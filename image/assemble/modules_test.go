@@ -135,6 +135,27 @@ func repoSpec(t *testing.T) *spec.Spec {
 	return def
 }
 
+// repoModules is the default image's module selection against the Debian
+// kernel it is built with (make kernel's, or BERTH_KERNEL_DIR), and that
+// kernel's version. make test-unit fetches the kernel first, so in CI the
+// tests that need it run; elsewhere they say loudly that they did not.
+func repoModules(t *testing.T) (*moduleSet, string) {
+	t.Helper()
+	kernel := os.Getenv("BERTH_KERNEL_DIR")
+	if kernel == "" {
+		kernel = "../../build/kernel/current"
+	}
+	kv, err := KernelVersion(kernel)
+	if err != nil {
+		t.Skipf("!!! SKIPPED: NO KERNEL PACKAGE (%v): run make kernel, or set BERTH_KERNEL_DIR; %s did NOT run !!!", err, t.Name())
+	}
+	mods, err := selectModules(slog.New(slog.NewTextHandler(io.Discard, nil)), kernel, kv, repoSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mods, kv
+}
+
 // The default image ships every module of the host contract, and preloads
 // none of them: the kernel asks for each when it is first needed.
 func TestSpecShipsHostContractModules(t *testing.T) {
@@ -185,18 +206,7 @@ func TestSpecShipsHostIptables(t *testing.T) {
 // modules.dep/modules.alias/modules.softdep the image ships, to the module
 // that answers it, exactly as berth's /sbin/modprobe resolves it on a node.
 func TestHostContractRequestsResolve(t *testing.T) {
-	kernel := os.Getenv("BERTH_KERNEL_DIR")
-	if kernel == "" {
-		kernel = "../../build/kernel/current"
-	}
-	kv, err := KernelVersion(kernel)
-	if err != nil {
-		t.Skipf("!!! SKIPPED: NO KERNEL PACKAGE (%v): run make kernel, or set BERTH_KERNEL_DIR; the module resolution test did NOT run !!!", err)
-	}
-	mods, err := selectModules(slog.New(slog.NewTextHandler(io.Discard, nil)), kernel, kv, repoSpec(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mods, kv := repoModules(t)
 	// The root's index, which serves the kernel's requests once the root
 	// is mounted (none of these modules is early).
 	tree := fstree.New()
@@ -240,19 +250,8 @@ func TestHostContractRequestsResolve(t *testing.T) {
 // every device driver) and none of the host contract's on-demand modules,
 // which come from the root.
 func TestSpecEarlyModules(t *testing.T) {
-	kernel := os.Getenv("BERTH_KERNEL_DIR")
-	if kernel == "" {
-		kernel = "../../build/kernel/current"
-	}
-	kv, err := KernelVersion(kernel)
-	if err != nil {
-		t.Skipf("!!! SKIPPED: NO KERNEL PACKAGE (%v): run make kernel, or set BERTH_KERNEL_DIR; the early module test did NOT run !!!", err)
-	}
 	def := repoSpec(t)
-	mods, err := selectModules(slog.New(slog.NewTextHandler(io.Discard, nil)), kernel, kv, def)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mods, _ := repoModules(t)
 	early := map[string]bool{}
 	var size, total int64
 	for _, m := range mods.early {
