@@ -30,7 +30,7 @@ func phaseHost(ctx context.Context, b *boot, log *slog.Logger) error {
 	// is answered without running /sbin/modprobe; one that has none
 	// (Debian's 6.1: CONFIG_BPF_PRELOAD is off) gets its request turned
 	// away without running it.
-	if ix := b.node.kmod; ix != nil {
+	if ix := b.moduleIndex(); ix != nil {
 		if ix.Known(bpfPreloadModule) {
 			if err := b.loadModules(ctx, log, bpfPreloadModule); err != nil {
 				log.Warn("bpf_preload not loaded; bpffs will have no maps.debug or progs.debug", "err", err)

@@ -59,10 +59,11 @@ func phaseModules(ctx context.Context, b *boot, log *slog.Logger) error {
 // Without a module index (the modules phase failed) it does nothing: the
 // kernel's own requests through /sbin/modprobe are what is left.
 func (b *boot) loadModules(ctx context.Context, log *slog.Logger, mods ...string) error {
-	if b.node.kmod == nil || len(mods) == 0 {
+	ix := b.moduleIndex()
+	if ix == nil || len(mods) == 0 {
 		return nil
 	}
-	loaded, err := kmod.Load(ctx, log, b.node.kmod, mods...)
+	loaded, err := kmod.Load(ctx, log, ix, mods...)
 	b.rep.Modules = append(b.rep.Modules, loaded...)
 	return err
 }

@@ -78,10 +78,14 @@ func TestRootModules(t *testing.T) {
 		{"older image keeps its carried index", &manifest.Manifest{}, false, true},
 		{"modules on the root: the root's index", &manifest.Manifest{EarlyModules: []string{"loop"}}, true, false},
 	} {
-		b := &boot{node: nodeState{manifest: c.m, kmod: early}}
+		b := &boot{log: log, node: nodeState{manifest: c.m, kmod: early}}
 		b.switchedRoot(log)
-		if b.node.kmod.Has("xt_nat") != c.xtNAT || (b.node.kmod == early) != c.sameIx {
-			t.Errorf("%s: index has xt_nat %v (same index %v), want %v (%v)", c.name, b.node.kmod.Has("xt_nat"), b.node.kmod == early, c.xtNAT, c.sameIx)
+		ix := b.moduleIndex()
+		if ix.Has("xt_nat") != c.xtNAT || (ix == early) != c.sameIx {
+			t.Errorf("%s: index has xt_nat %v (same index %v), want %v (%v)", c.name, ix.Has("xt_nat"), ix == early, c.xtNAT, c.sameIx)
+		}
+		if b.moduleIndex() != ix {
+			t.Errorf("%s: a second call changed the index", c.name)
 		}
 	}
 }

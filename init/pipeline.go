@@ -83,7 +83,10 @@ type boot struct {
 // nodeState is what the node phases found and decided, in phase order.
 type nodeState struct {
 	manifest *manifest.Manifest
+	// kmod is the module index in use, kmodNext the root's while it loads
+	// (boot.moduleIndex).
 	kmod     *kmod.Index
+	kmodNext chan *kmod.Index
 	net      *network.Result
 	netH     *network.Handle
 	instance *imds.Metadata
