@@ -81,13 +81,6 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		b.setForwardPolicy(ctx, log, rep)
 	})
 
-	// Kubelet does not wait for the imports: the first sandbox it asks
-	// containerd for comes only once it has registered the node and been
-	// given a pod (berth plans no static pods), and the sandbox image is
-	// imported first, alone. Under TCG its import ended 2.4 s after
-	// kubelet's exec and the registration came 7.8 s after it; imported
-	// side by side with the others it took twice as long, for no gain in
-	// their total.
 	// The first NTP sync is waited for beside containerd's start, not
 	// before it: containerd makes no TLS connection and signs nothing, but
 	// kubelet's TLS bootstrap does, and the imports' leases carry wall-clock
@@ -101,6 +94,14 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		rep.TimeWait = tw
 		b.repMu.Unlock()
 	})
+
+	// Kubelet does not wait for the imports: the first sandbox it asks
+	// containerd for comes only once it has registered the node and been
+	// given a pod (berth plans no static pods), and the sandbox image is
+	// imported first, alone. Under TCG its import ended 2.4 s after
+	// kubelet's exec and the registration came 7.8 s after it; imported
+	// side by side with the others it took twice as long, for no gain in
+	// their total.
 	containerdReady := make(chan struct{})
 	var readyOnce sync.Once
 	importsDone := make(chan struct{})
