@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/berth-node/berth/kmod"
 	"github.com/berth-node/berth/manifest"
@@ -142,13 +143,26 @@ func (b *boot) switchedRoot(log *slog.Logger) {
 // initramfs's. The phases call it from the main goroutine.
 func (b *boot) moduleIndex() *kmod.Index {
 	if next := b.node.kmodNext; next != nil {
-		if ix := <-next; ix != nil {
-			b.node.kmod = ix
-		}
 		b.node.kmodNext = nil
+		t := time.NewTimer(moduleIndexWait)
+		defer t.Stop()
+		select {
+		case ix := <-next:
+			if ix != nil {
+				b.node.kmod = ix
+			}
+		case <-t.C:
+			b.log.Warn("the root's module index did not load in time; only the early modules load",
+				"phase", "root", "dir", b.node.kmod.Dir, "waited", moduleIndexWait)
+		}
 	}
 	return b.node.kmod
 }
+
+// moduleIndexWait bounds moduleIndex's wait for the root's index: a few
+// small files from the root disk, read in milliseconds unless the disk
+// hangs, and then boot goes on with the early modules.
+const moduleIndexWait = 30 * time.Second
 
 // releaseInitramfs deletes the initramfs's copies of what the root has
 // (its modules) beside the next phases: it frees memory, and nothing
