@@ -810,14 +810,18 @@ func selectModules(log *slog.Logger, kernelDir, kver string, s *spec.Spec) (*mod
 		early: earlyModules(sel.Modules, append(append([]string(nil), s.Preload...), s.Early...))}, nil
 }
 
-// deviceBuses are the modalias prefixes of devices the kernel lists in
-// sysfs, which coldplug and hotplug match against modules.alias. Other
-// aliases with a colon (devname:, ip_set:) name no device.
-var deviceBuses = map[string]bool{
-	"pci": true, "virtio": true, "acpi": true, "platform": true, "of": true, "cpu": true,
-	"input": true, "scsi": true, "usb": true, "hid": true, "vmbus": true, "xen": true,
-	"xen-backend": true, "i2c": true, "spi": true, "mdio": true, "pnp": true, "dmi": true,
-	"mmc": true, "sdio": true, "serio": true, "amba": true, "nvmem": true, "mhi": true,
+// isDeviceBus says whether a modalias prefix names a bus whose devices the
+// kernel lists in sysfs, which coldplug and hotplug match against
+// modules.alias. Other aliases with a colon (devname:, ip_set:) name no
+// device.
+func isDeviceBus(bus string) bool {
+	switch bus {
+	case "pci", "virtio", "acpi", "platform", "of", "cpu", "input", "scsi", "usb", "hid",
+		"vmbus", "xen", "xen-backend", "i2c", "spi", "mdio", "pnp", "dmi", "mmc", "sdio",
+		"serio", "amba", "nvmem", "mhi":
+		return true
+	}
+	return false
 }
 
 // isDeviceDriver says whether a module has an alias coldplug could match
@@ -825,7 +829,7 @@ var deviceBuses = map[string]bool{
 func isDeviceDriver(m moddeps.Module) bool {
 	for _, a := range m.Aliases {
 		bus, _, ok := strings.Cut(a, ":")
-		if ok && deviceBuses[strings.TrimRight(bus, "*")] {
+		if ok && isDeviceBus(strings.TrimRight(bus, "*")) {
 			return true
 		}
 	}
