@@ -5,7 +5,15 @@
 // sit in dmesg among the kernel's own).
 //
 // Console line:  [  1234ms] phase: message level=WARN key=value key2="quoted value"
-// kmsg record:   <4>berth: phase: message level=WARN key=value ...
+// kmsg record:   <7>berth: phase: message level=WARN key=value ...
+//
+// The kernel prints every kmsg record below its console log level on the
+// console itself, straight to the UART and in the middle of whatever berth
+// has queued there. So when berth writes a line to the console too, its kmsg
+// copy goes at debug priority, which no console log level short of `debug`
+// prints, and the level lives in the text (level=). Without a console
+// (`berth modprobe`, run by the kernel), the record keeps its own priority:
+// the kernel's echo is then the only way the line reaches the console.
 //
 // The phase comes from a "phase" attribute (log.With("phase", "modules"));
 // "-" when there is none. level= appears only for warnings and errors.
@@ -127,8 +135,27 @@ func (o *Output) writeLocked(console, kmsg []byte) {
 		_, _ = o.console.Write(console)
 	}
 	if o.kmsg != nil && kmsg != nil {
+		if o.console != nil {
+			// Otherwise the kernel prints the line a second time (every
+			// line without `quiet`, errors with it), often cutting
+			// berth's copy in two; see the package doc.
+			kmsg = withPriority(kmsg, kmsgDebug)
+		}
 		_, _ = o.kmsg.Write(kmsg)
 	}
+}
+
+// kmsgDebug is KERN_DEBUG, the priority the kernel's console leaves out
+// at every log level but `debug`'s.
+const kmsgDebug = 7
+
+// withPriority sets the syslog priority of a record formatLine made
+// ("<N>berth: ..."); the record is not shared, so it is changed in place.
+func withPriority(kmsg []byte, prio int) []byte {
+	if len(kmsg) > 2 && kmsg[0] == '<' && kmsg[2] == '>' {
+		kmsg[1] = byte('0' + prio)
+	}
+	return kmsg
 }
 
 // Options tune a Handler.
@@ -257,7 +284,7 @@ func kmsgPriority(l slog.Level) int {
 	case l >= slog.LevelInfo:
 		return 6
 	}
-	return 7
+	return kmsgDebug
 }
 
 // truncateUTF8 cuts b to n bytes without leaving half a rune at the end.

@@ -84,11 +84,24 @@ func TestLineFormat(t *testing.T) {
 			if got := console.String(); got != tt.want {
 				t.Errorf("console:\n got %q\nwant %q", got, tt.want)
 			}
-			if tt.kmsg != "" && kmsg.String() != tt.kmsg {
-				t.Errorf("kmsg:\n got %q\nwant %q", kmsg.String(), tt.kmsg)
+			// Beside a console the kmsg copy is at debug priority, so the
+			// kernel does not print the line a second time.
+			if want := "<7>" + strings.TrimLeft(tt.kmsg, "<0123456789>"); tt.kmsg != "" && kmsg.String() != want {
+				t.Errorf("kmsg beside the console:\n got %q\nwant %q", kmsg.String(), want)
 			}
 			if console.writes != 1 || kmsg.writes != 1 {
 				t.Errorf("writes: console %d kmsg %d, want one each", console.writes, kmsg.writes)
+			}
+			// With no console, the record keeps the line's own priority.
+			var only syncBuffer
+			out := NewOutput()
+			out.Attach(nil, &only)
+			tt.log(slog.New(New(out, Options{Level: slog.LevelDebug, Clock: fixedClock(1234 * time.Millisecond)})))
+			if tt.kmsg != "" && only.String() != tt.kmsg {
+				t.Errorf("kmsg alone:\n got %q\nwant %q", only.String(), tt.kmsg)
+			}
+			if only.writes != 1 {
+				t.Errorf("kmsg alone: %d writes, want one", only.writes)
 			}
 		})
 	}
@@ -115,7 +128,7 @@ func TestKmsgTruncated(t *testing.T) {
 	if len(k) > KmsgMax {
 		t.Errorf("kmsg record is %d bytes, limit %d", len(k), KmsgMax)
 	}
-	if !strings.HasSuffix(k, "\n") || !strings.HasPrefix(k, "<6>berth: -: long v=") {
+	if !strings.HasSuffix(k, "\n") || !strings.HasPrefix(k, "<7>berth: -: long v=") {
 		t.Errorf("kmsg record malformed: %.60q...%q", k, k[len(k)-5:])
 	}
 	if strings.ContainsRune(k, '\uFFFD') || !utf8Valid(k) {
@@ -140,7 +153,7 @@ func TestPendingUntilAttach(t *testing.T) {
 	if console.String() != want {
 		t.Errorf("console = %q, want %q", console.String(), want)
 	}
-	if kmsg.String() != "<6>berth: early: before devtmpfs\n<6>berth: -: after\n" {
+	if kmsg.String() != "<7>berth: early: before devtmpfs\n<7>berth: -: after\n" {
 		t.Errorf("kmsg = %q (the raw line must not reach kmsg)", kmsg.String())
 	}
 }

@@ -117,7 +117,7 @@ func TestLimitSummaryLine(t *testing.T) {
 	if got := console.String(); got != want {
 		t.Errorf("console:\n%s\nwant:\n%s", got, want)
 	}
-	if k := lines(kmsg.String()); len(k) != 4 || k[2] != `<4>berth: dhcp: suppressed 5 repeats of "renewal failed" level=WARN window=1s` {
+	if k := lines(kmsg.String()); len(k) != 4 || k[2] != `<7>berth: dhcp: suppressed 5 repeats of "renewal failed" level=WARN window=1s` {
 		t.Errorf("kmsg summary: %q", k)
 	}
 }

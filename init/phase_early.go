@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/berth-node/berth/bootlog"
@@ -90,9 +91,24 @@ func openConsole(log *slog.Logger, out *bootlog.Output) *os.File {
 	// this knob says on; berth's lines are few and all wanted.
 	_ = os.WriteFile(devkmsgKnob, []byte("on\n"), 0o644)
 	kmsg, kerr := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0)
+	echoes := false
+	if console != nil && kerr == nil {
+		levels, _ := os.ReadFile(printkLevels)
+		ignore, _ := os.ReadFile(printkIgnore)
+		if echoes = consoleEchoesDebug(levels, ignore); echoes {
+			// bootlog's debug-priority copy would still reach the console
+			// a second time (`debug`, loglevel=8, ignore_loglevel): the
+			// console keeps one copy, and dmesg goes without berth's.
+			_ = kmsg.Close()
+			kmsg, kerr = nil, errors.New("the kernel's console log level prints debug records; berth's lines would show twice")
+		}
+	}
 	switch {
 	case console != nil && kerr == nil:
 		out.Attach(console, kmsg)
+	case console != nil && echoes:
+		out.Attach(console, nil)
+		log.Info("berth's lines go to the console only", "why", kerr)
 	case console != nil:
 		out.Attach(console, nil)
 		log.Warn("opening /dev/kmsg; logging to the console only", "err", kerr)
@@ -101,4 +117,20 @@ func openConsole(log *slog.Logger, out *bootlog.Output) *os.File {
 		log.Warn("opening /dev/console; logging to /dev/kmsg only", "err", err)
 	}
 	return console
+}
+
+// consoleEchoesDebug says whether the kernel prints KERN_DEBUG records on
+// the console: its console log level (the first field of
+// /proc/sys/kernel/printk) is above 7, or printk.ignore_loglevel is set.
+// Unreadable files mean no: the usual levels leave debug out.
+func consoleEchoesDebug(printk, ignoreLoglevel []byte) bool {
+	if strings.TrimSpace(string(ignoreLoglevel)) == "Y" {
+		return true
+	}
+	f := strings.Fields(string(printk))
+	if len(f) == 0 {
+		return false
+	}
+	level, err := strconv.Atoi(f[0])
+	return err == nil && level > 7
 }

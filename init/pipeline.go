@@ -34,6 +34,8 @@ const (
 	procCmdline  = "/proc/cmdline"
 	bootIDPath   = "/proc/sys/kernel/random/boot_id"
 	devkmsgKnob  = "/proc/sys/kernel/printk_devkmsg"
+	printkLevels = "/proc/sys/kernel/printk"
+	printkIgnore = "/sys/module/printk/parameters/ignore_loglevel"
 	cgroupRoot   = "/sys/fs/cgroup"
 	newRoot      = "/newroot"
 	defaultPATH  = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -757,6 +757,8 @@ type imdsScenario struct {
 	ok bool
 	// phase bounds for the config phase's duration (guest clock).
 	minPhase, maxPhase time.Duration
+	// append is more kernel command line.
+	append string
 }
 
 // configBound is the config phase's documented bound (init/phase_config.go
@@ -772,8 +774,11 @@ func TestFaultIMDS(t *testing.T) {
 			ok: true, minPhase: 14 * time.Second, maxPhase: 40 * time.Second},
 		{name: "delay-1s", fault: imdsserver.Fault{Mode: imdsserver.FaultDelay, Delay: time.Second},
 			ok: true, minPhase: 3 * time.Second, maxPhase: 30 * time.Second},
+		// Without quiet, as the disk image boots on EC2: the kernel's
+		// console prints every kmsg record below level 7, and the FATAL
+		// line must still be there once and whole.
 		{name: "token-403", fault: imdsserver.Fault{Mode: imdsserver.FaultTokenForbidden},
-			ok: false, maxPhase: 10 * time.Second},
+			ok: false, maxPhase: 10 * time.Second, append: "loglevel=7"},
 		{name: "outage", fault: imdsserver.Fault{Mode: imdsserver.FaultHang},
 			ok: false, minPhase: configBound - 5*time.Second, maxPhase: configBound + 5*time.Second},
 	}
@@ -788,11 +793,15 @@ func TestFaultIMDS(t *testing.T) {
 }
 
 var (
-	reConfigDone  = regexp.MustCompile(berthPrefix + `config: phase done duration_ms=(\d+)`)
-	reApplyDone   = regexp.MustCompile(berthPrefix + `apply: phase done duration_ms=(\d+)`)
-	reFatal       = regexp.MustCompile(berthPrefix + `\S+: FATAL: (.*)`)
-	reSvcStarted  = regexp.MustCompile(berthPrefix + `services: service started`)
-	reSystemHalts = regexp.MustCompile(`reboot: System halted`)
+	reConfigDone = regexp.MustCompile(berthPrefix + `config: phase done duration_ms=(\d+)`)
+	reApplyDone  = regexp.MustCompile(berthPrefix + `apply: phase done duration_ms=(\d+)`)
+	reFatal      = regexp.MustCompile(berthPrefix + `\S+: FATAL: (.*)`)
+	// reFatalAnywhere and reKernelEcho find berth's lines however the
+	// console cut them: a kernel line's stamp is seconds, berth's ms.
+	reFatalAnywhere = regexp.MustCompile(`FATAL: `)
+	reKernelEcho    = regexp.MustCompile(`\[\s*\d+\.\d+\] berth: `)
+	reSvcStarted    = regexp.MustCompile(berthPrefix + `services: service started`)
+	reSystemHalts   = regexp.MustCompile(`reboot: System halted`)
 )
 
 func faultIMDS(t *testing.T, sc imdsScenario) {
@@ -800,7 +809,7 @@ func faultIMDS(t *testing.T, sc imdsScenario) {
 	if err := srv.SetFault(sc.fault); err != nil {
 		t.Fatal(err)
 	}
-	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL+" berth.onfail=halt")
+	cfg := qemu.ImageConfig(qemu.ImageDir(t), strings.TrimSpace("berth.imds="+imdsURL+" berth.onfail=halt "+sc.append))
 	cfg.NICs = []qemu.NIC{{}}
 	cfg.Timeout = 8 * time.Minute
 	vm := qemu.Start(t, cfg)
@@ -911,6 +920,14 @@ func faultIMDS(t *testing.T, sc imdsScenario) {
 	}
 	if !strings.Contains(fm[1], "imds") || !strings.Contains(fm[1], "instance metadata") {
 		t.Errorf("FATAL line does not name IMDS: %q", fl.Text)
+	}
+	// berth's lines reach the console once: the kernel does not print its
+	// kmsg copies there too, which would cut berth's own lines in two.
+	if f := linesMatching(vm, 0, reFatalAnywhere); len(f) != 1 {
+		t.Errorf("%d console lines hold the FATAL message, want 1: %q", len(f), f)
+	}
+	if e := linesMatching(vm, 0, reKernelEcho); len(e) > 0 {
+		t.Errorf("the kernel printed %d of berth's kmsg records on the console (%s), e.g. %q", len(e), sc.append, e[0].Text)
 	}
 	var phases []struct {
 		Name       string `json:"name"`
