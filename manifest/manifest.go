@@ -43,6 +43,10 @@ type Manifest struct {
 	EarlyModules []string `json:"earlyModules,omitempty"`
 	// Preload are modules loaded at boot whatever the hardware, in order.
 	Preload []string `json:"preload,omitempty"`
+	// KernelArgs are the image's kernel command-line words (the spec's
+	// kernelArgs): the disk's UKI carries them, and a direct-kernel boot
+	// of the image passes them (the QEMU harness reads them from here).
+	KernelArgs []string `json:"kernelArgs,omitempty"`
 	// Tools are external programs the image ships for berth to call
 	// (mkfs.xfs, mkfs.ext4...), by name to absolute path.
 	Tools map[string]string `json:"tools,omitempty"`

@@ -70,6 +70,8 @@ func testDiskWith(t *testing.T, dir, cmdline string) (string, disk.Result) {
 	}
 	img := filepath.Join(work, "disk.raw")
 	arch := qemu.ImageManifest(t, dir).Arch
+	// As make disk does: the image's own kernel arguments too.
+	cmdline = qemu.WithImageArgs(cmdline, qemu.ImageManifest(t, dir))
 	if cmdline, err = qemu.ArchCmdline(cmdline, arch); err != nil {
 		t.Fatal(err)
 	}

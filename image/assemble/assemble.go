@@ -87,8 +87,9 @@ type Inputs struct {
 	// initramfs lacks /root.erofs, the root plus its dm-verity tree, and an
 	// empty data partition.
 	Disk string
-	// DiskCmdline is the UKI's kernel command line; berth.verity= is
-	// appended. DefaultDiskCmdline when empty.
+	// DiskCmdline is the start of the UKI's kernel command line (the
+	// console); the spec's kernelArgs and berth.verity= are appended.
+	// DefaultDiskCmdline when empty.
 	DiskCmdline string
 	// Sysroot is where the spec's absolute host paths (programs, their
 	// libraries and plugins, files) are read: another architecture's
@@ -132,7 +133,7 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 		return nil, fmt.Errorf("creating output dir: %w", err)
 	}
 	m := &manifest.Manifest{BerthVersion: in.BerthVersion, KernelVersion: kver, Arch: arch, Tools: map[string]string{},
-		Components: in.Components, SandboxImage: in.Spec.SandboxImage}
+		Components: in.Components, SandboxImage: in.Spec.SandboxImage, KernelArgs: in.Spec.KernelArgs}
 
 	mods, err := selectModules(log, in.KernelDir, kver, in.Spec)
 	if err != nil {
@@ -339,6 +340,7 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, mods *moduleSet
 	if cmd == "" {
 		cmd = DefaultDiskCmdline
 	}
+	cmd = strings.Join(append([]string{cmd}, m.KernelArgs...), " ")
 	return disk.Assemble(ctx, log, in.Disk, disk.Inputs{
 		RootFS: rootOut, RootFSSize: m.Root.Size, Kernel: vmlinuz, Initrd: initrd, OSRelease: []byte(osRelease(in.BerthVersion)),
 		Cmdline: cmd, Epoch: in.MTime, Arch: archOf(in),

@@ -87,6 +87,7 @@ func fakeBerth(t *testing.T, arch string) (path string, data []byte) {
 const testSpec = `
 modules: [nvme, loop, erofs, xt_statistic, "ipv6?", "squashfs?"]
 preload: [loop, erofs]
+kernelArgs: [cryptomgr.notests, a.b=c]
 root:
   dirs: [{path: /proc, mode: "0555"}, {path: /tmp, mode: "1777"}]
   symlinks: [{path: /sbin/init, target: berth}]
@@ -395,6 +396,14 @@ func TestBuildDisk(t *testing.T) {
 	}
 	if want := "berth.verity=sha256:" + m.Root.RootHash + ":"; !strings.HasPrefix(m.Disk.Cmdline, DefaultDiskCmdline+" ") || !strings.Contains(m.Disk.Cmdline, want) {
 		t.Errorf("disk cmdline %q, want %s... after %q", m.Disk.Cmdline, want, DefaultDiskCmdline)
+	}
+	// The spec's kernel arguments: in the manifest, and on the UKI's
+	// command line after the console.
+	if !slices.Equal(m.KernelArgs, []string{"cryptomgr.notests", "a.b=c"}) {
+		t.Errorf("manifest kernelArgs %q", m.KernelArgs)
+	}
+	if want := DefaultDiskCmdline + " cryptomgr.notests a.b=c berth.verity="; !strings.HasPrefix(m.Disk.Cmdline, want) {
+		t.Errorf("disk cmdline %q, want it to start %q", m.Disk.Cmdline, want)
 	}
 	mj, _ := os.ReadFile(filepath.Join(lastDir, "manifest.json"))
 	back, err := manifest.Parse(mj)

@@ -31,6 +31,10 @@ type Spec struct {
 	// into the root image, which the rest of boot and the node's life
 	// load from.
 	Early []string `json:"early"`
+	// KernelArgs are kernel command-line words every boot of the image
+	// gets: the disk's UKI carries them after its console, and a
+	// direct-kernel boot (QEMU) passes them from the manifest.
+	KernelArgs []string `json:"kernelArgs,omitempty"`
 	// Root is the root image (erofs) content.
 	Root Layer `json:"root"`
 	// Initramfs is extra initramfs content (berth, modules, the manifest and
@@ -45,11 +49,13 @@ type Spec struct {
 
 // Variant is what a named variant adds to the base spec.
 type Variant struct {
-	Modules   []string `json:"modules,omitempty"`
-	Preload   []string `json:"preload,omitempty"`
-	Early     []string `json:"early,omitempty"`
-	Root      Layer    `json:"root"`
-	Initramfs Layer    `json:"initramfs"`
+	Modules []string `json:"modules,omitempty"`
+	Preload []string `json:"preload,omitempty"`
+	Early   []string `json:"early,omitempty"`
+	// KernelArgs come after the base's.
+	KernelArgs []string `json:"kernelArgs,omitempty"`
+	Root       Layer    `json:"root"`
+	Initramfs  Layer    `json:"initramfs"`
 }
 
 // Layer is content for one file tree.
@@ -268,6 +274,9 @@ func (s *Spec) validate() error {
 	if err := check("initramfs", s.Initramfs); err != nil {
 		return err
 	}
+	if err := checkKernelArgs("kernelArgs", s.KernelArgs); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(s.Variants))
 	for n := range s.Variants {
 		names = append(names, n)
@@ -281,6 +290,24 @@ func (s *Spec) validate() error {
 		if err := check("variants."+n+".initramfs", v.Initramfs); err != nil {
 			return err
 		}
+		if err := checkKernelArgs("variants."+n+".kernelArgs", v.KernelArgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkKernelArgs refuses words the command line cannot carry as one word,
+// and the ones the builders and boots set themselves: console= is the
+// platform's (EC2's ttyS0, QEMU's), berth.verity= the disk builder's.
+func checkKernelArgs(where string, args []string) error {
+	for i, a := range args {
+		switch {
+		case a == "" || strings.ContainsAny(a, " \t\n\"'"):
+			return fmt.Errorf("%s[%d] %q: must be one word, without spaces or quotes", where, i, a)
+		case strings.HasPrefix(a, "console="), strings.HasPrefix(a, "berth.verity="):
+			return fmt.Errorf("%s[%d] %q: %s is set by whatever boots the image, not by the image", where, i, a, strings.SplitN(a, "=", 2)[0])
+		}
 	}
 	return nil
 }
@@ -292,6 +319,7 @@ func (s *Spec) Resolve(variant string) (*Spec, error) {
 		Modules:      append([]string(nil), s.Modules...),
 		Preload:      append([]string(nil), s.Preload...),
 		Early:        append([]string(nil), s.Early...),
+		KernelArgs:   append([]string(nil), s.KernelArgs...),
 		Root:         s.Root,
 		Initramfs:    s.Initramfs,
 		SandboxImage: s.SandboxImage,
@@ -306,6 +334,7 @@ func (s *Spec) Resolve(variant string) (*Spec, error) {
 	out.Modules = append(out.Modules, v.Modules...)
 	out.Preload = append(out.Preload, v.Preload...)
 	out.Early = append(out.Early, v.Early...)
+	out.KernelArgs = append(out.KernelArgs, v.KernelArgs...)
 	out.Root = merge(s.Root, v.Root)
 	out.Initramfs = merge(s.Initramfs, v.Initramfs)
 	return out, nil

@@ -53,6 +53,31 @@ func TestRepoSpec(t *testing.T) {
 	if _, err := s.Resolve("nope"); err == nil {
 		t.Error("unknown variant accepted")
 	}
+	// Every boot of the image skips the kernel's crypto self-tests.
+	for _, a := range []string{"cryptomgr.notests", "initcall_blacklist=crypto_kdf108_init"} {
+		if !slices.Contains(def.KernelArgs, a) || !slices.Contains(test.KernelArgs, a) {
+			t.Errorf("kernelArgs lack %s: default %q, test %q", a, def.KernelArgs, test.KernelArgs)
+		}
+	}
+}
+
+// A variant's kernel arguments come after the base's, and resolving does
+// not change the spec it was resolved from.
+func TestResolveKernelArgs(t *testing.T) {
+	s, err := Parse([]byte("kernelArgs: [a, b=1]\nvariants: {v: {kernelArgs: [c]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Resolve("v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(v.KernelArgs, []string{"a", "b=1", "c"}) {
+		t.Errorf("variant v: kernelArgs %q", v.KernelArgs)
+	}
+	if !slices.Equal(s.KernelArgs, []string{"a", "b=1"}) {
+		t.Errorf("base changed by Resolve: %q", s.KernelArgs)
+	}
 }
 
 func TestParseErrors(t *testing.T) {
@@ -65,6 +90,10 @@ func TestParseErrors(t *testing.T) {
 		{"root: {plugins: [{dir: lib/xtables}]}\n", "root.plugins[0].dir"},
 		{"root: {plugins: [{dir: /x, glob: \"[\"}]}\n", "root.plugins[0].glob"},
 		{"root: {binaries: [{name: x, links: [a/b]}]}\n", "root.binaries[0] (x).links"},
+		{"kernelArgs: [quiet, \"a b\"]\n", `kernelArgs[1] "a b": must be one word`},
+		{"kernelArgs: [\"\"]\n", `kernelArgs[0] "": must be one word`},
+		{"kernelArgs: [console=ttyS1]\n", `kernelArgs[0] "console=ttyS1": console is set by whatever boots the image`},
+		{"variants: {test: {kernelArgs: [berth.verity=x]}}\n", `variants.test.kernelArgs[0] "berth.verity=x": berth.verity is set`},
 	} {
 		_, err := Parse([]byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -53,6 +53,7 @@ func ImageConfig(dir, appendArgs string) Config {
 		appendArgs = "quiet " + appendArgs
 	}
 	m, _ := manifest.Load(filepath.Join(dir, "manifest.json"))
+	appendArgs = WithImageArgs(appendArgs, m)
 	return Config{
 		Kernel:   filepath.Join(dir, "vmlinuz"),
 		Initrd:   filepath.Join(dir, "initramfs.img"),
@@ -91,4 +92,31 @@ func ImageManifest(t testing.TB, dir string) *manifest.Manifest {
 		t.Fatalf("qemu: %v", err)
 	}
 	return m
+}
+
+// WithImageArgs puts the image's own kernel arguments (the manifest's
+// kernelArgs, what its disk's UKI carries) before cmdline, leaving out any
+// whose key cmdline sets already, so a boot boots the image as shipped and
+// a test can still override a word.
+func WithImageArgs(cmdline string, m *manifest.Manifest) string {
+	if m == nil {
+		return cmdline
+	}
+	have := map[string]bool{}
+	for _, w := range strings.Fields(cmdline) {
+		have[argKey(w)] = true
+	}
+	var words []string
+	for _, a := range m.KernelArgs {
+		if !have[argKey(a)] {
+			words = append(words, a)
+		}
+	}
+	return strings.TrimSpace(strings.Join(words, " ") + " " + cmdline)
+}
+
+// argKey is a command-line word's key: what comes before '='.
+func argKey(w string) string {
+	k, _, _ := strings.Cut(w, "=")
+	return k
 }

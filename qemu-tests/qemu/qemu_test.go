@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/manifest"
 )
 
 // These tests cover the harness's own logic without booting anything.
@@ -171,5 +173,25 @@ func TestArchCmdline(t *testing.T) {
 	}
 	if _, err := ArchCmdline(in, "riscv64"); err == nil {
 		t.Error("ArchCmdline(riscv64): no error")
+	}
+}
+
+// A boot gets the image's kernel arguments before its own, and a word the
+// boot sets by key wins over the image's.
+func TestWithImageArgs(t *testing.T) {
+	m := &manifest.Manifest{KernelArgs: []string{"cryptomgr.notests", "initcall_blacklist=crypto_kdf108_init"}}
+	tests := []struct{ in, want string }{
+		{"console=ttyS0 quiet", "cryptomgr.notests initcall_blacklist=crypto_kdf108_init console=ttyS0 quiet"},
+		{"", "cryptomgr.notests initcall_blacklist=crypto_kdf108_init"},
+		{"initcall_blacklist=other quiet", "cryptomgr.notests initcall_blacklist=other quiet"},
+		{"cryptomgr.notests=0", "initcall_blacklist=crypto_kdf108_init cryptomgr.notests=0"},
+	}
+	for _, tt := range tests {
+		if got := WithImageArgs(tt.in, m); got != tt.want {
+			t.Errorf("WithImageArgs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := WithImageArgs("quiet", nil); got != "quiet" {
+		t.Errorf("no manifest: %q", got)
 	}
 }
