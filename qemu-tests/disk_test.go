@@ -205,6 +205,17 @@ func TestDiskBoot(t *testing.T) {
 		if !ok || m.fstype != "erofs" || !strings.HasPrefix(m.source, "/dev/dm-") || !strings.Contains(","+m.opts+",", ",ro,") {
 			t.Errorf("root is %+v, want a read-only erofs on /dev/dm-N; /proc/mounts:\n%s", m, out)
 		}
+		// The UKI's command line reached the kernel, the image's own
+		// kernel arguments with it.
+		cl, err := vm.Shell("cat /proc/cmdline", shellTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range append(qemu.ImageManifest(t, dir).KernelArgs, "berth.verity=sha256:"+res.RootHash) {
+			if !strings.Contains(cl, a) {
+				t.Errorf("/proc/cmdline %q lacks %s", strings.TrimSpace(cl), a)
+			}
+		}
 		if first, ms, ok := firstBerthLine(vm); ok {
 			figure(t, "UEFI boot: QEMU start to berth's first line %.1f s wall (guest boot clock %d ms)", first.At.Seconds(), ms)
 		}
