@@ -154,6 +154,9 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("services from the plan: %w", err)
 	}
+	b.repMu.Lock()
+	b.serviceLogBytes = sup.LogBytes
+	b.repMu.Unlock()
 	// Shutdown stops in reverse: kubelet, then the pods, then containerd,
 	// then the instance-store mounts.
 	if st := b.node.storage; st != nil {

@@ -80,6 +80,9 @@ type boot struct {
 	// and reported says the report is out (later updates rewrite boot.json).
 	repMu    sync.Mutex
 	reported bool
+	// serviceLogBytes, once services run, gives the service output held
+	// in memory, for the report's live figures. Guarded by repMu.
+	serviceLogBytes func() int64
 }
 
 // nodeState is what the node phases found and decided, in phase order.

@@ -35,6 +35,9 @@ func (b *boot) writeReport() error {
 	if l, err := report.ReadLive(b.clock().Milliseconds()); err != nil {
 		b.log.Debug("reading berth's live figures for boot.json", "err", err)
 	} else {
+		if b.serviceLogBytes != nil {
+			l.ServiceLogsKiB = b.serviceLogBytes() / 1024
+		}
 		b.rep.Live = &l
 	}
 	return b.rep.Write(b.reportPath)

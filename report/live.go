@@ -43,6 +43,12 @@ type Live struct {
 	// FDs counts /proc/self/fd: a leaked pipe or socket per restart shows
 	// here first.
 	FDs int64 `json:"fds"`
+	// ServiceLogsKiB is the service output berth keeps in memory (each
+	// service's last lines, for a crash loop's cause), part of the live
+	// heap. It fills over the node's first hours up to its bound (1000
+	// lines or 256 KiB a service), which a soak must not take for a leak.
+	// Set by the caller, 0 before services run.
+	ServiceLogsKiB int64 `json:"serviceLogsKiB"`
 }
 
 // liveSamples are the runtime/metrics ReadLive reads, in the order it

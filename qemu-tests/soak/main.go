@@ -158,8 +158,8 @@ func run(ctx context.Context, w io.Writer, o options) error {
 			fmt.Fprintf(w, "soak: minute %.1f: %v\n", minute, err)
 		} else {
 			res.Samples = append(res.Samples, sample{Minute: minute, Figures: figs})
-			fmt.Fprintf(w, "soak: minute %5.1f: rss %d KiB (anon %d, file %d), heap live %d KiB, goroutines %d, fds %d\n",
-				minute, figs["rssKiB"], figs["rssAnonKiB"], figs["rssFileKiB"], figs["heapLiveKiB"], figs["goroutines"], figs["fds"])
+			fmt.Fprintf(w, "soak: minute %5.1f: rss %d KiB (anon %d, file %d), heap live %d KiB (service logs %d), goroutines %d, fds %d\n",
+				minute, figs["rssKiB"], figs["rssAnonKiB"], figs["rssFileKiB"], figs["heapLiveKiB"], figs["serviceLogsKiB"], figs["goroutines"], figs["fds"])
 		}
 		res.Summary = summarize(res.Samples)
 		if err := writeResult(filepath.Join(o.out, "soak.json"), res); err != nil {

@@ -220,6 +220,16 @@ func TestDependencyOrder(t *testing.T) {
 		t.Errorf("b during a's hook: %+v; want waiting, never started", hookSawB)
 	}
 	waitFor(t, "b's output", 5*time.Second, func() bool { return slices.Contains(h.sup.Service("b").Tail(0), "b-up") })
+	// The report's live figures count what the rings hold.
+	var held int64
+	for _, s := range h.sup.Services() {
+		for _, l := range s.Tail(0) {
+			held += int64(len(l))
+		}
+	}
+	if got := h.sup.LogBytes(); got != held || got < int64(len("b-up")) {
+		t.Errorf("LogBytes = %d, the rings hold %d bytes", got, held)
+	}
 	st := h.sup.Status()
 	for _, s := range st {
 		if s.State != StateReady || s.PID == 0 || s.Restarts != 0 || s.LastExit != nil || s.ReadyMs <= 0 {

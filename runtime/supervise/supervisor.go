@@ -315,6 +315,16 @@ func (sup *Supervisor) Status() []Status {
 	return out
 }
 
+// LogBytes is the service output held in memory: every service's last
+// lines, each ring bounded by RingLines and RingBytes.
+func (sup *Supervisor) LogBytes() int64 {
+	var n int64
+	for _, s := range sup.services {
+		n += int64(s.ring.Bytes())
+	}
+	return n
+}
+
 func (sup *Supervisor) freeze() { sup.freezeOnce.Do(func() { close(sup.frozen) }) }
 
 func (sup *Supervisor) isFrozen() bool {

@@ -68,3 +68,10 @@ func (r *Ring) Len() int {
 	defer r.mu.Unlock()
 	return len(r.lines) - r.start
 }
+
+// Bytes returns the bytes of the lines held, at most the ring's maxBytes.
+func (r *Ring) Bytes() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bytes
+}

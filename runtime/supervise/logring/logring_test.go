@@ -28,13 +28,22 @@ func TestByteLimit(t *testing.T) {
 	r := New(100, 10)
 	r.Add("aaaa")
 	r.Add("bbbb")
+	if r.Bytes() != 8 {
+		t.Errorf("Bytes = %d after two 4-byte lines, want 8", r.Bytes())
+	}
 	r.Add("cccc") // 12 bytes: "aaaa" must go
 	if got, want := r.Tail(0), []string{"bbbb", "cccc"}; !slices.Equal(got, want) {
 		t.Errorf("Tail = %q, want %q", got, want)
 	}
+	if r.Bytes() != 8 {
+		t.Errorf("Bytes = %d once the oldest line went, want 8", r.Bytes())
+	}
 	r.Add(strings.Repeat("x", 25)) // longer than the whole ring: kept alone, truncated
 	if got, want := r.Tail(0), []string{strings.Repeat("x", 10)}; !slices.Equal(got, want) {
 		t.Errorf("Tail = %q, want %q", got, want)
+	}
+	if r.Bytes() != 10 {
+		t.Errorf("Bytes = %d, want the bound, 10", r.Bytes())
 	}
 }
 
