@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-node/berth/safe"
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +30,11 @@ type conn struct {
 	serial uint32
 
 	rules []matchRule // under s.mu
+	// subscribedAt is when the client last added a rule that selects
+	// PrepareForShutdown, and signalled whether the signal went to it;
+	// both under s.mu.
+	subscribedAt time.Time
+	signalled    bool
 }
 
 // serveConn runs one client: the handshake, then one message at a time
@@ -308,6 +314,13 @@ func (c *conn) busCall(path, iface, member string, body []any) reply {
 			return fail("org.freedesktop.DBus.Error.LimitsExceeded", fmt.Sprintf("more than %d match rules", maxRules))
 		}
 		c.rules = append(c.rules, rule)
+		if rule.matches(prepareForShutdown) {
+			c.subscribedAt = time.Now()
+			if c.s.preparing && !c.signalled {
+				c.signalled = true
+				safe.Go(c.s.log, "logind late signal", func() { c.s.signalLate(c) }, nil)
+			}
+		}
 		return ok()
 	case "RemoveMatch":
 		c.s.mu.Lock()

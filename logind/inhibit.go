@@ -131,9 +131,12 @@ func (s *Server) properties() map[string]dbus.Variant {
 // Result is what PrepareForShutdown did, for the console and boot.json.
 type Result struct {
 	// Clients is how many bus clients the signal went to.
-	Clients      int              `json:"clients"`
-	DelayMaxMs   int64            `json:"inhibitDelayMaxMs"`
-	WaitBoundMs  int64            `json:"waitBoundMs"`
+	Clients     int   `json:"clients"`
+	DelayMaxMs  int64 `json:"inhibitDelayMaxMs"`
+	WaitBoundMs int64 `json:"waitBoundMs"`
+	// SettleMs is how long the signal waited for a client's fresh
+	// subscription (SubscribeSettle); 0 when none was that fresh.
+	SettleMs     int64            `json:"settleMs,omitempty"`
 	Inhibitors   []InhibitorState `json:"inhibitors,omitempty"`
 	WaitedMs     int64            `json:"waitedMs"`
 	TimedOut     bool             `json:"timedOut,omitempty"`
@@ -167,9 +170,14 @@ func (s *Server) PrepareForShutdown(ctx context.Context) Result {
 		}
 	}
 	var to []*conn
+	var newest time.Time
 	for c := range s.conns {
 		if slices.ContainsFunc(c.rules, func(r matchRule) bool { return r.matches(prepareForShutdown) }) {
 			to = append(to, c)
+			c.signalled = true
+			if c.subscribedAt.After(newest) {
+				newest = c.subscribedAt
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -177,6 +185,17 @@ func (s *Server) PrepareForShutdown(ctx context.Context) Result {
 
 	bound := waitBound(delay, s.opt.Margin)
 	res := Result{Clients: len(to), DelayMaxMs: delay.Milliseconds(), WaitBoundMs: bound.Milliseconds()}
+	// A subscription younger than Settle may not have its channel yet
+	// (SubscribeSettle): wait until it has, for every client at once.
+	if settle := s.opt.Settle - time.Since(newest); len(to) > 0 && settle > 0 {
+		t := time.NewTimer(settle)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		res.SettleMs = settle.Milliseconds()
+	}
 	for _, c := range to {
 		if err := c.send(prepareSignal(true)); err != nil {
 			res.SignalErrors = append(res.SignalErrors, fmt.Sprintf("pid %d (%s): %v", c.pid, c.name, err))
@@ -186,7 +205,7 @@ func (s *Server) PrepareForShutdown(ctx context.Context) Result {
 	for _, i := range pending {
 		who = append(who, fmt.Sprintf("%s[%d]", i.who, i.pid))
 	}
-	s.log.Info("PrepareForShutdown sent", "clients", len(to), "inhibitors", strings.Join(who, ","), "wait_bound", bound.String(), "errors", len(res.SignalErrors))
+	s.log.Info("PrepareForShutdown sent", "clients", len(to), "inhibitors", strings.Join(who, ","), "wait_bound", bound.String(), "settle_ms", res.SettleMs, "errors", len(res.SignalErrors))
 	if len(pending) == 0 {
 		return res
 	}
@@ -220,6 +239,17 @@ wait:
 		s.log.Info("shutdown inhibitors released", "inhibitors", strings.Join(who, ","), "waited_ms", res.WaitedMs)
 	}
 	return res
+}
+
+// signalLate sends PrepareForShutdown(true) to c, which subscribed while
+// the shutdown was under way, once its subscription has settled.
+func (s *Server) signalLate(c *conn) {
+	time.Sleep(s.opt.Settle)
+	if err := c.send(prepareSignal(true)); err != nil {
+		s.log.Warn("PrepareForShutdown to a client that subscribed during the shutdown", "pid", c.pid, "client", c.name, "err", err)
+		return
+	}
+	s.log.Info("PrepareForShutdown sent to a client that subscribed during the shutdown", "pid", c.pid, "client", c.name)
 }
 
 func prepareSignal(active bool) *dbus.Message {

@@ -69,6 +69,16 @@ const (
 	// MaxWait bounds the wait whatever the configuration says: EC2 does
 	// not wait for a node longer than this either.
 	MaxWait = 10 * time.Minute
+	// SubscribeSettle is how old a client's subscription to
+	// PrepareForShutdown must be before the signal goes to it. kubelet
+	// subscribes (AddMatch) and only then hands godbus the channel the
+	// signal is delivered to; a signal arriving in between is dropped in
+	// kubelet, which then never releases its inhibitor, and the shutdown
+	// waits out the whole bound (2m40s) for nothing. A power-off in that
+	// window (CI hit it: the button 2 ms after kubelet's Inhibit) waits
+	// at most this long instead. A client that subscribes while the
+	// shutdown is under way gets the signal this long after it did.
+	SubscribeSettle = time.Second
 	// authTimeout bounds the handshake; kubelet's takes milliseconds.
 	authTimeout = 10 * time.Second
 	// writeTimeout bounds one message to a client: a client that does
@@ -88,6 +98,8 @@ type Options struct {
 	// Margin is added to InhibitDelayMaxSec for the wait; 0 means
 	// ReleaseMargin.
 	Margin time.Duration
+	// Settle is SubscribeSettle unless set (tests).
+	Settle time.Duration
 	Log    *slog.Logger
 }
 
@@ -122,6 +134,9 @@ func Listen(opt Options) (*Server, error) {
 	}
 	if opt.Margin == 0 {
 		opt.Margin = ReleaseMargin
+	}
+	if opt.Settle == 0 {
+		opt.Settle = SubscribeSettle
 	}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)

@@ -16,10 +16,18 @@ import (
 // in on a node (the test's own uid stands for root).
 func startServer(t *testing.T, margin time.Duration) (*Server, string, string) {
 	t.Helper()
+	return startServerWith(t, Options{Margin: margin})
+}
+
+// startServerWith is startServer with more options; the paths and uid
+// are the test's.
+func startServerWith(t *testing.T, opt Options) (*Server, string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "system_bus_socket")
 	confDir := filepath.Join(dir, "logind.conf.d")
-	s, err := Listen(Options{Socket: sock, ConfFile: filepath.Join(dir, "logind.conf"), ConfDir: confDir, AllowUID: uint32(os.Getuid()), Margin: margin})
+	opt.Socket, opt.ConfFile, opt.ConfDir, opt.AllowUID = sock, filepath.Join(dir, "logind.conf"), confDir, uint32(os.Getuid())
+	s, err := Listen(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,5 +241,103 @@ func TestAuthRefusesOtherUIDs(t *testing.T) {
 		t.Fatal("connected with a uid the bus does not allow")
 	} else if !strings.Contains(err.Error(), "auth") {
 		t.Logf("refused: %v", err)
+	}
+}
+
+// subscribe is kubelet's MonitorShutdown: AddMatchSignal, then, after gap,
+// the channel the signal is delivered to (kubelet's gap is a few
+// statements; a signal inside it is dropped by the client library).
+func subscribe(t *testing.T, conn *dbus.Conn, gap time.Duration) chan *dbus.Signal {
+	t.Helper()
+	if err := conn.AddMatchSignal(dbus.WithMatchInterface(login1Manager), dbus.WithMatchMember("PrepareForShutdown"), dbus.WithMatchObjectPath(login1Path)); err != nil {
+		t.Fatalf("AddMatchSignal: %v", err)
+	}
+	time.Sleep(gap)
+	sigs := make(chan *dbus.Signal, 1)
+	conn.Signal(sigs)
+	return sigs
+}
+
+func inhibitFD(t *testing.T, conn *dbus.Conn) int {
+	t.Helper()
+	var fd uint32
+	if err := conn.Object(login1Name, login1Path).Call(login1Manager+".Inhibit", 0, "shutdown", "kubelet", "test", "delay").Store(&fd); err != nil {
+		t.Fatalf("Inhibit: %v", err)
+	}
+	return int(fd)
+}
+
+// TestSignalWaitsForFreshSubscription: the power button pressed while
+// kubelet is between its AddMatch and handing godbus its channel (CI saw
+// it 2 ms after kubelet's Inhibit). The signal waits until the
+// subscription is Settle old, so kubelet gets it and releases its lock,
+// rather than the shutdown waiting out the whole bound.
+func TestSignalWaitsForFreshSubscription(t *testing.T) {
+	s, sock, _ := startServerWith(t, Options{Margin: time.Minute, Settle: 600 * time.Millisecond})
+	conn := dial(t, sock)
+	fd := inhibitFD(t, conn)
+	subscribed := make(chan chan *dbus.Signal, 1)
+	go func() { subscribed <- subscribe(t, conn, 300*time.Millisecond) }()
+	time.Sleep(50 * time.Millisecond) // AddMatch is in; the channel is not
+	got := make(chan Result, 1)
+	start := time.Now()
+	go func() { got <- s.PrepareForShutdown(context.Background()) }()
+	sigs := <-subscribed
+	select {
+	case sig := <-sigs:
+		if len(sig.Body) != 1 || sig.Body[0] != true {
+			t.Fatalf("signal %+v, want PrepareForShutdown(true)", sig)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client never got PrepareForShutdown: it went out before the client had its channel")
+	}
+	syscall.Close(fd)
+	res := <-got
+	if res.TimedOut || res.Clients != 1 || res.SettleMs <= 0 || res.SettleMs > 600 {
+		t.Errorf("result = %+v, want the signal held back for the fresh subscription, then released", res)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("shutdown wait took %s", took)
+	}
+}
+
+// TestLateSubscriberGetsSignal: a client that subscribes once the
+// shutdown is under way still gets PrepareForShutdown(true), once; one
+// subscribed before gets it once too.
+func TestLateSubscriberGetsSignal(t *testing.T) {
+	s, sock, _ := startServerWith(t, Options{Margin: time.Minute, Settle: 200 * time.Millisecond})
+	early := dial(t, sock)
+	earlySigs := subscribe(t, early, 0)
+	time.Sleep(300 * time.Millisecond) // settled
+	late := dial(t, sock)
+	fd := inhibitFD(t, late)
+	got := make(chan Result, 1)
+	go func() { got <- s.PrepareForShutdown(context.Background()) }()
+	select {
+	case <-earlySigs:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the settled client got no signal")
+	}
+	lateSigs := subscribe(t, late, 50*time.Millisecond)
+	select {
+	case sig := <-lateSigs:
+		if len(sig.Body) != 1 || sig.Body[0] != true {
+			t.Fatalf("late signal %+v", sig)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client that subscribed during the shutdown got no signal")
+	}
+	// A second subscription of the same client is not signalled again.
+	if err := late.AddMatchSignal(dbus.WithMatchMember("PrepareForShutdown")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case sig := <-lateSigs:
+		t.Errorf("signalled twice: %+v", sig)
+	case <-time.After(500 * time.Millisecond):
+	}
+	syscall.Close(fd)
+	if res := <-got; res.TimedOut || res.Clients != 1 {
+		t.Errorf("result = %+v", res)
 	}
 }
