@@ -2,6 +2,7 @@ package logind
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/safe"
 	"github.com/godbus/dbus/v5"
 )
 
@@ -244,18 +246,42 @@ func TestAuthRefusesOtherUIDs(t *testing.T) {
 	}
 }
 
-// subscribe is kubelet's MonitorShutdown: AddMatchSignal, then, after gap,
-// the channel the signal is delivered to (kubelet's gap is a few
-// statements; a signal inside it is dropped by the client library).
-func subscribe(t *testing.T, conn *dbus.Conn, gap time.Duration) chan *dbus.Signal {
+// addMatch is the first half of kubelet's MonitorShutdown; listen is the
+// second, which kubelet runs a few statements later. A signal that comes
+// between the two is dropped by the client library.
+func addMatch(t *testing.T, conn *dbus.Conn) {
 	t.Helper()
 	if err := conn.AddMatchSignal(dbus.WithMatchInterface(login1Manager), dbus.WithMatchMember("PrepareForShutdown"), dbus.WithMatchObjectPath(login1Path)); err != nil {
 		t.Fatalf("AddMatchSignal: %v", err)
 	}
-	time.Sleep(gap)
+}
+
+func listen(conn *dbus.Conn) chan *dbus.Signal {
 	sigs := make(chan *dbus.Signal, 1)
 	conn.Signal(sigs)
 	return sigs
+}
+
+// wantSignal waits for PrepareForShutdown(true) on sigs; missing says
+// what its absence means.
+func wantSignal(t *testing.T, sigs chan *dbus.Signal, missing string) {
+	t.Helper()
+	select {
+	case sig := <-sigs:
+		if len(sig.Body) != 1 || sig.Body[0] != true {
+			t.Fatalf("signal %+v, want PrepareForShutdown(true)", sig)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(missing)
+	}
+}
+
+// prepareAsync runs PrepareForShutdown beside the test, started as berth
+// starts its goroutines.
+func prepareAsync(s *Server) <-chan Result {
+	got := make(chan Result, 1)
+	safe.Go(slog.New(slog.DiscardHandler), "test PrepareForShutdown", func() { got <- s.PrepareForShutdown(context.Background()) }, nil)
+	return got
 }
 
 func inhibitFD(t *testing.T, conn *dbus.Conn) int {
@@ -276,21 +302,11 @@ func TestSignalWaitsForFreshSubscription(t *testing.T) {
 	s, sock, _ := startServerWith(t, Options{Margin: time.Minute, Settle: 600 * time.Millisecond})
 	conn := dial(t, sock)
 	fd := inhibitFD(t, conn)
-	subscribed := make(chan chan *dbus.Signal, 1)
-	go func() { subscribed <- subscribe(t, conn, 300*time.Millisecond) }()
-	time.Sleep(50 * time.Millisecond) // AddMatch is in; the channel is not
-	got := make(chan Result, 1)
+	addMatch(t, conn)
 	start := time.Now()
-	go func() { got <- s.PrepareForShutdown(context.Background()) }()
-	sigs := <-subscribed
-	select {
-	case sig := <-sigs:
-		if len(sig.Body) != 1 || sig.Body[0] != true {
-			t.Fatalf("signal %+v, want PrepareForShutdown(true)", sig)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the client never got PrepareForShutdown: it went out before the client had its channel")
-	}
+	got := prepareAsync(s)
+	time.Sleep(300 * time.Millisecond) // kubelet's gap, made long
+	wantSignal(t, listen(conn), "the client never got PrepareForShutdown: it went out before the client had its channel")
 	syscall.Close(fd)
 	res := <-got
 	if res.TimedOut || res.Clients != 1 || res.SettleMs <= 0 || res.SettleMs > 600 {
@@ -307,26 +323,17 @@ func TestSignalWaitsForFreshSubscription(t *testing.T) {
 func TestLateSubscriberGetsSignal(t *testing.T) {
 	s, sock, _ := startServerWith(t, Options{Margin: time.Minute, Settle: 200 * time.Millisecond})
 	early := dial(t, sock)
-	earlySigs := subscribe(t, early, 0)
+	addMatch(t, early)
+	earlySigs := listen(early)
 	time.Sleep(300 * time.Millisecond) // settled
 	late := dial(t, sock)
 	fd := inhibitFD(t, late)
-	got := make(chan Result, 1)
-	go func() { got <- s.PrepareForShutdown(context.Background()) }()
-	select {
-	case <-earlySigs:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the settled client got no signal")
-	}
-	lateSigs := subscribe(t, late, 50*time.Millisecond)
-	select {
-	case sig := <-lateSigs:
-		if len(sig.Body) != 1 || sig.Body[0] != true {
-			t.Fatalf("late signal %+v", sig)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the client that subscribed during the shutdown got no signal")
-	}
+	got := prepareAsync(s)
+	wantSignal(t, earlySigs, "the settled client got no signal")
+	addMatch(t, late)
+	time.Sleep(50 * time.Millisecond)
+	lateSigs := listen(late)
+	wantSignal(t, lateSigs, "the client that subscribed during the shutdown got no signal")
 	// A second subscription of the same client is not signalled again.
 	if err := late.AddMatchSignal(dbus.WithMatchMember("PrepareForShutdown")); err != nil {
 		t.Fatal(err)
