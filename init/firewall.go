@@ -65,7 +65,7 @@ func forwardAccept(ctx context.Context, log *slog.Logger, run func(context.Conte
 // setForwardPolicy runs forwardAccept through the reaper and puts the
 // result in the services report.
 func (b *boot) setForwardPolicy(ctx context.Context, log *slog.Logger, rep *serviceReport) {
-	res := forwardAccept(ctx, log, reaperRunner(b.reaper))
+	res := forwardAccept(ctx, log, b.reaper.Output)
 	b.repMu.Lock()
 	rep.ForwardPolicy = res
 	b.repMu.Unlock()

@@ -8,13 +8,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/runtime/reaper"
 )
 
 // hookEnv is the environment of hooks and the debug shell: the kernel
 // gives PID 1 next to none.
 func hookEnv() []string {
-	return []string{"PATH=" + defaultPATH, "HOME=/", "TERM=linux"}
+	return []string{"PATH=" + plan.DefaultPath, "HOME=/", "TERM=linux"}
 }
 
 // runHooks runs the berth.exec commands one after the other, output on the

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-node/berth/bootlog"
 	"github.com/berth-node/berth/cmdline"
 	"github.com/berth-node/berth/mounts"
+	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/power"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/safe"
@@ -29,7 +30,7 @@ func phaseEarly(ctx context.Context, b *boot, log *slog.Logger) error {
 		errs = append(errs, fmt.Errorf("early mounts: %w", err))
 	}
 	b.console = openConsole(log, b.out)
-	os.Setenv("PATH", defaultPATH)
+	os.Setenv("PATH", plan.DefaultPath)
 
 	if data, err := os.ReadFile(procCmdline); err != nil {
 		log.Warn("reading kernel command line; using defaults", "file", procCmdline, "err", err)
@@ -45,8 +46,8 @@ func phaseEarly(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	log.Info("boot policy", "onfail", b.cfg.OnFail.String(), "root", rootName(b.cfg.Root), "hooks", len(b.cfg.Exec))
 
-	if err := mounts.EnableControllers(cgroupRoot); err != nil {
-		errs = append(errs, fmt.Errorf("enabling cgroup controllers under %s: %w", cgroupRoot, err))
+	if err := mounts.EnableControllers(mounts.CgroupRoot); err != nil {
+		errs = append(errs, fmt.Errorf("enabling cgroup controllers under %s: %w", mounts.CgroupRoot, err))
 	}
 
 	b.reaper = reaper.New(b.log.With("phase", "reaper"))

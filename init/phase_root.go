@@ -77,7 +77,7 @@ func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value, s
 	opts := diskboot.Options{
 		Verity:   value,
 		Serial:   serial,
-		Run:      reaperRunner(b.reaper),
+		Run:      b.reaper.Output,
 		NewRoot:  newRoot,
 		Carry:    carry,
 		Release:  release,

@@ -158,10 +158,8 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	b.serviceLogBytes = sup.LogBytes
 	b.repMu.Unlock()
 	// Shutdown stops in reverse: kubelet, then the pods, then containerd,
-	// then the instance-store mounts.
-	if st := b.node.storage; st != nil {
-		b.addService(storageStopper{res: st, log: b.log.With("phase", "shutdown")})
-	}
+	// then what earlier phases registered (the storage phase's
+	// instance-store mounts).
 	var stoppers []*supervise.Service
 	for _, s := range sup.Services() {
 		stoppers = append(stoppers, s)
@@ -212,7 +210,7 @@ func (b *boot) importImages(ctx context.Context, log *slog.Logger, rep *serviceR
 		ctr = "/usr/bin/ctr"
 	}
 	im := imageImporter{
-		log: log, run: reaperRunner(b.reaper), ctr: ctr, clock: b.clock, timeout: importTimeout, fresh: fresh,
+		log: log, run: b.reaper.Output, ctr: ctr, clock: b.clock, timeout: importTimeout, fresh: fresh,
 		done: func(res imageImportResult) {
 			b.updateReport("services", func(*report.Report) { rep.Images = append(rep.Images, res) })
 		},

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os/exec"
 
 	"github.com/berth-node/berth/mounts/instancestore"
 	"github.com/berth-node/berth/mounts/localstorage"
-	"github.com/berth-node/berth/runtime/reaper"
 )
 
 // phaseStorage puts instance-store disks under containerd's and kubelet's
@@ -44,11 +42,15 @@ func phaseStorage(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Warn("loading storage modules", "err", err)
 	}
 	env := localstorage.DefaultEnv(tools)
-	env.Run = reaperRunner(b.reaper)
+	env.Run = b.reaper.Output
 	res, err := localstorage.Run(ctx, log, opts, env)
 	b.node.storage = res
 	if res != nil {
 		b.rep.Storage = res
+		// Registered here, by the phase that mounted: the stop sequence
+		// runs stoppers in reverse, so this one, first in the list, runs
+		// after the services phase's (kubelet, the pods, containerd).
+		b.addService(storageStopper{res: res, log: b.log.With("phase", "shutdown")})
 	}
 	return err
 }
@@ -64,19 +66,4 @@ func (storageStopper) Name() string { return "instance-store" }
 
 func (s storageStopper) Stop(ctx context.Context) error {
 	return localstorage.Teardown(ctx, s.log, s.res, localstorage.DefaultEnv(nil))
-}
-
-// reaperRunner runs a tool through PID 1's reaper, so its exit status is
-// never lost to the wait4(-1) loop, and makes a non-zero exit an error.
-func reaperRunner(r *reaper.Reaper) func(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
-	return func(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
-		out, st, err := r.CombinedOutput(ctx, cmd)
-		if err != nil {
-			return out, err
-		}
-		if !st.Success() {
-			return out, fmt.Errorf("%s: %s", cmd.Path, st)
-		}
-		return out, nil
-	}
 }

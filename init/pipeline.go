@@ -36,9 +36,7 @@ const (
 	devkmsgKnob  = "/proc/sys/kernel/printk_devkmsg"
 	printkLevels = "/proc/sys/kernel/printk"
 	printkIgnore = "/sys/module/printk/parameters/ignore_loglevel"
-	cgroupRoot   = "/sys/fs/cgroup"
 	newRoot      = "/newroot"
-	defaultPATH  = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	modulesRoot  = "/lib/modules"
 	selfStatus   = "/proc/self/status"
 	powerBacklog = 4

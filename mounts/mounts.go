@@ -40,6 +40,10 @@ const (
 	noexec = unix.MS_NOEXEC
 )
 
+// CgroupRoot is where the early table mounts cgroup2: the one home of
+// the path that the supervisor's cgroups and PID 1's controller setup use.
+const CgroupRoot = "/sys/fs/cgroup"
+
 // EarlyTable is what PID 1 mounts before anything else, in order (a mount
 // comes after the one it sits on). The modes, options and flags are the
 // ones systemd and u-root's libinit use, so programs find what they expect:
@@ -55,7 +59,7 @@ func EarlyTable() []Mount {
 		{Source: "tmpfs", Target: "/dev/shm", FSType: "tmpfs", Flags: nosuid | nodev, Data: "mode=1777", Mode: os.ModeSticky | 0o777},
 		{Source: "tmpfs", Target: "/run", FSType: "tmpfs", Flags: nosuid | nodev, Data: "mode=0755", Mode: 0o755},
 		{Source: "tmpfs", Target: "/tmp", FSType: "tmpfs", Flags: nosuid | nodev, Data: "mode=1777", Mode: os.ModeSticky | 0o777},
-		{Source: "cgroup2", Target: "/sys/fs/cgroup", FSType: "cgroup2", Flags: nosuid | nodev | noexec, Data: "nsdelegate", Mode: 0o555},
+		{Source: "cgroup2", Target: CgroupRoot, FSType: "cgroup2", Flags: nosuid | nodev | noexec, Data: "nsdelegate", Mode: 0o555},
 	}
 }
 

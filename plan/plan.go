@@ -47,7 +47,7 @@ import (
 	"github.com/berth-node/berth/runtime/containerd"
 	"github.com/berth-node/berth/runtime/kubelet"
 	"github.com/berth-node/berth/runtime/kubelet/maxpods"
-	"github.com/berth-node/berth/runtime/rlimit"
+	"github.com/berth-node/berth/runtime/supervise"
 	"github.com/berth-node/berth/syntax"
 )
 
@@ -108,41 +108,6 @@ type File struct {
 	Data []byte
 }
 
-// ProbeKind says how a service's readiness is checked.
-type ProbeKind string
-
-const (
-	// ProbeContainerdVersion calls containerd's Version API on the socket
-	// in Target.
-	ProbeContainerdVersion ProbeKind = "containerd-version"
-	// ProbeHTTP GETs the URL in Target and wants 200.
-	ProbeHTTP ProbeKind = "http"
-)
-
-// Probe is a readiness or health check.
-type Probe struct {
-	Kind   ProbeKind
-	Target string
-}
-
-// Service is one long-running process the supervisor starts.
-type Service struct {
-	Name string
-	Argv []string
-	// Env is KEY=VALUE, sorted by key; the whole environment.
-	Env         []string
-	Dir         string
-	Cgroup      string
-	OOMScoreAdj int
-	// DependsOn are services that must be ready before this one starts.
-	DependsOn   []string
-	Ready       Probe
-	StopTimeout time.Duration
-	// Rlimits are set before the service's first instruction (what
-	// systemd's Limit*= settings do); none keeps PID 1's.
-	Rlimits []rlimit.Limit
-}
-
 // DNS is the name resolution the plan decided: the NodeConfig's
 // spec.instance.network nameservers and domains, each falling back to the
 // host's (what DHCP gave at boot) when the NodeConfig leaves it empty.
@@ -157,7 +122,7 @@ type Plan struct {
 	// Files are sorted by path.
 	Files []File
 	// Services are in start order.
-	Services []Service
+	Services []supervise.Spec
 	// Storage is the instance-store request, copied from the config; nil
 	// when no strategy is set. The storage code decides with the disks it
 	// finds.
@@ -425,7 +390,7 @@ func Build(in Inputs) (*Plan, error) {
 	if v := kubelet.LabelValue(in.Manifest.BerthVersion); v != "" {
 		labels[LabelVersion] = v
 	}
-	p.Services = []Service{
+	p.Services = []supervise.Spec{
 		{
 			Name:        "containerd",
 			Argv:        []string{ContainerdBinary, "--config", containerd.ConfigPath},
@@ -433,7 +398,7 @@ func Build(in Inputs) (*Plan, error) {
 			Dir:         "/",
 			Cgroup:      kubelet.ContainerdCgroup,
 			OOMScoreAdj: -999,
-			Ready:       Probe{Kind: ProbeContainerdVersion, Target: containerd.Socket},
+			Ready:       supervise.Probe{Kind: supervise.ProbeContainerdVersion, Target: containerd.Socket},
 			StopTimeout: 30 * time.Second,
 			Rlimits:     containerd.Rlimits(),
 		},
@@ -452,7 +417,7 @@ func Build(in Inputs) (*Plan, error) {
 			Cgroup:      kubelet.KubeletCgroup,
 			OOMScoreAdj: -999,
 			DependsOn:   []string{"containerd"},
-			Ready:       Probe{Kind: ProbeHTTP, Target: kubelet.HealthzURL},
+			Ready:       supervise.Probe{Kind: supervise.ProbeHTTP, Target: kubelet.HealthzURL},
 			StopTimeout: 30 * time.Second,
 			Rlimits:     kubelet.Rlimits(),
 		},

@@ -109,3 +109,25 @@ func TestNothingReadsOutsideTheRepository(t *testing.T) {
 		t.Errorf("checked only %d files; the walk missed the tree", checked)
 	}
 }
+
+// TestRunnerOwnsItsSpec fails when the service supervisor depends on the
+// plan: the low-level runner owns its spec (supervise.Spec, Probe) and the
+// decider imports it, never the other way round.
+func TestRunnerOwnsItsSpec(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./runtime/supervise")
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ./runtime/supervise: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !strings.Contains(string(out), module+"/runtime/rlimit") {
+		t.Fatalf("go list -deps ./runtime/supervise lacks runtime/rlimit, which the spec uses; the listing looks wrong:\n%s", out)
+	}
+	for _, d := range deps {
+		if d == module+"/plan" || strings.HasPrefix(d, module+"/plan/") {
+			t.Errorf("runtime/supervise depends on %s: the runner must own its spec", d)
+		}
+	}
+}

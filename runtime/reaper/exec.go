@@ -61,6 +61,21 @@ func (r *Reaper) CombinedOutput(ctx context.Context, cmd *exec.Cmd) ([]byte, Exi
 	return out.Bytes(), st, err
 }
 
+// Output is CombinedOutput for callers that want one error: a program
+// that exits non-zero or by a signal is an error naming it and how it
+// ended. It is the shape of the runner PID 1's phases hand their tools
+// (mkfs, iptables, ctr): a method value, r.Output.
+func (r *Reaper) Output(ctx context.Context, cmd *exec.Cmd) ([]byte, error) {
+	out, st, err := r.CombinedOutput(ctx, cmd)
+	if err != nil {
+		return out, err
+	}
+	if !st.Success() {
+		return out, fmt.Errorf("%s: %s", cmd.Path, st)
+	}
+	return out, nil
+}
+
 // combinedOutput is CombinedOutput copying the output to out. A panic in
 // the copy (out's Write) is logged and becomes part of the returned
 // error, the output being incomplete; the pipe is still drained to its

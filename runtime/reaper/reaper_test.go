@@ -308,6 +308,15 @@ func TestExecAndCombinedOutput(t *testing.T) {
 	if _, _, err := r.CombinedOutput(ctx, &exec.Cmd{Path: "/bin/true", Stdout: os.Stdout}); err == nil {
 		t.Errorf("CombinedOutput with Stdout set: no error")
 	}
+
+	// Output: one error for a failed program, naming it and its status.
+	if out, err := r.Output(ctx, exec.Command("/bin/sh", "-c", "echo ok")); err != nil || string(out) != "ok\n" {
+		t.Errorf("Output(echo ok) = %q, %v", out, err)
+	}
+	out, err = r.Output(ctx, exec.Command("/bin/sh", "-c", "echo why >&2; exit 4"))
+	if err == nil || !strings.Contains(err.Error(), "/bin/sh") || !strings.Contains(err.Error(), "4") || string(out) != "why\n" {
+		t.Errorf("Output(exit 4) = %q, %v; want the output and an error naming /bin/sh and its status", out, err)
+	}
 }
 
 func TestTailBuffer(t *testing.T) {

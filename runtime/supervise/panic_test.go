@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/berth-node/berth/plan"
 )
 
 // panicOnce returns a test hook that panics the first time it sees stage
@@ -35,7 +33,7 @@ func panicOnce(h **harness, service, stage string, pid *atomic.Int64) func(strin
 func TestSupervisionPanicRestartsTheService(t *testing.T) {
 	var h *harness
 	var first atomic.Int64
-	h = prepare(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: 2 * time.Second}},
+	h = prepare(t, []Spec{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: 2 * time.Second}},
 		Options{testHook: panicOnce(&h, "svc", "supervise", &first)})
 	h.sup.Start(h.ctx)
 	svc := h.sup.Service("svc")
@@ -77,7 +75,7 @@ func TestSupervisionPanicRestartsTheService(t *testing.T) {
 // TestPanicOnEveryStartIsBackedOff: a panic on every pass does not spin
 // and does not hang Stop; the status shows it all along.
 func TestPanicOnEveryStartIsBackedOff(t *testing.T) {
-	h := newHarness(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: time.Second}},
+	h := newHarness(t, []Spec{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: time.Second}},
 		Options{testHook: func(_, stage string) {
 			if stage == "start" {
 				panic("always")
@@ -120,7 +118,7 @@ func (p *panicProber) Check(context.Context) (string, error) {
 // TestProbePanicFailsTheRun: a panic in the readiness check fails that
 // run's probe: the process is stopped and restarted, and says why.
 func TestProbePanicFailsTheRun(t *testing.T) {
-	h := newHarness(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: time.Second}},
+	h := newHarness(t, []Spec{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: time.Second}},
 		Options{Probers: map[string]Prober{"svc": &panicProber{}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -143,7 +141,7 @@ func TestProbePanicFailsTheRun(t *testing.T) {
 // of SIGPIPE: it writes well over a pipe's 64 KiB and exits 3 on its own.
 func TestOutputReaderPanic(t *testing.T) {
 	var h *harness
-	h = prepare(t, []plan.Service{{Name: "svc",
+	h = prepare(t, []Spec{{Name: "svc",
 		Argv: sh(`echo first; i=0; while [ $i -lt 20000 ]; do echo "line $i"; i=$((i+1)); done; exit 3`),
 		Env:  testEnv, StopTimeout: time.Second}},
 		Options{testHook: panicOnce(&h, "svc", "line", nil)})
@@ -174,7 +172,7 @@ func TestOutputReaderPanic(t *testing.T) {
 // TestCallbackPanics: a panicking OnChange or AfterReady is the callback's
 // failure, not the service's: it still becomes ready, its dependents start.
 func TestCallbackPanics(t *testing.T) {
-	h := newHarness(t, []plan.Service{
+	h := newHarness(t, []Spec{
 		{Name: "a", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: time.Second},
 		{Name: "b", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: time.Second, DependsOn: []string{"a"}},
 	}, Options{

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
-
-	"github.com/berth-node/berth/plan"
 )
 
 // Prober checks whether a service is ready. Check returns a short detail
@@ -24,16 +22,16 @@ type Prober interface {
 
 // NewProber builds the prober a plan asks for; a zero Probe means the
 // service is ready as soon as it has started, and gives a nil Prober.
-func NewProber(p plan.Probe) (Prober, error) {
+func NewProber(p Probe) (Prober, error) {
 	switch p.Kind {
 	case "":
 		return nil, nil
-	case plan.ProbeContainerdVersion:
+	case ProbeContainerdVersion:
 		if p.Target == "" {
 			return nil, errors.New("probe containerd-version: no socket path in Target")
 		}
 		return ContainerdVersion{Socket: p.Target}, nil
-	case plan.ProbeHTTP:
+	case ProbeHTTP:
 		if p.Target == "" {
 			return nil, errors.New("probe http: no URL in Target")
 		}

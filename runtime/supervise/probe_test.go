@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/plan"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,7 +73,7 @@ func fakeContainerdAt(t *testing.T, sock, status string) string {
 func TestContainerdVersionProbe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, err := NewProber(plan.Probe{Kind: plan.ProbeContainerdVersion, Target: fakeContainerd(t, "0")})
+	p, err := NewProber(Probe{Kind: ProbeContainerdVersion, Target: fakeContainerd(t, "0")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +190,7 @@ func TestHTTPProbe(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	defer srv.Close()
-	p, err := NewProber(plan.Probe{Kind: plan.ProbeHTTP, Target: srv.URL + "/healthz"})
+	p, err := NewProber(Probe{Kind: ProbeHTTP, Target: srv.URL + "/healthz"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,10 +204,10 @@ func TestHTTPProbe(t *testing.T) {
 }
 
 func TestNewProber(t *testing.T) {
-	if p, err := NewProber(plan.Probe{}); p != nil || err != nil {
+	if p, err := NewProber(Probe{}); p != nil || err != nil {
 		t.Errorf("NewProber(zero) = %v, %v; want nil, nil", p, err)
 	}
-	for _, bad := range []plan.Probe{{Kind: "tcp", Target: "x"}, {Kind: plan.ProbeHTTP}, {Kind: plan.ProbeContainerdVersion}} {
+	for _, bad := range []Probe{{Kind: "tcp", Target: "x"}, {Kind: ProbeHTTP}, {Kind: ProbeContainerdVersion}} {
 		if _, err := NewProber(bad); err == nil {
 			t.Errorf("NewProber(%+v) succeeded", bad)
 		}

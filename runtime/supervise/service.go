@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
@@ -64,7 +63,7 @@ type Status struct {
 
 // Service is one supervised process. It implements shutdown.Stopper.
 type Service struct {
-	spec         plan.Service
+	spec         Spec
 	sup          *Supervisor
 	prober       Prober
 	placement    *cgroup.Placement

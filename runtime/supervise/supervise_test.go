@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
@@ -85,7 +84,7 @@ type harness struct {
 	ctx     context.Context
 }
 
-func newHarness(t *testing.T, specs []plan.Service, opts Options) *harness {
+func newHarness(t *testing.T, specs []Spec, opts Options) *harness {
 	t.Helper()
 	h := prepare(t, specs, opts)
 	h.sup.Start(h.ctx)
@@ -93,7 +92,7 @@ func newHarness(t *testing.T, specs []plan.Service, opts Options) *harness {
 }
 
 // prepare builds a supervisor whose Stop runs at cleanup, without starting it.
-func prepare(t *testing.T, specs []plan.Service, opts Options) *harness {
+func prepare(t *testing.T, specs []Spec, opts Options) *harness {
 	t.Helper()
 	console := &safeBuffer{}
 	opts.Reaper = testReaper
@@ -191,7 +190,7 @@ func TestDependencyOrder(t *testing.T) {
 	var hookSawB Status
 	hookRan := make(chan struct{})
 	var h *harness
-	h = prepare(t, []plan.Service{
+	h = prepare(t, []Spec{
 		// Listed first on purpose: the order comes from DependsOn.
 		{Name: "b", Argv: sh(`test -f "$A" || exit 7; echo b-up; exec sleep 60`), Env: append([]string{"A=" + readyFile}, testEnv...),
 			DependsOn: []string{"a"}, StopTimeout: 5 * time.Second},
@@ -265,7 +264,7 @@ func TestDependencyOrder(t *testing.T) {
 // each restart come after the scheduled delay, counted and logged.
 func TestKillRestartsWithBackoff(t *testing.T) {
 	b := Backoff{Initial: 300 * time.Millisecond, Max: 5 * time.Second, ResetAfter: time.Hour}
-	h := newHarness(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: 5 * time.Second}},
+	h := newHarness(t, []Spec{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: 5 * time.Second}},
 		Options{Backoff: b})
 	svc := h.sup.Service("svc")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -304,7 +303,7 @@ func TestKillRestartsWithBackoff(t *testing.T) {
 func TestCrashLoopShowsTail(t *testing.T) {
 	logDir := t.TempDir()
 	const why = `E1122 10:00:00.000000       1 bootstrap.go:1] "x509: certificate signed by unknown authority"`
-	h := newHarness(t, []plan.Service{{Name: "kubelet",
+	h := newHarness(t, []Spec{{Name: "kubelet",
 		Argv: sh(`echo "I1122 10:00:00.000000 1 server.go:1] chatter"; echo '` + why + `' >&2; exit 3`),
 		Env:  testEnv, StopTimeout: time.Second}},
 		Options{LogDir: logDir, Backoff: Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, ResetAfter: time.Hour}})
@@ -349,7 +348,7 @@ func TestCrashLoopShowsTail(t *testing.T) {
 // TestNotReadyIsKilled: a service that never becomes ready is killed at
 // the readiness deadline and restarted, and says why.
 func TestNotReadyIsKilled(t *testing.T) {
-	h := newHarness(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: 200 * time.Millisecond}},
+	h := newHarness(t, []Spec{{Name: "svc", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: 200 * time.Millisecond}},
 		Options{ReadyTimeout: 300 * time.Millisecond, Probers: map[string]Prober{"svc": fileProber("/nonexistent/ready")}})
 	svc := h.sup.Service("svc")
 	waitFor(t, "a restart", 10*time.Second, func() bool { return svc.Status().Restarts >= 1 })
@@ -373,7 +372,7 @@ func TestNotReadyIsKilled(t *testing.T) {
 func TestStopEscalatesAndNothingRestarts(t *testing.T) {
 	// Ready only once the trap is set, or SIGTERM could beat it.
 	trapped := filepath.Join(t.TempDir(), "trapped")
-	h := newHarness(t, []plan.Service{
+	h := newHarness(t, []Spec{
 		{Name: "stubborn", Argv: sh(`trap "" TERM; touch "$F"; exec sleep 60`), Env: append([]string{"F=" + trapped}, testEnv...),
 			StopTimeout: 300 * time.Millisecond},
 		{Name: "other", Argv: []string{"/bin/sleep", "60"}, Env: testEnv, StopTimeout: time.Second},
@@ -419,7 +418,7 @@ func TestStopEscalatesAndNothingRestarts(t *testing.T) {
 
 // TestStopDuringBackoff: Stop does not wait out a restart delay.
 func TestStopDuringBackoff(t *testing.T) {
-	h := newHarness(t, []plan.Service{{Name: "svc", Argv: sh("exit 1"), Env: testEnv, StopTimeout: time.Second}},
+	h := newHarness(t, []Spec{{Name: "svc", Argv: sh("exit 1"), Env: testEnv, StopTimeout: time.Second}},
 		Options{Backoff: Backoff{Initial: time.Minute, Max: time.Minute, ResetAfter: time.Hour}})
 	svc := h.sup.Service("svc")
 	waitFor(t, "backoff", 5*time.Second, func() bool { return svc.Status().State == StateBackoff })
@@ -446,7 +445,7 @@ func TestExecSettings(t *testing.T) {
 	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, []plan.Service{
+	h := newHarness(t, []Spec{
 		{Name: "svc", Argv: sh(`echo "env=$FOO pwd=$(pwd)"; exec sleep 60`), Env: []string{"FOO=bar", "PATH=/bin:/usr/bin"},
 			Dir: dir, OOMScoreAdj: 500, StopTimeout: time.Second},
 		{Name: "missing", Argv: []string{"/nonexistent/binary"}, StopTimeout: time.Second},
@@ -473,15 +472,15 @@ func TestExecSettings(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	for _, tc := range []struct {
-		specs []plan.Service
+		specs []Spec
 		want  string
 	}{
-		{[]plan.Service{{Name: "a", Argv: []string{"/bin/true"}, DependsOn: []string{"b"}}, {Name: "b", Argv: []string{"/bin/true"}, DependsOn: []string{"a"}}},
+		{[]Spec{{Name: "a", Argv: []string{"/bin/true"}, DependsOn: []string{"b"}}, {Name: "b", Argv: []string{"/bin/true"}, DependsOn: []string{"a"}}},
 			"dependency cycle: a -> b -> a"},
-		{[]plan.Service{{Name: "a"}}, "service a: argv: empty"},
-		{[]plan.Service{{Name: "a", Argv: []string{"sleep"}}}, `argv[0] "sleep": not an absolute path`},
-		{[]plan.Service{{Name: "a", Argv: []string{"/bin/true"}, Cgroup: "relative"}}, `cgroup "relative"`},
-		{[]plan.Service{{Name: "a", Argv: []string{"/bin/true"}, Ready: plan.Probe{Kind: "tcp"}}}, `probe kind "tcp"`},
+		{[]Spec{{Name: "a"}}, "service a: argv: empty"},
+		{[]Spec{{Name: "a", Argv: []string{"sleep"}}}, `argv[0] "sleep": not an absolute path`},
+		{[]Spec{{Name: "a", Argv: []string{"/bin/true"}, Cgroup: "relative"}}, `cgroup "relative"`},
+		{[]Spec{{Name: "a", Argv: []string{"/bin/true"}, Ready: Probe{Kind: "tcp"}}}, `probe kind "tcp"`},
 	} {
 		_, err := New(tc.specs, Options{Reaper: testReaper, CgroupRoot: "/sys/fs/cgroup"})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -506,7 +505,7 @@ func TestCgroupPlacement(t *testing.T) {
 			}
 		}
 	})
-	h := newHarness(t, []plan.Service{{Name: "svc", Argv: sh(`cat /proc/self/cgroup; exec sleep 60`), Env: testEnv,
+	h := newHarness(t, []Spec{{Name: "svc", Argv: sh(`cat /proc/self/cgroup; exec sleep 60`), Env: testEnv,
 		Cgroup: group, StopTimeout: time.Second}}, Options{CgroupRoot: root})
 	svc := h.sup.Service("svc")
 	// The hierarchy may be mounted here besides cgroup v1; its line is "0::".
@@ -547,7 +546,7 @@ func TestHooksSeeLinesAndStates(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
 	var states []string
-	h := newHarness(t, []plan.Service{{Name: "svc", Argv: []string{"/bin/sh", "-c", "echo one; echo two; exec sleep 60"}, Env: testEnv, StopTimeout: 5 * time.Second}},
+	h := newHarness(t, []Spec{{Name: "svc", Argv: []string{"/bin/sh", "-c", "echo one; echo two; exec sleep 60"}, Env: testEnv, StopTimeout: 5 * time.Second}},
 		Options{
 			OnLine: map[string]func(string){"svc": func(l string) {
 				mu.Lock()
@@ -585,7 +584,7 @@ func TestHooksSeeLinesAndStates(t *testing.T) {
 // error) gets that line as its status's error line; a clean exit does not.
 func TestCrashLoopPlainLastLine(t *testing.T) {
 	const why = "containerd: failed to load TOML from /etc/containerd/config.toml: expected containerd config version equal to or less than `3`, got `99`"
-	h := newHarness(t, []plan.Service{{Name: "containerd",
+	h := newHarness(t, []Spec{{Name: "containerd",
 		Argv: sh(`echo "starting up"; echo '` + why + `' >&2; exit 1`),
 		Env:  testEnv, StopTimeout: time.Second}},
 		Options{Backoff: Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, ResetAfter: time.Hour}})
@@ -611,7 +610,7 @@ func TestServiceRlimits(t *testing.T) {
 	}
 	want := rlimit.Limit{Resource: "nofile", Soft: nofile.Max/2 + 1, Hard: nofile.Max}
 	dir := t.TempDir()
-	h := newHarness(t, []plan.Service{{
+	h := newHarness(t, []Spec{{
 		Name: "lim",
 		Argv: sh(`grep "Max open files" /proc/self/limits; echo "pid $$"; touch "$D/up"; exec sleep 60`),
 		Env:  append([]string{"D=" + dir}, testEnv...), StopTimeout: 5 * time.Second,
@@ -637,7 +636,7 @@ func TestServiceRlimits(t *testing.T) {
 
 	// Without a helper to set them, the plan's limits are an error, not
 	// silently dropped.
-	if _, err := New([]plan.Service{{Name: "x", Argv: []string{"/bin/true"}, Rlimits: []rlimit.Limit{want}}},
+	if _, err := New([]Spec{{Name: "x", Argv: []string{"/bin/true"}, Rlimits: []rlimit.Limit{want}}},
 		Options{Reaper: testReaper}); err == nil || !strings.Contains(err.Error(), "RlimitExec") {
 		t.Errorf("New without RlimitExec: %v", err)
 	}

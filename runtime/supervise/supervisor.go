@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-node/berth/plan"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
 	"github.com/berth-node/berth/runtime/supervise/logring"
@@ -74,7 +73,7 @@ type Options struct {
 	ProbeTimeout  time.Duration
 	// AfterReady runs, by service name, once the service is first ready and
 	// before its dependents start (PID 1 waits for the FORWARD policy after
-	// containerd's; the image imports run beside kubelet, not here). It is
+	// containerd's; the image imports wait for kubelet's health, not here). It is
 	// retried on the next readiness if the service died during it; any
 	// other failure is logged and dependents start anyway.
 	AfterReady  map[string]func(ctx context.Context) error
@@ -164,7 +163,7 @@ type Supervisor struct {
 }
 
 // New checks the specs and orders them; nothing starts until Start.
-func New(specs []plan.Service, opts Options) (*Supervisor, error) {
+func New(specs []Spec, opts Options) (*Supervisor, error) {
 	if opts.Reaper == nil {
 		return nil, errors.New("supervisor: no reaper")
 	}
@@ -178,7 +177,7 @@ func New(specs []plan.Service, opts Options) (*Supervisor, error) {
 		return nil, fmt.Errorf("ordering services: %w", err)
 	}
 	sup := &Supervisor{opts: opts, byName: make(map[string]*Service), frozen: make(chan struct{})}
-	specByName := make(map[string]plan.Service, len(specs))
+	specByName := make(map[string]Spec, len(specs))
 	for _, s := range specs {
 		specByName[s.Name] = s
 	}
@@ -193,7 +192,7 @@ func New(specs []plan.Service, opts Options) (*Supervisor, error) {
 	return sup, nil
 }
 
-func (sup *Supervisor) newService(spec plan.Service) (*Service, error) {
+func (sup *Supervisor) newService(spec Spec) (*Service, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return nil, errors.New("argv: empty")
 	}

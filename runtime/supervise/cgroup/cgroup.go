@@ -20,10 +20,12 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-node/berth/mounts"
 )
 
-// DefaultRoot is where berth mounts cgroup2.
-const DefaultRoot = "/sys/fs/cgroup"
+// DefaultRoot is where berth mounts cgroup2 (the early mount table's).
+const DefaultRoot = mounts.CgroupRoot
 
 // Wanted are the controllers berth enables down to each service group, when
 // the kernel has them: what kubelet's node allocatable enforcement reads.
