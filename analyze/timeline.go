@@ -234,7 +234,7 @@ func oneLine(s string) string {
 // Rows places the bars (in Bars' order) on the chart's rows: a row each
 // for phases and services; image imports in lanes, each import in the
 // first lane free at its start, so imports one after the other share a
-// row and those run side by side, beside kubelet's start, show as
+// row and those run side by side show as
 // parallel lanes. It returns each bar's row, each row's first bar and
 // the number of rows.
 func Rows(bars []Bar) (rowOf []int, first []int, n int) {

@@ -14,7 +14,7 @@ import (
 )
 
 // imageImportResult is one image import in the services report. StartMs
-// places it on the boot's clock: imports run beside kubelet's start, so
+// places it on the boot's clock: imports run once kubelet is healthy, so
 // a duration alone no longer says when one ran.
 type imageImportResult struct {
 	Name     string `json:"name"`
@@ -26,7 +26,7 @@ type imageImportResult struct {
 }
 
 // cmdRunner runs a command to completion and returns its combined output
-// (reaperRunner on the node; a fake in tests).
+// (the reaper's Output on the node; a fake in tests).
 type cmdRunner func(ctx context.Context, cmd *exec.Cmd) ([]byte, error)
 
 // importOrder is the order in which the image's OCI tarballs are

@@ -53,7 +53,7 @@ type serviceReport struct {
 
 // phaseServices starts the plan's services (containerd, then kubelet once
 // containerd is ready) and waits, bounded, for kubelet to be healthy and
-// then for the image's OCI tarballs, imported beside kubelet's start, so
+// then for the image's OCI tarballs, imported once kubelet is healthy, so
 // that the report has them. A service that fails keeps being restarted by
 // the supervisor; the report and the console say why.
 func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
@@ -95,30 +95,11 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 		b.repMu.Unlock()
 	})
 
-	// Kubelet does not wait for the imports: the first sandbox it asks
-	// containerd for comes only once it has registered the node and been
-	// given a pod (berth plans no static pods), and the sandbox image is
-	// imported first, alone. Under TCG its import ended 2.4 s after
-	// kubelet's exec and the registration came 7.8 s after it; imported
-	// side by side with the others it took twice as long, for no gain in
-	// their total.
 	containerdReady := make(chan struct{})
 	var readyOnce sync.Once
-	importsDone := make(chan struct{})
 	// Before containerd starts: it creates the database.
 	_, err := os.Stat(containerdMetaDB)
 	fresh := errors.Is(err, fs.ErrNotExist)
-	b.goSafe(log, "image-imports", func() {
-		defer close(importsDone)
-		for _, c := range []chan struct{}{containerdReady, timeDone} {
-			select {
-			case <-c:
-			case <-ctx.Done():
-				return
-			}
-		}
-		b.importImages(ctx, log, rep, fresh)
-	})
 
 	jw := &joinWatcher{log: b.log.With("phase", "join"), registered: make(chan struct{}), onRegistered: b.noteRegistered}
 	// OnChange needs the supervisor New returns.
@@ -157,6 +138,45 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	b.repMu.Lock()
 	b.serviceLogBytes = sup.LogBytes
 	b.repMu.Unlock()
+
+	// The imports start once kubelet is healthy, not beside its start.
+	// Unpacking a layer makes containerd bind-mount the snapshot, which is
+	// on /var, under /var/lib/containerd/tmpmounts for a moment. kubelet's
+	// cAdvisor reads the mount table once, when kubelet starts, and keeps
+	// a tmpfs bind mount as a filesystem of its own with /var's device
+	// number; when containerd has removed it, that entry's capacity reads
+	// 0, and kubelet picks it for its root dir about half the time (a map
+	// walk). kubelet then refuses to start: "ephemeral-storage has a
+	// reservation of 1Gi but capacity of 0" (docs/design.md). Healthy
+	// means kubelet read the mount table (its healthz server starts after
+	// cAdvisor), so mounts made from then on are never seen. Kubelet does
+	// not need the images before it registers: the first sandbox it asks
+	// containerd for comes only once it has registered the node and been
+	// given a pod (berth plans no static pods), and the sandbox image is
+	// imported first, alone. Under TCG kubelet was healthy about 1 s after
+	// its exec, the sandbox image's import takes about 2 s, and the
+	// registration came 7.8 s after the exec.
+	importsDone := make(chan struct{})
+	var kubeletUp <-chan struct{}
+	for _, s := range sup.Services() {
+		if s.Name() == "kubelet" {
+			kubeletUp = s.Ready()
+		}
+	}
+	b.goSafe(log, "image-imports", func() {
+		defer close(importsDone)
+		for _, c := range []<-chan struct{}{containerdReady, timeDone, kubeletUp} {
+			if c == nil {
+				continue
+			}
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
+		}
+		b.importImages(ctx, log, rep, fresh)
+	})
 	// Shutdown stops in reverse: kubelet, then the pods, then containerd,
 	// then what earlier phases registered (the storage phase's
 	// instance-store mounts).
