@@ -71,10 +71,27 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt -l found:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## test: everything, in order: lint, unit and host tests, QEMU tests (amd64,
-## then arm64's under aarch64 TCG: about 4 min of tests and, cold, 12 min of
-## cross-builds on 2 cores).
-test: deps lint test-unit test-qemu test-qemu-arm64
+## test: everything, in order: lint, unit and host tests, the builds the
+## QEMU tests need (test-build: amd64 and arm64 side by side), QEMU tests
+## (amd64, then arm64's under aarch64 TCG: about 4 min).
+test: deps lint test-unit test-build test-qemu test-qemu-arm64
+
+## test-build: everything test-qemu and test-qemu-arm64 boot, serve or
+## pull (the amd64 test image, etcd, the cluster images; the arm64 test
+## image, disk and test components), built TEST_JOBS (2) targets at a time
+## before any QEMU test runs. One Go build keeps both cores busy while it
+## compiles, but its package loading and links, the cross gcc of runc and
+## the image builder's erofs and cpio steps leave one idle, and the other
+## build fills it. The arm64 half starts once the host's kube and etcd are
+## built: its test components link to them, and two makes must not build
+## one directory. The QEMU tests themselves still run one at a time.
+TEST_JOBS ?= 2
+.PHONY: test-build test-build-all test-build-arm64
+test-build: deps
+	+$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=line test-build-all
+test-build-all: image-test etcd cluster-images pause-images $(TEST_COMPONENTS) test-build-arm64
+test-build-arm64: kube etcd
+	+$(ARM64_TEST_BUILD)
 
 ## test-unit: every package but the QEMU tests, with -race. It needs the
 ## kernel package: the image's module resolution is tested against it. The full verbose
@@ -183,6 +200,14 @@ test-qemu: image-test etcd test-components-node test-components-images $(TEST_CO
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(ARCH_BUILD)/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(ARCH_BUILD)/qemu-tests.log"; exit $$rc; fi
 
+## test-qemu-busy: test-qemu with BUSY CPU hogs (default 1) beside it at
+## normal priority, to check that the suite holds on a loaded host, as
+## CI's 2-core machine is (tools/busy.sh). Not part of make test.
+BUSY ?= 1
+.PHONY: test-qemu-busy
+test-qemu-busy: image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
+	tools/busy.sh $(BUSY) $(MAKE) --no-print-directory test-qemu
+
 ## test-qemu-arm64: the arm64 image under qemu-system-aarch64 (TCG, AAVMF):
 ## builds `image-test` and `disk` with ARCH=arm64, then runs the tests that
 ## take their platform from the image's manifest: TestBootReport (modules by
@@ -200,33 +225,24 @@ test-qemu: image-test etcd test-components-node test-components-images $(TEST_CO
 ## TEST_COMPONENTS_DIR, build/arm64/test-components/: links to the host's
 ## control plane and etcd with the arm64 node's components and images
 ## (TestJoin applies only install-cni).
+## The cluster images those tests pull are install-cni's alone
+## (ARM64_TEST_IMAGES): arm64 kube-proxy and CoreDNS, cross-built only for
+## `make demo ARCH=arm64`, cost minutes cold and no test here pulls them.
 ARM64_QEMU_TESTS := ^(TestBootReport|TestHostPrograms|TestDiskBoot|TestJoin)$$/^verified_root$$
 ARM64_TEST_COMPONENTS := $(BUILD)/arm64/test-components
+ARM64_TEST_IMAGES := install-cni
+# deps first, alone: under test-build's -j, runc's cross build must not
+# start before the cross gcc and libseccomp are installed.
+ARM64_TEST_BUILD = $(MAKE) --no-print-directory ARCH=arm64 deps && \
+  $(MAKE) --no-print-directory ARCH=arm64 TEST_IMAGES='$(ARM64_TEST_IMAGES)' image-test disk test-components-dir
 .PHONY: test-qemu-arm64
 test-qemu-arm64:
-	$(MAKE) ARCH=arm64 image-test disk test-components-dir
+	+$(ARM64_TEST_BUILD)
 	@rm -rf $(BUILD)/arm64/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/arm64/image-test BERTH_COMPONENTS_DIR=$(ARM64_TEST_COMPONENTS) BERTH_QEMU_LOGDIR=$(BUILD)/arm64/qemu-logs \
 	  $(GO) test -count=1 -timeout 55m -v -run '$(ARM64_QEMU_TESTS)' ./qemu-tests > $(BUILD)/arm64/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/arm64/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu-arm64: FAILED (exit $$rc); full log: $(BUILD)/arm64/qemu-tests.log"; exit $$rc; fi
 
-## test-components-dir: for a foreign ARCH, TEST_COMPONENTS_DIR's links:
-## the host's kube and etcd directories (the control plane stays amd64;
-## the test harness finds its binaries in the subdirectories), the node's
-## components, and images/ with that ARCH's install-cni, kube-proxy,
-## CoreDNS, busybox, pause and demo tarballs. Remade whole each time (links
-## only; a rename puts it in place).
-.PHONY: test-components-dir
-ifeq ($(ARCH),amd64)
-test-components-dir:
-	@echo "test-components-dir: ARCH=amd64's is $(TEST_COMPONENTS_DIR) itself"
-else
-test-components-dir: kube etcd node-components cluster-images
-	@t=$(TEST_COMPONENTS_DIR); rm -rf $$t.tmp && mkdir -p $$t.tmp/images; \
-	ln -s $(KUBE_DIR) $(ETCD_DIR) $$t.tmp/; ln -s $(NODE_COMPONENTS_DIR) $$t.tmp/node; \
-	for i in install-cni kube-proxy coredns busybox pause demo; do ln -s $(OCI_IMAGES_DIR)/$$i.tar $$t.tmp/images/; done; \
-	rm -rf $$t && mv $$t.tmp $$t
-endif
 
 ## faults: the fault suite at full strength (test-qemu runs it reduced):
 ## kill -9 of containerd and kubelet BERTH_FAULT_KILLS times each (100),
@@ -247,6 +263,28 @@ faults: image-test
 	if [ $$rc -ne 0 ] || [ $$rc2 -ne 0 ]; then echo "faults: FAILED; full log: $(BUILD)/faults.log"; exit 1; fi
 
 include components.mk
+
+# After components.mk: its prerequisites name OCI_IMAGES_DIR.
+## test-components-dir: for a foreign ARCH, TEST_COMPONENTS_DIR's links:
+## the host's kube and etcd directories (the control plane stays amd64;
+## the test harness finds its binaries in the subdirectories), the node's
+## components, and images/ with that ARCH's pause and demo tarballs and
+## the cluster images TEST_IMAGES names (default all four: install-cni,
+## kube-proxy, coredns, busybox; test-qemu-arm64 asks for fewer, and the
+## test rig's clusterimages.Find takes what is there). Remade whole each
+## time (links only; a rename puts it in place).
+TEST_IMAGES ?= install-cni kube-proxy coredns busybox
+.PHONY: test-components-dir
+ifeq ($(ARCH),amd64)
+test-components-dir:
+	@echo "test-components-dir: ARCH=amd64's is $(TEST_COMPONENTS_DIR) itself"
+else
+test-components-dir: kube etcd node-components $(addprefix $(OCI_IMAGES_DIR)/,$(addsuffix .tar,$(TEST_IMAGES)))
+	@t=$(TEST_COMPONENTS_DIR); rm -rf $$t.tmp && mkdir -p $$t.tmp/images; \
+	ln -s $(KUBE_DIR) $(ETCD_DIR) $$t.tmp/; ln -s $(NODE_COMPONENTS_DIR) $$t.tmp/node; \
+	for i in $(TEST_IMAGES) pause demo; do ln -s $(OCI_IMAGES_DIR)/$$i.tar $$t.tmp/images/; done; \
+	rm -rf $$t && mv $$t.tmp $$t
+endif
 
 ## demo: the main job. Builds everything, starts a local control plane (etcd,
 ## kube-apiserver, controller-manager, scheduler) on the host with the

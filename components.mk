@@ -180,7 +180,11 @@ $(ETCD_DIR)/.built: components/etcd/go.mod components/etcd/go.sum
 # own directory: adding it to KUBE_BINS would not rebuild the cached kube
 # directory, and rebuilding that for one more binary costs minutes. For a
 # foreign ARCH it is cross-built like kubelet and checked the same way.
-$(KUBE_PROXY_DIR)/.built: components/kube/go.mod components/kube/go.sum components/kube/tools.go
+# Under make -j (test-build), kube-proxy and CoreDNS wait for kubelet's
+# build (order only): kube-proxy shares almost every package with it and
+# CoreDNS client-go and apimachinery, and two go builds compiling one
+# package at once each do the whole work (the cache keeps only what is done).
+$(KUBE_PROXY_DIR)/.built: components/kube/go.mod components/kube/go.sum components/kube/tools.go | $(KUBELET_DIR)/.built
 	@grep -q '^require k8s.io/kubernetes $(KUBE_VERSION)$$' components/kube/go.mod || \
 	  { echo "kube-proxy: components/kube/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION)"; exit 1; }
 	@rm -rf $(KUBE_PROXY_DIR).tmp && mkdir -p $(KUBE_PROXY_DIR).tmp
@@ -197,7 +201,7 @@ endif
 
 # CoreDNS from its own tools module, with only the plugins EKS's Corefile
 # uses compiled in (components/coredns/main.go says why).
-$(COREDNS_DIR)/.built: components/coredns/go.mod components/coredns/go.sum components/coredns/main.go
+$(COREDNS_DIR)/.built: components/coredns/go.mod components/coredns/go.sum components/coredns/main.go | $(KUBELET_DIR)/.built
 	@grep -q '^require github.com/coredns/coredns $(COREDNS_VERSION)$$' components/coredns/go.mod || \
 	  { echo "coredns: components/coredns/go.mod does not require github.com/coredns/coredns $(COREDNS_VERSION)"; exit 1; }
 	@rm -rf $(COREDNS_DIR).tmp && mkdir -p $(COREDNS_DIR).tmp

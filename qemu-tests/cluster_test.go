@@ -29,6 +29,9 @@ const clusterTimeout = 6 * time.Minute
 // exec and debug node reach the kubelet through the control plane.
 func TestCluster(t *testing.T) {
 	c := startClusterWith(t, clusterOptions{noCNI: true})
+	if err := c.images.Require("kube-proxy.tar", "coredns.tar", "busybox.tar"); err != nil {
+		t.Fatal(err)
+	}
 	info := c.Info()
 	nc := c.nodeConfig()
 	srv, imdsURL := startIMDS(t, mimeUserData(nc))
@@ -239,6 +242,9 @@ func runPod(t *testing.T, c *testCluster, a api, name string, hostNet bool, scri
 // busybox image: the shell's output, from its log.
 func debugNodeShell(t *testing.T, c *testCluster, node, commands string) (string, error) {
 	t.Helper()
+	if err := c.images.Require("busybox.tar"); err != nil {
+		t.Fatal(err)
+	}
 	logs, attached, err := kubectlRunner(t, c.Cluster).DebugNodeShell(context.Background(), kubectlTimeout, node, c.images.Busybox, commands)
 	if err == nil && !strings.Contains(attached, strings.TrimSpace(logs)) {
 		t.Logf("kubectl debug's attach showed %d bytes of the shell's %d; the shell's log has them all", len(attached), len(logs))

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -35,24 +36,37 @@ type Set struct {
 	InstallCNI, KubeProxy, CoreDNS, Busybox, Demo string
 	// paths maps each reference to its tarball.
 	paths map[string]string
+	// missing holds, by tarball name, why an optional image is absent.
+	missing map[string]error
 }
 
 // Find reads the image tarballs under componentsDir/images: each
 // tarball's reference is the name its index gives it (mkoci writes the
 // pinned version into the tag), so the tests pull exactly what was built.
+// install-cni and the demo image must be there: every joining node pulls
+// the CNI. kube-proxy, CoreDNS and busybox are taken when present: the
+// arm64 tests' directory holds only what they pull (make test-qemu-arm64
+// builds no arm64 CoreDNS), and a caller that needs one says so with
+// Require. A tarball that is there but unreadable or misnamed is an error
+// whatever it is.
 func Find(componentsDir string) (Set, error) {
 	dir := filepath.Join(componentsDir, "images")
-	s := Set{paths: map[string]string{}}
+	s := Set{paths: map[string]string{}, missing: map[string]error{}}
 	for _, im := range []struct {
-		file string
-		ref  *string
+		file     string
+		ref      *string
+		optional bool
 	}{
-		{"install-cni.tar", &s.InstallCNI},
-		{"kube-proxy.tar", &s.KubeProxy},
-		{"coredns.tar", &s.CoreDNS},
-		{"busybox.tar", &s.Busybox},
+		{"install-cni.tar", &s.InstallCNI, false},
+		{"kube-proxy.tar", &s.KubeProxy, true},
+		{"coredns.tar", &s.CoreDNS, true},
+		{"busybox.tar", &s.Busybox, true},
 	} {
 		p := filepath.Join(dir, im.file)
+		if _, err := os.Stat(p); im.optional && errors.Is(err, fs.ErrNotExist) {
+			s.missing[im.file] = fmt.Errorf("cluster image %s (make cluster-images builds it): %w", p, err)
+			continue
+		}
 		name, err := ImageName(p)
 		if err != nil {
 			return s, fmt.Errorf("cluster image %s (make cluster-images builds it): %w", p, err)
@@ -70,6 +84,18 @@ func Find(componentsDir string) (Set, error) {
 	s.Demo = demoRef
 	s.paths[demoRef] = demo
 	return s, nil
+}
+
+// Require says which of the named tarballs (kube-proxy.tar, coredns.tar,
+// busybox.tar) Find did not find, and what builds them.
+func (s Set) Require(files ...string) error {
+	var errs []error
+	for _, f := range files {
+		if err := s.missing[f]; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ImageName returns the io.containerd.image.name of the one image in an

@@ -52,11 +52,27 @@ func TestFindNamesEachImageByItsIndex(t *testing.T) {
 	if _, err := Find(root); err == nil || !strings.Contains(err.Error(), "coredns.tar") || !strings.Contains(err.Error(), Registry) {
 		t.Errorf("Find with a foreign name: %v", err)
 	}
-	// A missing one says what builds it.
+	// An optional one missing is found missing only when required, and
+	// the error says what builds it.
 	writeImage(t, dir, "coredns.tar", "registry.berth.test/berth/coredns:v1.15.0")
 	os.Remove(filepath.Join(dir, "busybox.tar"))
-	if _, err := Find(root); err == nil || !strings.Contains(err.Error(), "make cluster-images") {
-		t.Errorf("Find without busybox.tar: %v", err)
+	s, err = Find(root)
+	if err != nil {
+		t.Fatalf("Find without busybox.tar: %v", err)
+	}
+	if s.Busybox != "" || s.CoreDNS != want.CoreDNS {
+		t.Errorf("Find without busybox.tar = %+v", s)
+	}
+	if err := s.Require("kube-proxy.tar", "coredns.tar"); err != nil {
+		t.Errorf("Require of present images: %v", err)
+	}
+	if err := s.Require("coredns.tar", "busybox.tar"); err == nil || !strings.Contains(err.Error(), "busybox.tar") || !strings.Contains(err.Error(), "make cluster-images") {
+		t.Errorf("Require without busybox.tar: %v", err)
+	}
+	// install-cni is no option: every joining node pulls it.
+	os.Remove(filepath.Join(dir, "install-cni.tar"))
+	if _, err := Find(root); err == nil || !strings.Contains(err.Error(), "install-cni.tar") || !strings.Contains(err.Error(), "make cluster-images") {
+		t.Errorf("Find without install-cni.tar: %v", err)
 	}
 }
 

@@ -146,6 +146,9 @@ func (d *demo) run(ctx context.Context) error {
 		return fmt.Errorf("finding the control plane binaries (run make node-components): %w", err)
 	}
 	d.images, err = clusterimages.Find(o.components)
+	if err == nil {
+		err = d.images.Require("kube-proxy.tar", "coredns.tar", "busybox.tar")
+	}
 	if err != nil {
 		return fmt.Errorf("finding the cluster's images (make cluster-images): %w", err)
 	}
