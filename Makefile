@@ -8,7 +8,7 @@ GO        ?= go
 MODULE    := github.com/berth-node/berth
 BUILD     := $(CURDIR)/build
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -s -w -X github.com/berth-node/berth/version.Version=$(VERSION)
+LDFLAGS   := -s -w -X github.com/berth-node/berth/internal/version.Version=$(VERSION)
 APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs iproute2 libseccomp-dev \
              cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset \
              binutils-aarch64-linux-gnu

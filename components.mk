@@ -329,7 +329,7 @@ endif
 cluster-images: $(CLUSTER_IMAGES)
 
 $(OCI_IMAGES_DIR)/install-cni.tar: image/oci/images/install-cni.yaml $(CNI_DIR)/.built $(MKOCI_SRCS) \
-  $(filter-out %_test.go,$(wildcard components/installcni/*.go fsutil/*.go))
+  $(filter-out %_test.go,$(wildcard components/installcni/*.go internal/fsutil/*.go))
 	$(call MKOCI_SPEC,install-cni)
 
 $(OCI_IMAGES_DIR)/kube-proxy.tar: image/oci/images/kube-proxy.yaml $(KUBE_PROXY_DIR)/.built $(MKOCI_SRCS) \

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/bootlog"
-	"github.com/berth-node/berth/cmdline"
-	"github.com/berth-node/berth/power"
-	"github.com/berth-node/berth/report"
-	"github.com/berth-node/berth/shutdown"
-	"github.com/berth-node/berth/version"
+	"github.com/berth-node/berth/config/cmdline"
+	"github.com/berth-node/berth/init/bootlog"
+	"github.com/berth-node/berth/init/power"
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/init/shutdown"
+	"github.com/berth-node/berth/internal/version"
 )
 
 // lockedBuf is a console that goroutines may write while the test reads.

@@ -9,9 +9,9 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/berth-node/berth/bootlog"
-	"github.com/berth-node/berth/report"
-	"github.com/berth-node/berth/version"
+	"github.com/berth-node/berth/init/bootlog"
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/internal/version"
 	"golang.org/x/sys/unix"
 )
 

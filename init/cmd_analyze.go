@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/berth-node/berth/analyze"
-	"github.com/berth-node/berth/fsutil"
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/init/analyze"
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 // cmdAnalyze reads a boot report, as systemd-analyze reads a boot: blame,

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/network"
-	"github.com/berth-node/berth/report"
 )
 
 // TestFinishReportsCPUAndSplit: the report carries berth's CPU time, the

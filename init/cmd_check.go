@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/berth-node/berth/nodeconfig"
+	"github.com/berth-node/berth/config/nodeconfig"
 )
 
 // cmdCheck validates NodeConfig files (YAML, JSON, MIME user data, gzip or

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/berth-node/berth/awsauth"
+	"github.com/berth-node/berth/runtime/awsauth"
 )
 
 // maxStdin bounds the request kubelet writes to the plugin.

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/berth-node/berth/awsauth"
+	"github.com/berth-node/berth/runtime/awsauth"
 )
 
 // awsOptions are the plugins' shared inputs from the environment: IMDS

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/berth-node/berth/bootlog"
-	"github.com/berth-node/berth/kmod"
+	"github.com/berth-node/berth/init/bootlog"
+	"github.com/berth-node/berth/init/kmod"
 	"golang.org/x/sys/unix"
 )
 

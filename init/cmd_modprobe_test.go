@@ -11,8 +11,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/berth-node/berth/bootlog"
-	"github.com/berth-node/berth/kmod"
+	"github.com/berth-node/berth/init/bootlog"
+	"github.com/berth-node/berth/init/kmod"
 )
 
 // fakeLoad stands for kmod.Load: it records what it was asked for, logs
@@ -38,7 +38,7 @@ type modprobeCase struct {
 
 func (c *modprobeCase) run(t *testing.T, quiet bool, names ...string) int {
 	t.Helper()
-	ix, err := kmod.LoadIndex("../kmod/testdata")
+	ix, err := kmod.LoadIndex("kmod/testdata")
 	if err != nil {
 		t.Fatal(err)
 	}

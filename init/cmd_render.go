@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/imds"
-	"github.com/berth-node/berth/manifest"
-	"github.com/berth-node/berth/nodeconfig"
-	"github.com/berth-node/berth/plan"
-	"github.com/berth-node/berth/redact"
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/internal/redact"
 )
 
 // renderSecretsHelp says what --show-secrets does not cover, so nobody

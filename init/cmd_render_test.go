@@ -13,8 +13,8 @@ const renderMetadata = `{"instanceId":"i-0123456789abcdef0","instanceType":"m5.l
 	`"localHostname":"ip-10-0-12-34.us-west-2.compute.internal","availabilityZone":"us-west-2a","region":"us-west-2"}`
 
 // secretsUserData holds one secret of each kind berth redacts; see
-// plan/testdata/userdata/secrets.yaml.
-const secretsUserData = "../plan/testdata/userdata/secrets.yaml"
+// init/plan/testdata/userdata/secrets.yaml.
+const secretsUserData = "plan/testdata/userdata/secrets.yaml"
 
 var renderSecrets = []string{"hunter2-registry", "proxy-pass-42", "dd-0123456789abcdef", "static-pod-secret"}
 
@@ -147,9 +147,9 @@ func TestRenderCredentialProviderGate(t *testing.T) {
 	for _, tc := range []struct {
 		kubelet, golden string
 	}{
-		{"v1.35.4", "../plan/testdata/golden/eksctl/" + cfgPath},
-		{"v1.31.9", "../plan/testdata/golden/kubelet-1.31/" + cfgPath},
-		{"", "../plan/testdata/golden/kubelet-1.31/" + cfgPath},
+		{"v1.35.4", "plan/testdata/golden/eksctl/" + cfgPath},
+		{"v1.31.9", "plan/testdata/golden/kubelet-1.31/" + cfgPath},
+		{"", "plan/testdata/golden/kubelet-1.31/" + cfgPath},
 	} {
 		man := filepath.Join(t.TempDir(), "manifest.json")
 		comps := `{"containerd":"v2.2.3"}`
@@ -159,7 +159,7 @@ func TestRenderCredentialProviderGate(t *testing.T) {
 		if err := os.WriteFile(man, []byte(`{"berthVersion":"v0.1.0","kernelVersion":"6.1.0","components":`+comps+`}`), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, printed, out := runRender(t, "--config", "../plan/testdata/userdata/plain.yaml", "--manifest", man)
+		code, printed, out := runRender(t, "--config", "plan/testdata/userdata/plain.yaml", "--manifest", man)
 		if code != 0 {
 			t.Fatalf("kubelet %q: render exit %d:\n%s", tc.kubelet, code, printed)
 		}
@@ -199,11 +199,11 @@ func TestRenderKubeletToggles(t *testing.T) {
 		if err := os.WriteFile(man, []byte(`{"berthVersion":"v0.1.0","kernelVersion":"6.1.0","components":{"containerd":"v2.2.3","kubelet":"`+tc.kubelet+`"}}`), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, printed, out := runRender(t, "--config", "../plan/testdata/userdata/"+tc.userData, "--manifest", man)
+		code, printed, out := runRender(t, "--config", "plan/testdata/userdata/"+tc.userData, "--manifest", man)
 		if code != 0 {
 			t.Fatalf("%s: render exit %d:\n%s", tc.golden, code, printed)
 		}
-		golden := filepath.Join("../plan/testdata/golden", tc.golden)
+		golden := filepath.Join("plan/testdata/golden", tc.golden)
 		got, err := os.ReadFile(filepath.Join(out, cfgPath))
 		if err != nil {
 			t.Fatal(err)

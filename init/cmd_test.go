@@ -82,7 +82,7 @@ func TestCheckLifecycleAnnotations(t *testing.T) {
 
 func TestCheckAcceptsEksctlUserData(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := runCLI([]string{"check", "../plan/testdata/userdata/eksctl.txt"}, &out, &errb); code != 0 {
+	if code := runCLI([]string{"check", "plan/testdata/userdata/eksctl.txt"}, &out, &errb); code != 0 {
 		t.Fatalf("exit code %d; output:\n%s%s", code, out.String(), errb.String())
 	}
 	if !strings.Contains(out.String(), "berth check: ok") {
@@ -93,7 +93,7 @@ func TestCheckAcceptsEksctlUserData(t *testing.T) {
 // TestRenderFromIMDS renders a node's files exactly as boot would read its
 // inputs: metadata and user data from an IMDSv2 stand-in.
 func TestRenderFromIMDS(t *testing.T) {
-	ud, err := os.ReadFile("../plan/testdata/userdata/eksctl.txt")
+	ud, err := os.ReadFile("plan/testdata/userdata/eksctl.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

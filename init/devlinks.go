@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/berth-node/berth/devlinks"
+	"github.com/berth-node/berth/init/devlinks"
 )
 
 // startDevLinks starts the loop that keeps /dev/disk/by-id and the EC2

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/internal/safe"
 	"golang.org/x/sys/unix"
 )
 

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/runtime/reaper"
 )
 

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
 )
 
 // checkImageArch refuses an image built for another architecture than the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
 )
 
 func TestCheckImageArch(t *testing.T) {

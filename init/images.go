@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/runtime/containerd"
 )
 

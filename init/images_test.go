@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
 )
 
 const testSandbox = "registry.k8s.io/pause:3.10"

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/runtime/kubelet/joincause"
 	"github.com/berth-node/berth/runtime/supervise"
 )

@@ -4,11 +4,11 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/berth-node/berth/imds"
-	"github.com/berth-node/berth/lifecycle"
-	"github.com/berth-node/berth/lifecycle/watch"
-	"github.com/berth-node/berth/nodeconfig"
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/lifecycle"
+	"github.com/berth-node/berth/config/lifecycle/watch"
+	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/init/report"
 )
 
 // startLifecycle starts the watcher of EC2's lifecycle notices (spot

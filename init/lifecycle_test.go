@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/imds"
-	"github.com/berth-node/berth/lifecycle"
-	"github.com/berth-node/berth/power"
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/lifecycle"
+	"github.com/berth-node/berth/init/power"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 

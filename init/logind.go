@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/berth-node/berth/logind"
-	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/runtime/logind"
 )
 
 // startLogind serves the system bus with login1 and systemd1 for kubelet's

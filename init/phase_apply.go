@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/berth-node/berth/fsutil"
-	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/runtime/kubelet"
 )
 

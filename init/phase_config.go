@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/berth-node/berth/imds"
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/network"
-	"github.com/berth-node/berth/nodeconfig"
-	"github.com/berth-node/berth/plan"
 )
 
 // configTimeout bounds the whole config phase: IMDS metadata and user

@@ -9,13 +9,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/berth-node/berth/bootlog"
-	"github.com/berth-node/berth/cmdline"
+	"github.com/berth-node/berth/config/cmdline"
+	"github.com/berth-node/berth/init/bootlog"
+	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/init/power"
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/mounts"
-	"github.com/berth-node/berth/plan"
-	"github.com/berth-node/berth/power"
 	"github.com/berth-node/berth/runtime/reaper"
-	"github.com/berth-node/berth/safe"
 	"golang.org/x/sys/unix"
 )
 

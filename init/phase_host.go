@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/berth-node/berth/kmod"
+	"github.com/berth-node/berth/init/kmod"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/hostfs"
 	"github.com/berth-node/berth/mounts/localstorage"

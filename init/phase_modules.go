@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/berth-node/berth/kmod"
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/init/kmod"
 	"golang.org/x/sys/unix"
 )
 

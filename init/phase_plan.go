@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"runtime"
 
-	"github.com/berth-node/berth/manifest"
-	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/init/plan"
 	"golang.org/x/sys/unix"
 )
 

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/kmod"
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/init/kmod"
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/diskboot"
 	"github.com/berth-node/berth/mounts/verity"
-	"github.com/berth-node/berth/report"
 )
 
 // phaseRoot moves onto the read-only root image before any service starts:

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/berth-node/berth/kmod"
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/init/kmod"
 )
 
 // Only a manifest naming both the root disk's serial and its verity

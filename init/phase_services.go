@@ -11,11 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-node/berth/bootlog"
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/init/bootlog"
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/init/shutdown"
 	"github.com/berth-node/berth/runtime/supervise"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
-	"github.com/berth-node/berth/shutdown"
 )
 
 const (

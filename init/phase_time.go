@@ -7,8 +7,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/berth-node/berth/report"
-	"github.com/berth-node/berth/timesync"
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/network/timesync"
 )
 
 // firstSyncWait bounds the wait, before kubelet starts, for the first

@@ -7,11 +7,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/cmdline"
-	"github.com/berth-node/berth/logind"
-	"github.com/berth-node/berth/power"
-	"github.com/berth-node/berth/safe"
-	"github.com/berth-node/berth/shutdown"
+	"github.com/berth-node/berth/config/cmdline"
+	"github.com/berth-node/berth/init/power"
+	"github.com/berth-node/berth/init/shutdown"
+	"github.com/berth-node/berth/internal/safe"
+	"github.com/berth-node/berth/runtime/logind"
 )
 
 // startPowerServer acts on power requests (signals, power button) for as

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/init/report"
 )
 
 // liveRefresh is how often boot.json's live section is refreshed when

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/imds"
-	"github.com/berth-node/berth/kmod"
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/init/kmod"
+	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/network"
-	"github.com/berth-node/berth/nodeconfig"
-	"github.com/berth-node/berth/plan"
-	"github.com/berth-node/berth/report"
-	"github.com/berth-node/berth/safe"
 )
 
 // TestRefreshLiveRewritesBootJSON: with nothing else happening, the live

@@ -3,8 +3,8 @@ package main
 import (
 	"log/slog"
 
-	"github.com/berth-node/berth/report"
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/internal/safe"
 )
 
 // maxStackInReport bounds one panic's stack in boot.json; the console line

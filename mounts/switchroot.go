@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/internal/fsutil"
 	"golang.org/x/sys/unix"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/internal/safe"
 	"golang.org/x/sys/unix"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/internal/safe"
 )
 
 type lockedBuffer struct {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/berth-node/berth/syntax"
+	"github.com/berth-node/berth/internal/syntax"
 )
 
 // Mode says how the primary interface gets its IPv4 address.

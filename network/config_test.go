@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/syntax"
+	"github.com/berth-node/berth/internal/syntax"
 )
 
 func TestParseConfigDefaults(t *testing.T) {

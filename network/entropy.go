@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/internal/safe"
 	"golang.org/x/sys/unix"
 )
 

@@ -5,7 +5,7 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"

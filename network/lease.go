@@ -10,7 +10,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
-	"github.com/berth-node/berth/syntax"
+	"github.com/berth-node/berth/internal/syntax"
 )
 
 // Route is one IPv4 route the lease asks for. An invalid Gateway means the

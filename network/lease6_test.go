@@ -10,7 +10,7 @@ import (
 	"github.com/insomniacslk/dhcp/iana"
 	"github.com/insomniacslk/dhcp/rfc1035label"
 
-	"github.com/berth-node/berth/syntax"
+	"github.com/berth-node/berth/internal/syntax"
 )
 
 func reply6(t testing.TB, ia *dhcpv6.OptIANA, extra ...dhcpv6.Option) *dhcpv6.Message {

@@ -10,8 +10,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/rfc1035label"
 
+	"github.com/berth-node/berth/internal/syntax"
 	"github.com/berth-node/berth/network/resolvconf"
-	"github.com/berth-node/berth/syntax"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/vishvananda/netns"
 )
 

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/network/resolvconf"
-	"github.com/berth-node/berth/safe"
 	"github.com/vishvananda/netlink"
 )
 

@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/hostfs"
 	"github.com/berth-node/berth/qemu-tests/qemu"
-	"github.com/berth-node/berth/report"
 )
 
 // TestHostFS boots the test image, from the initramfs and from the disk

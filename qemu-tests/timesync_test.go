@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/timesync/ntptest"
+	"github.com/berth-node/berth/network/timesync/ntptest"
 
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )

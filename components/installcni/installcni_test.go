@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")

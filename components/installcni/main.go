@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 // config is where the installer reads and writes, and how often.

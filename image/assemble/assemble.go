@@ -29,7 +29,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/disk"
 	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/elfdeps"
@@ -40,7 +40,7 @@ import (
 	"github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/mounts/partition"
 	mverity "github.com/berth-node/berth/mounts/verity"
 )

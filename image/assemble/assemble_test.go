@@ -16,6 +16,7 @@ import (
 
 	"github.com/u-root/u-root/pkg/cpio"
 
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/elfdeps"
 	"github.com/berth-node/berth/image/fstree"
@@ -24,7 +25,6 @@ import (
 	"github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
-	"github.com/berth-node/berth/manifest"
 	mverity "github.com/berth-node/berth/mounts/verity"
 )
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/spec"
-	"github.com/berth-node/berth/manifest"
 )
 
 // LayerTree builds one spec layer alone into a fresh tree, with the node

@@ -11,7 +11,7 @@ import (
 
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/spec"
-	"github.com/berth-node/berth/kmod"
+	"github.com/berth-node/berth/init/kmod"
 )
 
 // hostContractModules are the modules the host network contract promises

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/spec"
-	"github.com/berth-node/berth/manifest"
 )
 
 // arm64Root is a sysroot of tiny aarch64 ELF files laid out as Debian's

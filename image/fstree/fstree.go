@@ -16,7 +16,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
 )
 
 // Kind is the type of an entry.

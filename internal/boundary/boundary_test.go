@@ -131,3 +131,107 @@ func TestRunnerOwnsItsSpec(t *testing.T) {
 		}
 	}
 }
+
+// layers are the node code's groups from the bottom up: a package may
+// import its own group and those below it, never one above. Tests may
+// (runtime/supervise's use init/shutdown), so only non-test imports count.
+var layers = [][]string{
+	{"internal"},
+	{"config", "mounts", "network"},
+	{"runtime"},
+	{"init"},
+}
+
+// TestImportsRunOneWay fails on a non-test import from a lower group into
+// a higher one, say runtime/ importing init/plan: the stages of a boot
+// read top-down, PID 1 above what it drives.
+func TestImportsRunOneWay(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list ./...: %v\n%s", err, out)
+	}
+	level := func(pkg string) (int, bool) {
+		rel, ok := strings.CutPrefix(pkg, module+"/")
+		if !ok {
+			return 0, false
+		}
+		top, _, _ := strings.Cut(rel, "/")
+		for i, l := range layers {
+			for _, g := range l {
+				if top == g {
+					return i, true
+				}
+			}
+		}
+		return 0, false
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		from, ok := level(f[0])
+		if !ok {
+			continue // host side: image/, qemu-tests/, components/
+		}
+		checked++
+		for _, imp := range f[1:] {
+			if to, ok := level(imp); ok && to > from {
+				t.Errorf("%s imports %s: a lower layer must not import a higher one (%v)", f[0], imp, layers)
+			}
+		}
+	}
+	if checked < 40 {
+		t.Errorf("only %d node packages checked; the listing looks wrong:\n%s", checked, out)
+	}
+}
+
+// TestDesignLayoutNamesEveryFolder fails when a top-level folder holding
+// Go code is missing from docs/design.md's layout, so the docs cannot
+// drift from the tree again.
+func TestDesignLayoutNamesEveryFolder(t *testing.T) {
+	root := repoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := bytes.Cut(doc, []byte("\n## Layout\n"))
+	if !ok {
+		t.Fatal("docs/design.md has no ## Layout section")
+	}
+	section, _, _ := bytes.Cut(after, []byte("\n## "))
+	layout := map[string]bool{}
+	for _, l := range strings.Split(string(section), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && !strings.HasPrefix(l, " ") && strings.HasSuffix(f[0], "/") {
+			layout[strings.TrimSuffix(f[0], "/")] = true
+		}
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var folders int
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || e.Name() == "build" {
+			continue
+		}
+		hasGo := false
+		filepath.WalkDir(filepath.Join(root, e.Name()), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".go") {
+				hasGo = true
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if !hasGo {
+			continue
+		}
+		folders++
+		if !layout[e.Name()] {
+			t.Errorf("top-level folder %s/ holds Go code but is not in docs/design.md's layout (a line starting %q)", e.Name(), e.Name()+"/")
+		}
+	}
+	if folders < 5 {
+		t.Errorf("only %d top-level Go folders found; the walk looks wrong", folders)
+	}
+}

@@ -16,8 +16,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/berth-node/berth/fsutil"
-	"github.com/berth-node/berth/syntax"
+	"github.com/berth-node/berth/internal/fsutil"
+	"github.com/berth-node/berth/internal/syntax"
 )
 
 // MaxNameservers is glibc's MAXNS: later nameserver lines are ignored by

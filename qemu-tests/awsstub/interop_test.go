@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/awsauth"
 	"github.com/berth-node/berth/qemu-tests/awsstub/authenticator"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
+	"github.com/berth-node/berth/runtime/awsauth"
 )
 
 func TestAWSAuthAgainstStandIns(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/berth-node/berth/analyze"
+	"github.com/berth-node/berth/init/analyze"
 )
 
 // sample is one boot's figures, by metric name, in ms (KiB for RSS).

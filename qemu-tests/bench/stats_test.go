@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-node/berth/analyze"
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/init/analyze"
+	"github.com/berth-node/berth/init/report"
 )
 
 func TestSummarize(t *testing.T) {

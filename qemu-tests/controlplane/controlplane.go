@@ -31,7 +31,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 // Options configure Start. Zero values take the defaults.

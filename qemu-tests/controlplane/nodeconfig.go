@@ -3,7 +3,7 @@ package controlplane
 import (
 	"fmt"
 
-	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/init/plan"
 )
 
 // JoinNodeConfig is a nodeadm NodeConfig that joins this cluster by its

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/berth-node/berth/analyze"
-	"github.com/berth-node/berth/fsutil"
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/init/analyze"
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 // chartName is the boot chart's file under the demo's output directory.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/init/report"
 )
 
 // The demo's chart of a real run's console: well-formed SVG under the

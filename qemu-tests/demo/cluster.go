@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/kubectl"
-	"github.com/berth-node/berth/report"
 	"github.com/berth-node/berth/runtime/kubelet"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/qemu"
-	"github.com/berth-node/berth/report"
 )
 
 // milestone is one step of the node's life that the console shows.

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/nodeconfig"
-	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/config/userdata"
+	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/qemu"
-	"github.com/berth-node/berth/userdata"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")

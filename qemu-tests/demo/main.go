@@ -27,12 +27,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/clusterimages"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/kubectl"
 	"github.com/berth-node/berth/qemu-tests/qemu"
-	"github.com/berth-node/berth/report"
 )
 
 // Budgets under TCG on a shared 2-core host; a KVM host needs a tenth.

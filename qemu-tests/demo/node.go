@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
-	"github.com/berth-node/berth/nodeconfig"
-	"github.com/berth-node/berth/plan"
+	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/qemu-tests/clusterimages"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/report"
+	"github.com/berth-node/berth/init/report"
 )
 
 // servicesSection is the part of the boot report's services section the

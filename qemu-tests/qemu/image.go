@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
 )
 
 // ImageDir is the image the tests boot: $BERTH_IMAGE, or build/image-test at

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
 )
 
 // Config describes one VM.

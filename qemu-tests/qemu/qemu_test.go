@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/manifest"
+	"github.com/berth-node/berth/config/manifest"
 )
 
 // These tests cover the harness's own logic without booting anything.

@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"

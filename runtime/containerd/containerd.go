@@ -16,8 +16,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/berth-node/berth/internal/syntax"
 	"github.com/berth-node/berth/runtime/rlimit"
-	"github.com/berth-node/berth/syntax"
 )
 
 // Paths containerd's files live at: nodeadm's.

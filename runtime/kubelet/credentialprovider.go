@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/awsauth/ecr"
+	"github.com/berth-node/berth/runtime/awsauth/ecr"
 )
 
 // Where kubelet finds its image credential provider: nodeadm's config path,

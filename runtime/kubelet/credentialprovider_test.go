@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/awsauth/ecr"
+	"github.com/berth-node/berth/runtime/awsauth/ecr"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/berth-node/berth/syntax"
+	"github.com/berth-node/berth/internal/syntax"
 )
 
 // SplitUserFlags turns the user's kubelet.flags into argv words the way an

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/internal/safe"
 )
 
 // killWait bounds how long Exec and CombinedOutput wait for a child they

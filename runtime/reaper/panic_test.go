@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/safe"
+	"github.com/berth-node/berth/internal/safe"
 )
 
 // panicWriter panics at its first Write.

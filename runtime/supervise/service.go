@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
 	"github.com/berth-node/berth/runtime/supervise/logring"
 	"github.com/berth-node/berth/runtime/supervise/rotate"
-	"github.com/berth-node/berth/safe"
 )
 
 // State is where a service is in its life.

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/init/shutdown"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
-	"github.com/berth-node/berth/shutdown"
 	"golang.org/x/sys/unix"
 )
 

@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 // DefaultStub is where Debian's systemd-boot-efi puts the x86-64 stub.

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/berth-node/berth/nodeconfig/maxpodsexpr"
+	"github.com/berth-node/berth/config/nodeconfig/maxpodsexpr"
 )
 
 // DefaultMaxPods is kubelet's own default, used when the instance type is not

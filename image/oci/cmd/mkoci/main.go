@@ -31,10 +31,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/berth-node/berth/fsutil"
 	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/oci"
 	"github.com/berth-node/berth/image/oci/imagespec"
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 type list []string

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 )
 

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/berth-node/berth/fsutil"
+	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/runtime/kubelet/maxpods/internal/tablegen"
 )
 

@@ -1,0 +1,133 @@
+package nodeconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/berth-node/berth/config/lifecycle"
+)
+
+// berthAnnotationPrefix marks berth's own annotations.
+const berthAnnotationPrefix = "berth.dev/"
+
+// annotationError is one bad annotation, or (Key "") a bad annotations
+// map; Error names its field path.
+type annotationError struct {
+	Key string
+	Err error
+}
+
+func (e *annotationError) path() string {
+	if e.Key == "" {
+		return "metadata.annotations"
+	}
+	p := fmt.Sprintf("metadata.annotations[%q]", e.Key)
+	if me, ok := e.Err.(*mirrorError); ok {
+		p += me.Sub
+	}
+	return p
+}
+
+// reason is the error without the part of the path inside the value.
+func (e *annotationError) reason() error {
+	if me, ok := e.Err.(*mirrorError); ok {
+		return me.Err
+	}
+	return e.Err
+}
+
+func (e *annotationError) Error() string { return e.path() + ": " + e.reason().Error() }
+
+func (e *annotationError) Unwrap() error { return e.Err }
+
+// Annotations returns metadata.annotations' string values, where berth's
+// own extensions live (nodeadm ignores metadata, so they never change what
+// nodeadm's fields mean). Only berth.dev/ annotations must be strings:
+// other keys are not berth's business, and a value YAML reads as a bool
+// or a number there must not stop a node.
+func Annotations(cfg *NodeConfig) (map[string]string, error) {
+	ann := map[string]string{}
+	if cfg == nil {
+		return ann, nil
+	}
+	raw, ok := cfg.Metadata["annotations"]
+	if !ok || isNull(raw) {
+		return ann, nil
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return nil, &annotationError{Err: fmt.Errorf("want a map of strings, as Kubernetes annotations are: %w", err)}
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(all)) {
+		var v string
+		if err := json.Unmarshal(all[k], &v); err != nil {
+			if strings.HasPrefix(k, berthAnnotationPrefix) {
+				errs = append(errs, &annotationError{Key: k, Err: fmt.Errorf("want a string (quote it in YAML), got %s", cutRaw(all[k]))})
+			}
+			continue
+		}
+		ann[k] = v
+	}
+	return ann, errors.Join(errs...)
+}
+
+// LifecyclePolicy is what berth does about EC2's lifecycle notices, from
+// the berth.dev/on-* annotations (see package lifecycle). With an error,
+// the policy keeps the default for each annotation at fault.
+func LifecyclePolicy(cfg *NodeConfig) (lifecycle.Policy, error) {
+	ann, aerr := Annotations(cfg)
+	p, perr := lifecycle.PolicyFromAnnotations(ann)
+	return p, errors.Join(aerr, perr)
+}
+
+// checkAnnotations reports bad berth annotations, each at its own path.
+func checkAnnotations(ps *problems, cfg *NodeConfig) {
+	ann, err := Annotations(cfg)
+	_, lerr := lifecycle.PolicyFromAnnotations(ann)
+	err = errors.Join(err, lerr)
+	if v, ok := ann[RegistryMirrorsAnnotation]; ok {
+		if _, merr := ParseRegistryMirrors(v); merr != nil {
+			err = errors.Join(err, annotationErrors(RegistryMirrorsAnnotation, merr))
+		}
+	}
+	for _, e := range flatten(err) {
+		var ae *annotationError
+		var le *lifecycle.AnnotationError
+		switch {
+		case errors.As(e, &ae):
+			ps.errorf(ae.path(), "%v", ae.reason())
+		case errors.As(e, &le):
+			ps.errorf(fmt.Sprintf("metadata.annotations[%q]", le.Annotation), "%v", le.Err)
+		default:
+			ps.errorf("metadata.annotations", "%v", e)
+		}
+	}
+}
+
+// flatten undoes (nested) errors.Join, so each problem gets its own line.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
+}
+
+func cutRaw(b json.RawMessage) string {
+	if len(b) > 64 {
+		return string(b[:64]) + "..."
+	}
+	return string(b)
+}

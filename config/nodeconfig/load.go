@@ -1,0 +1,248 @@
+package nodeconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/berth-node/berth/config/userdata"
+)
+
+// DefaultConfigDir holds NodeConfigs baked into the image, read first.
+const DefaultConfigDir = "/etc/berth/config.d"
+
+// UserDataSource is the Name to give IMDS user data in a Source.
+const UserDataSource = "user-data"
+
+// CmdlineConfigKey is the kernel command-line key naming extra config files,
+// read last: berth.config=/path/a.yaml[,/path/b.yaml]. It may repeat. The
+// cmdline package parses the command line; SplitConfigPaths splits values.
+const CmdlineConfigKey = "berth.config"
+
+// Source is raw config from one place: a file (Name is its path) or IMDS
+// user data (Name is UserDataSource). Data may be anything userdata.Decode
+// accepts, so a file may hold MIME or gzip too. User data is held to EC2's
+// limit (userdata.MaxUserDataSize), a file to userdata.MaxDecodedSize.
+type Source struct {
+	Name string
+	Data []byte
+}
+
+// Skipped is a user-data part that is not a NodeConfig.
+type Skipped struct {
+	Source string `json:"source"`
+	Reason string `json:"reason"`
+}
+
+// Result is what Load found, for the plan and for the boot report.
+type Result struct {
+	// Config is the merged NodeConfig; non-nil even when Problems has errors.
+	Config *NodeConfig `json:"-"`
+	// Used names every document merged into Config, in merge order.
+	Used []string `json:"used"`
+	// Skipped lists user-data parts that were not NodeConfigs.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	// Problems lists everything found, errors and warnings, in order: the
+	// first MaxProblems, then, if there were more, one line counting the
+	// rest (its Omitted is set).
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// Load decodes, parses, merges and validates sources in order (image
+// directory, user data, kernel command-line files: see DirSources and
+// FileSources). Skipped parts and warnings are logged. The error is
+// non-nil when any problem is an error; Result is returned regardless so
+// that the caller can report everything.
+func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error) {
+	res := &Result{}
+	var found problemList
+	var docs []Document
+	for _, src := range srcs {
+		if err := ctx.Err(); err != nil {
+			res.Problems = found.problems()
+			return res, fmt.Errorf("loading NodeConfig sources: %w", err)
+		}
+		var parts []userdata.Document
+		var err error
+		if src.Name == UserDataSource {
+			parts, err = userdata.Decode(src.Data) // held to EC2's limit
+		} else {
+			parts, err = userdata.DecodeNamed(src.Name, src.Data)
+		}
+		if err != nil {
+			found.add(Problem{Severity: SeverityError, Source: src.Name, Message: err.Error()})
+			continue
+		}
+		for _, part := range parts {
+			if !part.IsNodeConfig() {
+				log.Info("skipping "+part.Source+": "+part.Skip, "source", part.Source, "contentType", part.ContentType)
+				res.Skipped = append(res.Skipped, Skipped{Source: part.Source, Reason: part.Skip})
+				continue
+			}
+			cfg, ps, err := Parse(part.Source, part.Data)
+			found.add(ps...)
+			if err != nil {
+				found.add(asProblem(part.Source, err))
+				continue
+			}
+			docs = append(docs, Document{Source: part.Source, Config: cfg})
+			res.Used = append(res.Used, part.Source)
+		}
+	}
+	configs := make([]*NodeConfig, len(docs))
+	for i, d := range docs {
+		configs[i] = d.Config
+	}
+	merged, err := Merge(configs...)
+	if err != nil {
+		// Validate names the document with the bad TOML; merge what can be.
+		found.add(Problem{Severity: SeverityError, Source: MergedSource, Path: "spec.containerd.config", Message: err.Error()})
+		merged = &NodeConfig{}
+	}
+	res.Config = merged
+	found.add(Validate(docs, merged)...)
+	res.Problems = found.problems()
+	for _, p := range res.Problems {
+		if p.Severity == SeverityWarning {
+			log.Warn(p.Error(), "source", p.Source, "path", p.Path)
+		}
+	}
+	return res, Errors(res.Problems)
+}
+
+func asProblem(source string, err error) Problem {
+	var p Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	return Problem{Severity: SeverityError, Source: source, Message: err.Error()}
+}
+
+// DirSources reads the NodeConfig files in dir in lexical order: regular
+// files named *.yaml, *.yml or *.json. A missing dir gives no sources, as
+// an image need not bake any config.
+func DirSources(dir string) ([]Source, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading config directory %s: %w", dir, err)
+	}
+	var paths []string
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".yaml", ".yml", ".json":
+		default:
+			continue
+		}
+		if !e.Type().IsRegular() {
+			continue
+		}
+		paths = append(paths, filepath.Join(dir, e.Name()))
+	}
+	return FileSources(paths...)
+}
+
+// FileSources reads the named files, in order, each as one Source.
+func FileSources(paths ...string) ([]Source, error) {
+	srcs := make([]Source, 0, len(paths))
+	for _, p := range paths {
+		data, err := readCapped(p, userdata.MaxDecodedSize)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, Source{Name: p, Data: data})
+	}
+	return srcs, nil
+}
+
+func readCapped(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading NodeConfig %s: %w", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading NodeConfig %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("reading NodeConfig %s: over the %d-byte limit (userdata.MaxDecodedSize)", path, limit)
+	}
+	return data, nil
+}
+
+// SplitConfigPaths turns the values of berth.config= (from the cmdline
+// package's Cmdline.All(CmdlineConfigKey)) into paths, in order; a value
+// may hold a comma-separated list.
+func SplitConfigPaths(values ...string) []string {
+	var paths []string
+	for _, val := range values {
+		for p := range strings.SplitSeq(val, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				paths = append(paths, p)
+			}
+		}
+	}
+	return paths
+}
+
+// BootSources assembles the sources a booting node reads, in merge order:
+// the image's config directory (DefaultConfigDir), IMDS user data (nil or
+// empty when there is none), then cmdlinePaths, the files named by
+// berth.config= on the kernel command line (see SplitConfigPaths). A file
+// named on the command line that cannot be read is an error: someone asked
+// for it explicitly.
+func BootSources(imageDir string, userData []byte, cmdlinePaths []string) ([]Source, error) {
+	srcs, err := DirSources(imageDir)
+	if err != nil {
+		return nil, err
+	}
+	if len(userData) > 0 {
+		srcs = append(srcs, Source{Name: UserDataSource, Data: userData})
+	}
+	extra, err := FileSources(cmdlinePaths...)
+	if err != nil {
+		return nil, fmt.Errorf("kernel command line %s=: %w", CmdlineConfigKey, err)
+	}
+	return append(srcs, extra...), nil
+}
+
+// Check validates files as `berth check [--strict] FILE...` does: they are
+// loaded in order as one node's config, so required fields may come from
+// any of them. Every problem is returned, not just the first, up to
+// MaxProblems and a line counting the rest (use Count for the totals);
+// under strict, unknown fields and feature gates are errors. ok is false
+// on any error.
+func Check(strict bool, files ...string) (problems []Problem, ok bool) {
+	if len(files) == 0 {
+		return []Problem{{Severity: SeverityError, Source: "berth check", Message: "no files given; usage: berth check [--strict] FILE..."}}, false
+	}
+	var found problemList
+	var srcs []Source
+	for _, f := range files {
+		s, err := FileSources(f)
+		if err != nil {
+			found.add(Problem{Severity: SeverityError, Source: f, Message: err.Error()})
+			continue
+		}
+		srcs = append(srcs, s...)
+	}
+	log := slog.New(slog.DiscardHandler)
+	res, _ := Load(context.Background(), log, srcs)
+	found.add(res.Problems...)
+	problems = found.problems()
+	if strict {
+		for i := range problems {
+			promoteUnknown(&problems[i])
+		}
+	}
+	return problems, !HasErrors(problems)
+}

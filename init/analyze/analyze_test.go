@@ -1,0 +1,365 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-node/berth/init/report"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// The recorded reports: boot.json files saved from QEMU boots of the test
+// image (normal: a join; failed-join: no API server; crash-loop: a
+// containerd config it refuses; kubelet-before-imports: a join with the
+// imports beside kubelet's start, its registeredMs from berth's console
+// line as boot.json has it after the report), and BERTH-REPORT lines from older runs'
+// console logs, before the report had endWall, cpu and split.
+func recorded(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded reports in testdata: %v", err)
+	}
+	return files
+}
+
+func TestGolden(t *testing.T) {
+	for _, f := range recorded(t) {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Decode(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var txt, svg bytes.Buffer
+			if err := WriteText(&txt, b); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteSVG(&svg, b); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", name+".txt"), txt.Bytes())
+			golden(t, filepath.Join("testdata", name+".svg"), svg.Bytes())
+			checkSVG(t, b, svg.Bytes())
+		})
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./analyze -update writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test ./analyze -update rewrites it):\n%s", path, got)
+	}
+}
+
+// svgBar is one bar of the chart as a reader of the SVG sees it.
+type svgBar struct {
+	class, name string
+	startMs     int64
+}
+
+// checkSVG: the chart is well-formed XML, has one bar per phase, service
+// and image import, and the bars are in start order.
+func checkSVG(t *testing.T, b *Boot, svg []byte) {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	var bars []svgBar
+	root := ""
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed XML: %v", err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		if root == "" {
+			root = se.Name.Local
+		}
+		if se.Name.Local != "rect" {
+			continue
+		}
+		attr := map[string]string{}
+		for _, a := range se.Attr {
+			attr[a.Name.Local] = a.Value
+		}
+		class, _, _ := strings.Cut(attr["class"], " ")
+		switch Kind(class) {
+		case KindPhase, KindService, KindImage:
+			ms, err := strconv.ParseInt(attr["data-start-ms"], 10, 64)
+			if err != nil {
+				t.Fatalf("bar %v has no data-start-ms: %v", attr, err)
+			}
+			bars = append(bars, svgBar{class: class, name: attr["data-name"], startMs: ms})
+		}
+	}
+	if root != "svg" {
+		t.Fatalf("root element %q, want svg", root)
+	}
+	count := func(k Kind) int {
+		n := 0
+		for _, x := range bars {
+			if x.class == string(k) {
+				n++
+			}
+		}
+		return n
+	}
+	if got, want := count(KindPhase), len(b.Report.Phases); got != want {
+		t.Errorf("%d phase bars, want one per phase (%d)", got, want)
+	}
+	var services, images int
+	if s := b.Services; s != nil {
+		for _, sv := range s.Services {
+			if _, _, ok := b.serviceStart(sv.Name); ok {
+				services++
+			}
+		}
+		images = len(s.Images)
+	}
+	if got := count(KindService); got != services {
+		t.Errorf("%d service bars, want one per started service (%d)", got, services)
+	}
+	if got := count(KindImage); got != images {
+		t.Errorf("%d image bars, want one per import (%d)", got, images)
+	}
+	if !slices.IsSortedFunc(bars, func(x, y svgBar) int { return int(x.startMs - y.startMs) }) {
+		t.Errorf("bars not in start order: %+v", bars)
+	}
+}
+
+// Waits that overlap count once, and only inside berth's part of boot.
+func TestSplitCountsOverlapsOnce(t *testing.T) {
+	b := &Boot{Report: &report.Report{KernelToInitMs: 100, EndMs: 1100,
+		Phases: []report.Phase{{Name: "services", StartMs: 200, DurationMs: 900}}}}
+	b.Time = &timeSection{}
+	b.Services = &servicesSection{
+		KernelToKubeletMs: 700,
+		Services: []service{
+			{Name: "containerd", StartedAt: time.Unix(100, 0), ReadyMs: 300},   // 300..600
+			{Name: "kubelet", StartedAt: time.Unix(100, 400e6), ReadyMs: 1000}, // 700..1700, past the end
+		},
+		Images: []image{{Name: "pause", StartMs: 500, DurationMs: 150, Imported: true}}, // 500..650: overlaps containerd
+	}
+	got := Split(b)
+	// ntp 200..300, containerd 300..600, import ..650, kubelet 700..1100.
+	if got.WaitMs != 450+400 || got.BerthMs != 1000-850 {
+		t.Errorf("Split = own %d, waits %d; want own 150, waits 850: %+v", got.BerthMs, got.WaitMs, got.Waits)
+	}
+	var names []string
+	for _, w := range got.Waits {
+		names = append(names, w.Name)
+	}
+	if want := []string{"ntp", "containerd ready", "import pause", "kubelet ready"}; !slices.Equal(names, want) {
+		t.Errorf("waits %v, want %v", names, want)
+	}
+}
+
+// A recorded NTP wait beside containerd's start is taken as recorded, not
+// derived, and is on the chain to kubelet's exec only when it ends last.
+func TestTimeWaitBesideContainerd(t *testing.T) {
+	boot := func(ntpMs int64) *Boot {
+		b := &Boot{Report: &report.Report{KernelToInitMs: 100, EndMs: 1500,
+			Phases: []report.Phase{{Name: "apply", StartMs: 100, DurationMs: 100}, {Name: "services", StartMs: 200, DurationMs: 1300}}}}
+		b.Time = &timeSection{}
+		b.Services = &servicesSection{
+			Services: []service{
+				{Name: "containerd", StartedAt: time.Unix(100, 0), ReadyMs: 300}, // 200..500
+				{Name: "kubelet", StartedAt: time.Unix(100, 0).Add(time.Duration(max(300, ntpMs)) * time.Millisecond), ReadyMs: 500},
+			},
+		}
+		b.Services.KernelToKubeletMs = 200 + max(300, ntpMs)
+		b.Services.TimeWait = &struct {
+			StartMs    int64 `json:"startMs"`
+			DurationMs int64 `json:"durationMs"`
+		}{StartMs: 200, DurationMs: ntpMs}
+		return b
+	}
+	chain := func(b *Boot) []string {
+		var names []string
+		for _, l := range Chains(b)[0].Links {
+			names = append(names, l.Name)
+		}
+		return names
+	}
+	quick := boot(30)
+	var ntp *report.Span
+	for _, w := range Waits(quick) {
+		if w.Name == WaitNTP {
+			ntp = &w
+		}
+	}
+	if ntp == nil || ntp.StartMs != 200 || ntp.DurationMs != 30 || ntp.Derived {
+		t.Errorf("ntp wait %+v, want the recorded 200+30 ms, not derived", ntp)
+	}
+	if got := chain(quick); slices.Contains(got, "first NTP sync") || !slices.Contains(got, "containerd") {
+		t.Errorf("chain to kubelet exec %v: a quick sync is beside containerd, not on it", got)
+	}
+	if got := chain(boot(900)); !slices.Contains(got, "first NTP sync") || slices.Contains(got, "containerd") {
+		t.Errorf("chain to kubelet exec %v: a slow sync (ends after containerd is ready) is what kubelet waited for", got)
+	}
+}
+
+// The chain picks, before each point, the step that ended last.
+func TestChainTo(t *testing.T) {
+	cands := []Bar{
+		{Name: "kernel", DurationMs: 100},
+		{Name: "a", StartMs: 100, DurationMs: 50},
+		{Name: "b", StartMs: 150, DurationMs: 400}, // ends 550
+		{Name: "c", StartMs: 160, DurationMs: 100}, // ends 260: beside b, not on the chain
+		{Name: "d", StartMs: 560, DurationMs: 40},  // ends 600
+		{Name: "late", StartMs: 700, DurationMs: 10},
+	}
+	var got []string
+	links := chainTo(cands, 620)
+	for _, l := range links {
+		got = append(got, l.Name)
+	}
+	if want := []string{"kernel", "a", "b", "d"}; !slices.Equal(got, want) {
+		t.Errorf("chain %v, want %v", got, want)
+	}
+	if links[2].GapMs != 10 || links[3].GapMs != 20 {
+		t.Errorf("gaps %+v, want 10 ms after b and 20 ms after d", links)
+	}
+}
+
+// Decode takes boot.json or a console log, and says which it wanted.
+func TestDecodeConsoleLog(t *testing.T) {
+	log := "[    1.0] berth: starting\r\n   22.011 BERTH-REPORT {\"version\":\"a\",\"phases\":[]}\n   40.000 BERTH-REPORT {\"version\":\"b\",\"phases\":[],\"endMs\":9}\nmore\n"
+	b, err := Decode([]byte(log))
+	if err != nil || b.Report.Version != "b" || b.Report.EndMs != 9 {
+		t.Errorf("Decode(console log) = %+v, %v; want the last report", b, err)
+	}
+	if _, err := Decode([]byte("hello")); err == nil || !strings.Contains(err.Error(), "BERTH-REPORT") {
+		t.Errorf("Decode(junk) error = %v", err)
+	}
+	if _, err := Decode([]byte(`{"services": 3}`)); err == nil || !strings.Contains(err.Error(), "services section") {
+		t.Errorf("Decode(bad section) error = %v", err)
+	}
+}
+
+// FuzzDecode: a report file is outside input. Decoding must not panic, and
+// whatever decodes must analyze and draw as well-formed XML.
+func FuzzDecode(f *testing.F) {
+	for _, p := range []string{"normal.json", "crash-loop.json", "fatal-root.json"} {
+		if data, err := os.ReadFile(filepath.Join("testdata", p)); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte(`{"phases":[{"name":"<&>","startMs":-5,"durationMs":-1}],"endMs":-3}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if err := WriteText(io.Discard, b); err != nil {
+			t.Fatal(err)
+		}
+		var svg bytes.Buffer
+		if err := WriteSVG(&svg, b); err != nil {
+			t.Fatal(err)
+		}
+		dec := xml.NewDecoder(&svg)
+		for {
+			_, err := dec.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("SVG not well-formed: %v", err)
+			}
+		}
+	})
+}
+
+// A report with absurd times still draws, on a bounded axis.
+func TestSVGAbsurdTimes(t *testing.T) {
+	for _, end := range []int64{-5, 0, 1 << 62} {
+		b := &Boot{Report: &report.Report{EndMs: end, Phases: []report.Phase{{Name: "early", StartMs: end, DurationMs: end}}}}
+		var buf bytes.Buffer
+		if err := WriteSVG(&buf, b); err != nil {
+			t.Fatal(err)
+		}
+		checkSVG(t, b, buf.Bytes())
+	}
+}
+
+// FuzzEsc: escaped text reads back, in an element and an attribute, as
+// the text itself, with what XML cannot carry replaced as encoding/xml
+// replaces it.
+func FuzzEsc(f *testing.F) {
+	f.Add("plain")
+	f.Add(`<a href="x">&amp;'</a>` + "\x00\x1b\r\n\t\xff\ufffe")
+	f.Fuzz(func(t *testing.T, s string) {
+		var want bytes.Buffer
+		if err := xml.EscapeText(&want, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Attr string `xml:"a,attr"`
+			Text string `xml:",chardata"`
+		}
+		doc := `<x a="` + esc(s) + `">` + esc(s) + `</x>`
+		if err := xml.Unmarshal([]byte(doc), &got); err != nil {
+			t.Fatalf("%q escaped to %q, which is not XML: %v", s, esc(s), err)
+		}
+		var back struct {
+			Text string `xml:",chardata"`
+		}
+		if err := xml.Unmarshal([]byte("<x>"+want.String()+"</x>"), &back); err != nil {
+			t.Fatal(err)
+		}
+		if got.Text != back.Text || got.Attr != back.Text {
+			t.Fatalf("%q: text %q attr %q, want %q as encoding/xml gives", s, got.Text, got.Attr, back.Text)
+		}
+	})
+}
+
+// Imports one after the other share a lane; one that starts before the
+// lane is free gets the next; phases and services keep a row each.
+func TestRows(t *testing.T) {
+	bars := []Bar{
+		{Name: "services", Kind: KindPhase, StartMs: 0, DurationMs: 1000},
+		{Name: "containerd", Kind: KindService, StartMs: 10, DurationMs: 300},
+		{Name: "pause", Kind: KindImage, StartMs: 310, DurationMs: 100}, // lane 1
+		{Name: "kubelet", Kind: KindService, StartMs: 320, DurationMs: 600},
+		{Name: "demo", Kind: KindImage, StartMs: 350, DurationMs: 200},    // overlaps pause: lane 2
+		{Name: "busybox", Kind: KindImage, StartMs: 410, DurationMs: 100}, // lane 1 is free again
+		{Name: "coredns", Kind: KindImage, StartMs: 560, DurationMs: 10},  // both free: lane 1
+	}
+	rowOf, first, n := Rows(bars)
+	if want := []int{0, 1, 2, 3, 4, 2, 2}; !slices.Equal(rowOf, want) {
+		t.Errorf("rows %v, want %v", rowOf, want)
+	}
+	if want := []int{0, 1, 2, 3, 4}; !slices.Equal(first, want) || n != 5 {
+		t.Errorf("first bars %v of %d rows, want %v of 5", first, n, want)
+	}
+}

@@ -1,0 +1,180 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/internal/syntax"
+	"github.com/berth-node/berth/runtime/kubelet"
+)
+
+// checkInputs checks every string from the NodeConfig, the instance
+// metadata and the host facts that Build puts into a file or onto a
+// command line, before anything is decided: nodeconfig validation checks
+// what nodeadm checks, which lets through newlines, zones and spaces that
+// would add lines to resolv.conf or the plan description, or words to
+// kubelet's argv. All problems are reported at once, each naming its field
+// path. Empty values are left to Build, whose own errors say what is
+// missing.
+//
+// Kept out of the check, because an encoder writes them: the kubelet
+// config and base runtime spec (JSON escapes every control character), the
+// kubeconfig (YAML), and containerd.config values (TOML; its keys are
+// checked by containerd.Config).
+func checkInputs(in Inputs) error {
+	var errs []error
+	bad := func(path string, err error) { errs = append(errs, fmt.Errorf("%s: %w", path, err)) }
+	check := func(path, v string, rule func(string) error) {
+		if v == "" {
+			return
+		}
+		if err := rule(v); err != nil {
+			bad(path, err)
+		}
+	}
+
+	md := in.Instance
+	// Each of these lands in a file: the provider ID in config.json and
+	// plan.txt, the region and cluster on the token plugin's argv, the
+	// instance type in warnings.
+	check("instance metadata instance-id", md.InstanceID, syntax.DNSLabel)
+	check("instance metadata placement/availability-zone", md.AvailabilityZone, syntax.DNSLabel)
+	check("instance metadata placement/region", md.Region, syntax.DNSLabel)
+	check("instance metadata instance-type", md.InstanceType, syntax.DNSName)
+
+	spec := &in.Config.Spec
+	// Only the name and the address Build will pick: a bad value Build
+	// does not use should not stop the node.
+	if !spec.FeatureEnabled(nodeconfig.InstanceIdNodeName) {
+		name, _ := IMDSHostname(md.LocalHostname)
+		check("instance metadata local-hostname", name, syntax.NodeName)
+	}
+	ipv6, _ := kubelet.IsIPv6CIDR(spec.Cluster.CIDR)
+	switch {
+	case in.Host.NodeIP != "":
+		check("host facts: node IP", in.Host.NodeIP, syntax.IPNoZone)
+	case ipv6 && len(md.IPv6s) > 0:
+		check("instance metadata ipv6s[0]", md.IPv6s[0], syntax.IPNoZone)
+	case !ipv6:
+		check("instance metadata local-ipv4", md.LocalIPv4, syntax.IPNoZone)
+	}
+
+	c := &spec.Cluster
+	check("spec.cluster.name", c.Name, syntax.NoControl)
+	check("spec.cluster.id", c.ID, syntax.NoControl)
+	check("spec.cluster.apiServerEndpoint", c.APIServerEndpoint, syntax.NoControl)
+
+	for _, k := range sortedKeys(spec.Instance.Environment) {
+		path := "spec.instance.environment." + k
+		if err := syntax.EnvName(k); err != nil {
+			path = "spec.instance.environment[" + strconv.Quote(k) + "]"
+			bad(path, err)
+		}
+		check(path, spec.Instance.Environment[k], syntax.NoControl)
+	}
+	for i, ns := range spec.Instance.Network.Nameservers {
+		if err := syntax.IP(ns, true); err != nil {
+			bad(fmt.Sprintf("spec.instance.network.nameservers[%d]", i), err)
+		}
+	}
+	for i, d := range spec.Instance.Network.Domains {
+		if err := syntax.DNSName(d); err != nil {
+			bad(fmt.Sprintf("spec.instance.network.domains[%d]", i), err)
+		}
+	}
+	check("spec.instance.localStorage.mountPath", spec.Instance.LocalStorage.MountPath, syntax.NoControl)
+
+	if err := kubelet.CheckUserFlags(spec.Kubelet.Flags); err != nil {
+		// One error per flag, each already naming kubelet.flags[i].
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("spec.%w", e))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin undoes errors.Join, so each problem can get its own prefix.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// checkRendered is the backstop behind checkInputs: whatever a future
+// input or code path lets through, no argv word, environment entry or
+// one-line fact of the plan may hold a control character, since each is
+// written a line apiece into plan.txt and passed to exec as it is. It
+// failing means a check is missing in checkInputs.
+func (p *Plan) checkRendered() error {
+	var errs []error
+	bad := func(where string, err error) {
+		errs = append(errs, fmt.Errorf("plan %s: %w (an input berth does not check yet; please report it)", where, err))
+	}
+	for _, s := range p.Services {
+		for i, a := range s.Argv {
+			if err := syntax.NoControl(a); err != nil {
+				bad(fmt.Sprintf("service %s argv[%d]", s.Name, i), err)
+			}
+		}
+		for i, e := range s.Env {
+			if err := syntax.NoControl(e); err != nil {
+				bad(fmt.Sprintf("service %s env[%d]", s.Name, i), err)
+			}
+		}
+		for _, l := range s.Rlimits {
+			if err := l.Check(); err != nil {
+				bad("service "+s.Name, err)
+			}
+		}
+	}
+	facts := []struct{ name, v string }{
+		{"node name", p.NodeName}, {"node IP", p.NodeIP}, {"provider ID", p.ProviderID}, {"cluster DNS", p.ClusterDNS},
+	}
+	if p.Storage != nil {
+		facts = append(facts, struct{ name, v string }{"local storage mount path", p.Storage.MountPath})
+	}
+	if p.DNS != nil {
+		for _, v := range slices.Concat(p.DNS.Nameservers, p.DNS.Search) {
+			facts = append(facts, struct{ name, v string }{"resolv.conf entry", v})
+		}
+	}
+	for _, f := range facts {
+		if err := syntax.NoControl(f.v); err != nil {
+			bad(f.name, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// oneLine makes a warning fit on its line of plan.txt and the boot
+// report: warnings quote inputs (a CEL error quotes the expression over
+// several lines), so control characters become Go escapes.
+func oneLine(s string) string {
+	if syntax.NoControl(s) == nil {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if syntax.NoControl(string(r)) != nil {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,523 @@
+// Package plan is the centre of berth's boot: a pure function from the
+// merged NodeConfig, the instance metadata, the image manifest and a few
+// host facts to everything the node needs (files with path, mode and
+// bytes; the local-storage request; the services with argv, env, cgroup,
+// dependencies and readiness probe). Nothing here touches the machine, so
+// `berth render` shows an operator exactly what a node would get, offline,
+// and the same inputs always give byte-identical output.
+//
+// # Bootstrap-token join
+//
+// EKS nodes authenticate with an exec credential plugin (see
+// kubelet.TokenProvider). Clusters that are not EKS, and berth's local test
+// cluster, join by TLS bootstrapping with a bootstrap token instead. The
+// token is requested with an annotation on the NodeConfig, so the document
+// stays a valid nodeadm NodeConfig (nodeadm ignores metadata):
+//
+//	apiVersion: node.eks.aws/v1alpha1
+//	kind: NodeConfig
+//	metadata:
+//	  annotations:
+//	    berth.dev/bootstrap-token: abcdef.0123456789abcdef
+//	spec:
+//	  cluster: {name: ..., apiServerEndpoint: ..., certificateAuthority: ..., cidr: ...}
+//
+// With the annotation, berth writes /var/lib/kubelet/bootstrap-kubeconfig
+// (mode 0600) and passes --bootstrap-kubeconfig; kubelet writes
+// /var/lib/kubelet/kubeconfig itself once its certificate is issued.
+// Without it, berth writes /var/lib/kubelet/kubeconfig with the EKS exec
+// plugin.
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/internal/syntax"
+	"github.com/berth-node/berth/network/resolvconf"
+	"github.com/berth-node/berth/runtime/containerd"
+	"github.com/berth-node/berth/runtime/kubelet"
+	"github.com/berth-node/berth/runtime/kubelet/maxpods"
+	"github.com/berth-node/berth/runtime/supervise"
+)
+
+// Fixed facts of the node image layout.
+const (
+	ContainerdBinary = "/usr/bin/containerd"
+	KubeletBinary    = "/usr/bin/kubelet"
+	ResolvConfPath   = "/etc/resolv.conf"
+	// DescribePath is where the plan description goes on a node (and under
+	// the output directory of `berth render`).
+	DescribePath = "/run/berth/plan.txt"
+	// BootstrapTokenAnnotation requests a bootstrap-token join (see the
+	// package doc).
+	BootstrapTokenAnnotation = "berth.dev/bootstrap-token"
+	// LabelVersion is the node label carrying the image's berth version.
+	LabelVersion = "berth.dev/version"
+	// DefaultPath is the PATH services get unless the user's
+	// instance.environment sets one.
+	DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// Inputs are everything the plan depends on. Build never changes them.
+type Inputs struct {
+	// Config is the merged, validated NodeConfig.
+	Config *nodeconfig.NodeConfig
+	// Instance is what IMDS said about this instance.
+	Instance *imds.Metadata
+	// Manifest is the image manifest: component versions, sandbox image.
+	Manifest *manifest.Manifest
+	// Host are facts the caller read from the machine.
+	Host Host
+	// TokenProvider picks the EKS exec credential plugin (zero: berth's own
+	// signer, `berth eks-token`).
+	TokenProvider kubelet.TokenProvider
+}
+
+// Host are machine facts the caller reads (nodeadm reads the CPU count from
+// the machine too); keeping them inputs keeps Build pure.
+type Host struct {
+	// CPUs is the number of online CPUs, for kubeReserved cpu.
+	CPUs int
+	// MemoryMiB is total memory; Build warns when kubeReserved would leave
+	// pods nothing. Zero skips the check.
+	MemoryMiB int64
+	// NodeIP overrides the node IP from instance metadata (local-ipv4, or
+	// the first IPv6 for IPv6 clusters), e.g. under QEMU.
+	NodeIP string
+	// Nameservers and SearchDomains are what the network phase got from
+	// DHCP; instance.network fields override them in /etc/resolv.conf.
+	Nameservers   []string
+	SearchDomains []string
+}
+
+// File is one file to write, at its path on the node.
+type File struct {
+	Path string
+	Mode os.FileMode
+	Data []byte
+}
+
+// DNS is the name resolution the plan decided: the NodeConfig's
+// spec.instance.network nameservers and domains, each falling back to the
+// host's (what DHCP gave at boot) when the NodeConfig leaves it empty.
+// Addresses are in canonical form, duplicates and trailing dots dropped.
+type DNS struct {
+	Nameservers []string
+	Search      []string
+}
+
+// Plan is everything decided for a node.
+type Plan struct {
+	// Files are sorted by path.
+	Files []File
+	// Services are in start order.
+	Services []supervise.Spec
+	// Storage is the instance-store request, copied from the config; nil
+	// when no strategy is set. The storage code decides with the disks it
+	// finds.
+	Storage *nodeconfig.LocalStorageOptions
+	// StorageModules are loaded before the storage phase; empty without a
+	// strategy.
+	StorageModules []string
+	// Shutdown is kubelet's effective graceful-shutdown periods, berth's
+	// fallback pod grace period and the stop bound it needs.
+	Shutdown Shutdown
+	// Sysctls must be written to /proc/sys before kubelet starts, sorted by
+	// key.
+	Sysctls []kubelet.Sysctl
+	// DNS is what /etc/resolv.conf says when the NodeConfig sets
+	// spec.instance.network nameservers or domains; nil otherwise (the
+	// network phase's DHCP resolv.conf stands). PID 1 hands it to the DHCP
+	// renewer (network.Handle.SetDNSOverride) so renewals keep it.
+	DNS *DNS
+	// Warnings are fallbacks taken, for the boot report.
+	Warnings []string
+
+	NodeName   string
+	NodeIP     string
+	ProviderID string
+	ClusterDNS string
+	MaxPods    int32
+	// ContainerdSchema is the config.toml schema version written.
+	ContainerdSchema int
+	// BootstrapToken says kubelet joins by TLS bootstrapping.
+	BootstrapToken bool
+	// RegistryMirrors are the berth.dev/registry-mirrors annotation's, a
+	// hosts.toml each among Files.
+	RegistryMirrors []nodeconfig.RegistryMirrors
+}
+
+var bootstrapTokenRE = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+
+// Build decides the plan. Errors name the field or input at fault.
+func Build(in Inputs) (*Plan, error) {
+	switch {
+	case in.Config == nil:
+		return nil, fmt.Errorf("building plan: no NodeConfig")
+	case in.Instance == nil:
+		return nil, fmt.Errorf("building plan: no instance metadata")
+	case in.Manifest == nil:
+		return nil, fmt.Errorf("building plan: no image manifest")
+	}
+	if err := checkInputs(in); err != nil {
+		return nil, err
+	}
+	spec := &in.Config.Spec
+	p := &Plan{}
+	var files []File
+	add := func(path string, mode os.FileMode, data []byte) {
+		files = append(files, File{Path: path, Mode: mode, Data: data})
+	}
+
+	// Cluster facts.
+	var err error
+	if p.ClusterDNS, err = kubelet.ClusterDNS(spec.Cluster.CIDR); err != nil {
+		return nil, fmt.Errorf("spec.%w", err)
+	}
+	ipv6, _ := kubelet.IsIPv6CIDR(spec.Cluster.CIDR)
+	if in.Instance.InstanceID == "" || in.Instance.AvailabilityZone == "" {
+		return nil, fmt.Errorf("instance metadata: instance-id %q and placement/availability-zone %q are both needed for the provider ID", in.Instance.InstanceID, in.Instance.AvailabilityZone)
+	}
+	p.ProviderID = kubelet.ProviderID(in.Instance.AvailabilityZone, in.Instance.InstanceID)
+	if len(spec.Cluster.CertificateAuthority) == 0 {
+		return nil, fmt.Errorf("spec.cluster.certificateAuthority is empty")
+	}
+	add(kubelet.CACertPath, ModeFor(kubelet.CACertPath), spec.Cluster.CertificateAuthority)
+	// kubelet reports /etc/machine-id as the node's system UUID, and there is
+	// no systemd to make one: derive it from the instance ID, so it is stable
+	// across reboots of one instance and distinct between instances.
+	add(MachineIDPath, ModeFor(MachineIDPath), machineID(in.Instance.InstanceID))
+
+	// Node name and IP.
+	switch {
+	case spec.FeatureEnabled(nodeconfig.InstanceIdNodeName):
+		p.NodeName = in.Instance.InstanceID
+	case in.Instance.LocalHostname != "":
+		name, warn := IMDSHostname(in.Instance.LocalHostname)
+		if warn != "" {
+			p.Warnings = append(p.Warnings, warn)
+		}
+		p.NodeName = name
+	default:
+		return nil, fmt.Errorf("instance metadata: local-hostname is empty; it names the node (or enable feature gate %s)", nodeconfig.InstanceIdNodeName)
+	}
+	switch {
+	case in.Host.NodeIP != "":
+		p.NodeIP = in.Host.NodeIP
+	case ipv6 && len(in.Instance.IPv6s) > 0:
+		p.NodeIP = in.Instance.IPv6s[0]
+	case ipv6:
+		return nil, fmt.Errorf("instance metadata: spec.cluster.cidr %s is IPv6 but the instance has no IPv6 address", spec.Cluster.CIDR)
+	case in.Instance.LocalIPv4 != "":
+		p.NodeIP = in.Instance.LocalIPv4
+	default:
+		p.Warnings = append(p.Warnings, "instance metadata has no local-ipv4; kubelet picks the node IP itself")
+	}
+
+	// Max pods: the user's kubelet.config maxPods wins (its drop-in
+	// overrides config.json), else the table and maxPodsExpression.
+	userMax, userSet, err := kubelet.UserMaxPods(spec.Kubelet.Config)
+	if err != nil {
+		return nil, fmt.Errorf("spec.%w", err)
+	}
+	if userSet {
+		p.MaxPods = userMax
+		if spec.Kubelet.MaxPodsExpression != "" {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("kubelet.maxPodsExpression ignored: kubelet.config.maxPods is %d", userMax))
+		}
+	} else {
+		r := maxpods.Compute(in.Instance.InstanceType, spec.Kubelet.MaxPodsExpression)
+		p.MaxPods = r.MaxPods
+		p.Warnings = append(p.Warnings, r.Warnings...)
+	}
+	cpus := in.Host.CPUs
+	if cpus < 1 {
+		return nil, fmt.Errorf("host facts: %d CPUs; the caller must count online CPUs", cpus)
+	}
+	// nodeadm's version toggles, keyed on the image's kubelet; the
+	// shutdown they and the user's kubelet.config add up to.
+	var toggles kubelet.Toggles
+	if kv := in.Manifest.Components["kubelet"]; kv == "" {
+		p.Warnings = append(p.Warnings, "image manifest names no kubelet version; config.json gets none of nodeadm's version toggles (feature gates, graceful node shutdown)")
+	} else if toggles, err = kubelet.VersionToggles(kv); err != nil {
+		return nil, err
+	}
+	p.Shutdown, toggles = decideShutdown(spec.Kubelet.Config, toggles, &p.Warnings)
+	kc := kubelet.Config(kubelet.ConfigInputs{ClusterDNS: p.ClusterDNS, ProviderID: p.ProviderID, MaxPods: p.MaxPods, CPUs: cpus, Toggles: toggles})
+	if in.Host.MemoryMiB > 0 {
+		if reserved := kubelet.MemoryMebibytesToReserve(p.MaxPods) + 100; reserved >= in.Host.MemoryMiB {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("kubeReserved memory plus eviction threshold (%d MiB for %d pods) leaves nothing of the machine's %d MiB for pods", reserved, p.MaxPods, in.Host.MemoryMiB))
+		}
+	}
+	data, err := kubelet.MarshalConfig(kc)
+	if err != nil {
+		return nil, err
+	}
+	add(kubelet.ConfigPath, ModeFor(kubelet.ConfigPath), data)
+	var configDir string
+	if len(spec.Kubelet.Config) > 0 {
+		data, err := kubelet.DropIn(spec.Kubelet.Config)
+		if err != nil {
+			return nil, fmt.Errorf("spec.kubelet.config: %w", err)
+		}
+		add(kubelet.DropInPath, ModeFor(kubelet.DropInPath), data)
+		configDir = kubelet.ConfigDir
+	}
+
+	// Kubeconfig.
+	token, err := bootstrapToken(in.Config)
+	if err != nil {
+		return nil, err
+	}
+	var bootstrapKubeconfig string
+	if token != "" {
+		data, err := kubelet.Kubeconfig(kubelet.KubeconfigInputs{Server: spec.Cluster.APIServerEndpoint, BootstrapToken: token})
+		if err != nil {
+			return nil, err
+		}
+		// It holds a secret.
+		add(kubelet.BootstrapKubeconfig, ModeFor(kubelet.BootstrapKubeconfig), data)
+		bootstrapKubeconfig = kubelet.BootstrapKubeconfig
+		p.BootstrapToken = true
+	} else {
+		cluster := spec.Cluster.Name
+		if spec.Cluster.EnableOutpost != nil && *spec.Cluster.EnableOutpost {
+			cluster = spec.Cluster.ID
+		}
+		if cluster == "" || in.Instance.Region == "" {
+			return nil, fmt.Errorf("kubeconfig: the EKS token needs the cluster name (spec.cluster.name, or spec.cluster.id on Outposts) %q and the region from instance metadata %q", cluster, in.Instance.Region)
+		}
+		data, err := kubelet.Kubeconfig(kubelet.KubeconfigInputs{Server: spec.Cluster.APIServerEndpoint, Exec: in.TokenProvider.Exec(cluster, in.Instance.Region)})
+		if err != nil {
+			return nil, err
+		}
+		add(kubelet.KubeconfigPath, ModeFor(kubelet.KubeconfigPath), data)
+	}
+
+	// Image credential provider: ECR logins from the instance role, as
+	// nodeadm configures, whatever the join; kubelet runs it only for
+	// images in ECR, and in ECR Public from kubelet 1.32, as nodeadm.
+	ecrPublic := false
+	if kv := in.Manifest.Components["kubelet"]; kv == "" {
+		p.Warnings = append(p.Warnings, "image manifest names no kubelet version; the image credential provider config leaves out ECR Public (public.ecr.aws, ecr-public.aws.com), which nodeadm matches from kubelet 1.32")
+	} else if ecrPublic, err = kubelet.ServesECRPublic(kv); err != nil {
+		return nil, err
+	}
+	data, err = kubelet.CredentialProviderConfig(ecrPublic)
+	if err != nil {
+		return nil, err
+	}
+	add(kubelet.CredentialProviderConfigPath, ModeFor(kubelet.CredentialProviderConfigPath), data)
+
+	// containerd.
+	cv := in.Manifest.Components["containerd"]
+	if cv == "" {
+		p.ContainerdSchema = 3
+		p.Warnings = append(p.Warnings, "image manifest names no containerd version; writing config.toml for containerd 2.x (schema 3)")
+	} else if p.ContainerdSchema, err = containerd.SchemaVersion(cv); err != nil {
+		return nil, err
+	}
+	if in.Manifest.SandboxImage == "" {
+		p.Warnings = append(p.Warnings, "image manifest names no sandbox image; containerd uses its built-in pause image, which needs a registry")
+	}
+	data, err = containerd.Config(containerd.ConfigInputs{
+		Schema:       p.ContainerdSchema,
+		SandboxImage: in.Manifest.SandboxImage,
+		User:         spec.Containerd.Config,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spec.%w", err)
+	}
+	add(containerd.ConfigPath, ModeFor(containerd.ConfigPath), data)
+	// The base runtime spec on every node, as nodeadm writes it: the
+	// default carries pods' RLIMIT_NOFILE 65536/1048576.
+	data, err = containerd.BaseRuntimeSpec(spec.Containerd.BaseRuntimeSpec)
+	if err != nil {
+		return nil, fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
+	}
+	add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
+
+	// Registry mirrors: a hosts.toml per registry, which containerd reads
+	// at each pull (config_path); the apply phase writes them before
+	// containerd starts.
+	mirrors, err := nodeconfig.RegistryMirrorsOf(in.Config)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, registryHostsFiles(mirrors)...)
+	p.RegistryMirrors = mirrors
+
+	// Name resolution: only when the user asked; otherwise the network
+	// phase's DHCP resolv.conf stands.
+	if net := spec.Instance.Network; len(net.Nameservers) > 0 || len(net.Domains) > 0 {
+		rc, err := resolvConf(net, in.Host, &p.Warnings)
+		if err != nil {
+			return nil, err
+		}
+		p.DNS = &DNS{Search: rc.Search}
+		for _, a := range rc.Nameservers {
+			p.DNS.Nameservers = append(p.DNS.Nameservers, a.String())
+		}
+		add(ResolvConfPath, ModeFor(ResolvConfPath), resolvconf.Render(rc))
+	}
+
+	if spec.Instance.LocalStorage.Strategy != "" {
+		ls := spec.Instance.LocalStorage
+		ls.DisabledMounts = slices.Clone(ls.DisabledMounts)
+		if ls.MountPath == "" {
+			ls.MountPath = nodeconfig.DefaultLocalStorageMountPath
+		}
+		p.Storage = &ls
+	}
+	p.StorageModules = storageModules(p.Storage)
+
+	p.Sysctls = kubelet.Sysctls(ipv6)
+
+	// Services.
+	env := serviceEnv(spec.Instance.Environment)
+	labels := map[string]string{}
+	if v := kubelet.LabelValue(in.Manifest.BerthVersion); v != "" {
+		labels[LabelVersion] = v
+	}
+	p.Services = []supervise.Spec{
+		{
+			Name:        "containerd",
+			Argv:        []string{ContainerdBinary, "--config", containerd.ConfigPath},
+			Env:         env,
+			Dir:         "/",
+			Cgroup:      kubelet.ContainerdCgroup,
+			OOMScoreAdj: -999,
+			Ready:       supervise.Probe{Kind: supervise.ProbeContainerdVersion, Target: containerd.Socket},
+			StopTimeout: 30 * time.Second,
+			Rlimits:     containerd.Rlimits(),
+		},
+		{
+			Name: "kubelet",
+			Argv: append([]string{KubeletBinary}, kubelet.Flags(kubelet.FlagInputs{
+				ConfigDir:           configDir,
+				BootstrapKubeconfig: bootstrapKubeconfig,
+				NodeIP:              p.NodeIP,
+				HostnameOverride:    p.NodeName,
+				Labels:              labels,
+				User:                spec.Kubelet.Flags,
+			})...),
+			Env:         env,
+			Dir:         "/",
+			Cgroup:      kubelet.KubeletCgroup,
+			OOMScoreAdj: -999,
+			DependsOn:   []string{"containerd"},
+			Ready:       supervise.Probe{Kind: supervise.ProbeHTTP, Target: kubelet.HealthzURL},
+			StopTimeout: 30 * time.Second,
+			Rlimits:     kubelet.Rlimits(),
+		},
+	}
+
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	p.Files = files
+	for i, w := range p.Warnings {
+		p.Warnings[i] = oneLine(w)
+	}
+	if err := p.checkRendered(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// bootstrapToken reads the bootstrap-token annotation, if any.
+func bootstrapToken(cfg *nodeconfig.NodeConfig) (string, error) {
+	raw, ok := cfg.Metadata["annotations"]
+	if !ok {
+		return "", nil
+	}
+	var ann map[string]string
+	if err := json.Unmarshal(raw, &ann); err != nil {
+		return "", fmt.Errorf("metadata.annotations: want a map of strings: %w", err)
+	}
+	tok, ok := ann[BootstrapTokenAnnotation]
+	if !ok {
+		return "", nil
+	}
+	if !bootstrapTokenRE.MatchString(tok) {
+		// Never echo the token: it is a secret even when malformed.
+		return "", fmt.Errorf("metadata.annotations[%q]: not a bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}", BootstrapTokenAnnotation)
+	}
+	return tok, nil
+}
+
+// serviceEnv is PATH plus the user's instance.environment, sorted by key.
+func serviceEnv(user map[string]string) []string {
+	env := map[string]string{"PATH": DefaultPath}
+	for k, v := range user {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + env[k]
+	}
+	return out
+}
+
+// resolvConf decides resolv.conf: the NodeConfig's nameservers and
+// domains, field by field; a field the user left empty keeps what DHCP
+// gave (host). network/resolvconf renders it, as it does at every DHCP
+// renewal. The host's values were checked by the network phase already;
+// one that fails here is left out with a warning rather than failing the
+// boot, as the network phase does.
+func resolvConf(net nodeconfig.NetworkOptions, host Host, warnings *[]string) (resolvconf.File, error) {
+	var hostNS []netip.Addr
+	for _, s := range host.Nameservers {
+		if err := syntax.IP(s, true); err != nil {
+			*warnings = append(*warnings, fmt.Sprintf("host nameserver left out of /etc/resolv.conf: %v", err))
+			continue
+		}
+		a, _ := netip.ParseAddr(s) // syntax.IP parsed it already
+		hostNS = append(hostNS, a)
+	}
+	var hostSearch []string
+	for _, s := range host.SearchDomains {
+		if err := syntax.DNSName(s); err != nil {
+			*warnings = append(*warnings, fmt.Sprintf("host search domain left out of /etc/resolv.conf: %v", err))
+			continue
+		}
+		hostSearch = append(hostSearch, s)
+	}
+	rc, err := resolvconf.Merge(hostNS, "", hostSearch, net.Nameservers, net.Domains)
+	if err != nil {
+		return resolvconf.File{}, err
+	}
+	if len(rc.Nameservers) > resolvconf.MaxNameservers {
+		*warnings = append(*warnings, fmt.Sprintf("instance.network.nameservers has %d entries; resolvers use only the first %d", len(rc.Nameservers), resolvconf.MaxNameservers))
+	}
+	return rc, nil
+}
+
+// SHA256 is the file's digest in hex, as the plan description shows it.
+// MachineIDPath is systemd's machine ID file, which kubelet reads.
+const MachineIDPath = "/etc/machine-id"
+
+// machineID is the 32 hex digits machine-id(5) wants, from the instance ID.
+func machineID(instanceID string) []byte {
+	sum := sha256.Sum256([]byte("berth machine-id\x00" + instanceID))
+	return fmt.Appendf(nil, "%x\n", sum[:16])
+}
+
+func (f File) SHA256() string {
+	sum := sha256.Sum256(f.Data)
+	return fmt.Sprintf("%x", sum)
+}

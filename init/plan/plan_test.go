@@ -1,0 +1,210 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/config/nodeconfig"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+func baseInstance() *imds.Metadata {
+	return &imds.Metadata{
+		InstanceID:       "i-0123456789abcdef0",
+		InstanceType:     "m5.large",
+		LocalIPv4:        "10.0.12.34",
+		LocalHostname:    "ip-10-0-12-34.us-west-2.compute.internal",
+		MAC:              "0a:1b:2c:3d:4e:5f",
+		AvailabilityZone: "us-west-2a",
+		Region:           "us-west-2",
+		AccountID:        "123456789012",
+	}
+}
+
+func baseManifest() *manifest.Manifest {
+	return &manifest.Manifest{
+		BerthVersion:  "v0.1.0",
+		KernelVersion: "6.1.0-56-amd64",
+		Components:    map[string]string{"kubelet": "v1.35.4", "containerd": "v2.2.3", "runc": "v1.3.6"},
+		SandboxImage:  "localhost/berth/pause:3.10",
+	}
+}
+
+// goldenCase is one realistic input; user data is read from
+// testdata/userdata/<UserData> exactly as IMDS would serve it.
+type goldenCase struct {
+	name     string
+	userData string
+	instance func(*imds.Metadata)
+	manifest func(*manifest.Manifest)
+	host     Host
+}
+
+func goldenCases() []goldenCase {
+	twoCPU := Host{CPUs: 2, MemoryMiB: 7680}
+	return []goldenCase{
+		{name: "eksctl", userData: "eksctl.txt", host: twoCPU},
+		{name: "karpenter", userData: "karpenter.txt", host: twoCPU},
+		{name: "ipv6", userData: "ipv6.yaml", host: twoCPU, instance: func(m *imds.Metadata) {
+			m.IPv6s = []string{"2600:1f14:abc:de00:1234:5678:9abc:def0"}
+		}},
+		{name: "maxpods-expression", userData: "maxpods-expression.yaml", instance: func(m *imds.Metadata) {
+			m.InstanceType = "c5.4xlarge"
+		}, host: Host{CPUs: 16, MemoryMiB: 32768}},
+		{name: "user-config", userData: "user-config.yaml", instance: func(m *imds.Metadata) {
+			m.InstanceType = "m5d.24xlarge"
+		}, host: Host{CPUs: 96, MemoryMiB: 393216, Nameservers: []string{"10.0.0.2"}, SearchDomains: []string{"us-west-2.compute.internal"}}},
+		{name: "unknown-instance-type", userData: "plain.yaml", instance: func(m *imds.Metadata) {
+			m.InstanceType = "zz9.plural"
+		}, host: twoCPU},
+		{name: "containerd-1.7", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["containerd"] = "1.7.27"
+		}, host: twoCPU},
+		{name: "instance-id-node-name", userData: "instance-id-node-name.yaml", host: twoCPU},
+		// Below kubelet 1.32 the image credential provider config is
+		// nodeadm's without ECR Public (the base manifest's 1.35 has it).
+		{name: "kubelet-1.31", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.31.9"
+		}, host: twoCPU},
+		// nodeadm's version toggles by kubelet minor: none on 1.32,
+		// DynamicResourceAllocation from 1.33, MutableCSINodeAllocatableCount
+		// and graceful node shutdown (2m30s, critical pods 30s) from 1.34;
+		// the base manifest's 1.35 has them all (as every other case).
+		{name: "kubelet-1.32", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.32.9"
+		}, host: twoCPU},
+		{name: "kubelet-1.33", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.33.5"
+		}, host: twoCPU},
+		{name: "kubelet-1.34", userData: "plain.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.34.1"
+		}, host: twoCPU},
+		{name: "kubelet-1.35", userData: "plain.yaml", host: twoCPU},
+		// The user's kubelet.config wins: a gate turned off and a shorter
+		// grace period, which cuts berth's critical-pods period to fit and
+		// sets berth's own pod grace.
+		{name: "toggles-user-override", userData: "toggles-user-override.yaml", manifest: func(m *manifest.Manifest) {
+			m.Components["kubelet"] = "v1.34.1"
+		}, host: twoCPU},
+		// A user's containerd.config of version 2 (nodeadm's containerdv2
+		// e2e input) is converted to version 3 and merged over berth's:
+		// the user's discard_unpacked_layers = false and sandbox image win.
+		{name: "containerd-v2-user-config", userData: "containerd-v2-user-config.yaml", host: twoCPU},
+		// The storage module list and the pod grace period show in plan.txt.
+		{name: "raid10-grace", userData: "raid10-grace.yaml", instance: func(m *imds.Metadata) {
+			m.InstanceType = "i4i.8xlarge"
+		}, host: Host{CPUs: 32, MemoryMiB: 262144}},
+		// Registry auth, a proxy password, an API key and an Authorization
+		// header: real in the files, <redacted> in plan.txt.
+		{name: "secrets", userData: "secrets.yaml", host: twoCPU},
+		// hosts.toml per registry in containerd's certs.d, _default for "*".
+		{name: "registry-mirrors", userData: "registry-mirrors.yaml", instance: func(m *imds.Metadata) {
+			m.LocalIPv4 = "10.0.2.15"
+			m.LocalHostname = "berth-node"
+		}, host: Host{CPUs: 2, MemoryMiB: 1024, NodeIP: "10.0.2.15"}},
+		{name: "bootstrap-token", userData: "bootstrap-token.yaml", instance: func(m *imds.Metadata) {
+			m.LocalIPv4 = "10.0.2.15"
+			m.LocalHostname = "berth-node"
+		}, host: Host{CPUs: 2, MemoryMiB: 1024, NodeIP: "10.0.2.15"}},
+	}
+}
+
+func (c goldenCase) inputs(t testing.TB) Inputs {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "userdata", c.userData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := nodeconfig.Load(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)),
+		[]nodeconfig.Source{{Name: nodeconfig.UserDataSource, Data: data}})
+	if err != nil {
+		t.Fatalf("loading %s: %v", c.userData, err)
+	}
+	in := Inputs{Config: res.Config, Instance: baseInstance(), Manifest: baseManifest(), Host: c.host}
+	if c.instance != nil {
+		c.instance(in.Instance)
+	}
+	if c.manifest != nil {
+		c.manifest(in.Manifest)
+	}
+	return in
+}
+
+// TestGolden renders every case and compares each file under the output
+// directory, plus the summary, with testdata/golden/<case>.
+func TestGolden(t *testing.T) {
+	for _, c := range goldenCases() {
+		t.Run(c.name, func(t *testing.T) {
+			out := t.TempDir()
+			var summary bytes.Buffer
+			if _, err := Render(c.inputs(t), out, &summary); err != nil {
+				t.Fatal(err)
+			}
+			// The summary names the output directory; make it stable.
+			sum := strings.ReplaceAll(summary.String(), out, "OUT")
+			if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(sum), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", "golden", c.name)
+			if *update {
+				if err := os.RemoveAll(golden); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.CopyFS(golden, os.DirFS(out)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, want := readTree(t, out), readTree(t, golden)
+			for path, w := range want {
+				g, ok := got[path]
+				if !ok {
+					t.Errorf("%s: golden file not rendered", path)
+					continue
+				}
+				if !bytes.Equal(g, w) {
+					t.Errorf("%s differs from golden (run go test ./plan -run TestGolden -update):\n--- got\n%s\n--- want\n%s", path, g, w)
+				}
+			}
+			for path := range got {
+				if _, ok := want[path]; !ok {
+					t.Errorf("%s: rendered but not in golden", path)
+				}
+			}
+		})
+	}
+}
+
+func readTree(t *testing.T, root string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		files[rel] = data
+		return err
+	})
+	if err != nil {
+		t.Fatalf("reading %s: %v", root, err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("%s holds no files", root)
+	}
+	return files
+}
