@@ -160,7 +160,31 @@ type Plan struct {
 
 var bootstrapTokenRE = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
-// Build decides the plan. Errors name the field or input at fault.
+// builder carries one Build: the inputs, the plan being filled in, the
+// files in the order they were decided, and the few facts one step hands
+// the next.
+type builder struct {
+	in    Inputs
+	spec  *nodeconfig.NodeConfigSpec
+	p     *Plan
+	files []File
+	// ipv6 is the cluster's family (cluster step), for the node IP and the
+	// sysctls.
+	ipv6 bool
+	// configDir is kubelet's drop-in directory when the user set
+	// kubelet.config (kubelet step); bootstrapKubeconfig the bootstrap
+	// kubeconfig's path when joining by token (kubeconfig step). Both
+	// become kubelet flags (services step).
+	configDir, bootstrapKubeconfig string
+}
+
+func (b *builder) add(path string, mode os.FileMode, data []byte) {
+	b.files = append(b.files, File{Path: path, Mode: mode, Data: data})
+}
+
+// Build decides the plan, one named step after the other, each deciding
+// its part of the node; the golden tests cover every step. Errors name the
+// field or input at fault.
 func Build(in Inputs) (*Plan, error) {
 	switch {
 	case in.Config == nil:
@@ -173,224 +197,284 @@ func Build(in Inputs) (*Plan, error) {
 	if err := checkInputs(in); err != nil {
 		return nil, err
 	}
-	spec := &in.Config.Spec
-	p := &Plan{}
-	var files []File
-	add := func(path string, mode os.FileMode, data []byte) {
-		files = append(files, File{Path: path, Mode: mode, Data: data})
+	b := &builder{in: in, spec: &in.Config.Spec, p: &Plan{}}
+	for _, step := range []func() error{
+		b.cluster,            // cluster facts: DNS IP, provider ID, CA, machine ID
+		b.node,               // node name and IP
+		b.kubelet,            // max pods, version toggles, shutdown, config.json and drop-in
+		b.kubeconfig,         // bootstrap token or EKS token
+		b.credentialProvider, // ECR logins
+		b.containerd,         // config.toml and the base runtime spec
+		b.mirrors,            // hosts.toml per registry mirror
+		b.dns,                // resolv.conf when the user sets it
+		b.storage,            // instance store, its modules, the sysctls
+		b.services,           // containerd and kubelet
+	} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
+	p := b.p
+	slices.SortFunc(b.files, func(x, y File) int { return strings.Compare(x.Path, y.Path) })
+	p.Files = b.files
+	for i, w := range p.Warnings {
+		p.Warnings[i] = oneLine(w)
+	}
+	if err := p.checkRendered(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
-	// Cluster facts.
+// cluster decides the cluster facts: the DNS service IP, the provider ID,
+// the CA and the machine ID.
+func (b *builder) cluster() error {
 	var err error
-	if p.ClusterDNS, err = kubelet.ClusterDNS(spec.Cluster.CIDR); err != nil {
-		return nil, fmt.Errorf("spec.%w", err)
+	if b.p.ClusterDNS, err = kubelet.ClusterDNS(b.spec.Cluster.CIDR); err != nil {
+		return fmt.Errorf("spec.%w", err)
 	}
-	ipv6, _ := kubelet.IsIPv6CIDR(spec.Cluster.CIDR)
-	if in.Instance.InstanceID == "" || in.Instance.AvailabilityZone == "" {
-		return nil, fmt.Errorf("instance metadata: instance-id %q and placement/availability-zone %q are both needed for the provider ID", in.Instance.InstanceID, in.Instance.AvailabilityZone)
+	b.ipv6, _ = kubelet.IsIPv6CIDR(b.spec.Cluster.CIDR)
+	if b.in.Instance.InstanceID == "" || b.in.Instance.AvailabilityZone == "" {
+		return fmt.Errorf("instance metadata: instance-id %q and placement/availability-zone %q are both needed for the provider ID", b.in.Instance.InstanceID, b.in.Instance.AvailabilityZone)
 	}
-	p.ProviderID = kubelet.ProviderID(in.Instance.AvailabilityZone, in.Instance.InstanceID)
-	if len(spec.Cluster.CertificateAuthority) == 0 {
-		return nil, fmt.Errorf("spec.cluster.certificateAuthority is empty")
+	b.p.ProviderID = kubelet.ProviderID(b.in.Instance.AvailabilityZone, b.in.Instance.InstanceID)
+	if len(b.spec.Cluster.CertificateAuthority) == 0 {
+		return fmt.Errorf("spec.cluster.certificateAuthority is empty")
 	}
-	add(kubelet.CACertPath, ModeFor(kubelet.CACertPath), spec.Cluster.CertificateAuthority)
+	b.add(kubelet.CACertPath, ModeFor(kubelet.CACertPath), b.spec.Cluster.CertificateAuthority)
 	// kubelet reports /etc/machine-id as the node's system UUID, and there is
 	// no systemd to make one: derive it from the instance ID, so it is stable
 	// across reboots of one instance and distinct between instances.
-	add(MachineIDPath, ModeFor(MachineIDPath), machineID(in.Instance.InstanceID))
+	b.add(MachineIDPath, ModeFor(MachineIDPath), machineID(b.in.Instance.InstanceID))
+	return nil
+}
 
-	// Node name and IP.
+// node decides the node's name and IP.
+func (b *builder) node() error {
 	switch {
-	case spec.FeatureEnabled(nodeconfig.InstanceIdNodeName):
-		p.NodeName = in.Instance.InstanceID
-	case in.Instance.LocalHostname != "":
-		name, warn := IMDSHostname(in.Instance.LocalHostname)
+	case b.spec.FeatureEnabled(nodeconfig.InstanceIdNodeName):
+		b.p.NodeName = b.in.Instance.InstanceID
+	case b.in.Instance.LocalHostname != "":
+		name, warn := IMDSHostname(b.in.Instance.LocalHostname)
 		if warn != "" {
-			p.Warnings = append(p.Warnings, warn)
+			b.p.Warnings = append(b.p.Warnings, warn)
 		}
-		p.NodeName = name
+		b.p.NodeName = name
 	default:
-		return nil, fmt.Errorf("instance metadata: local-hostname is empty; it names the node (or enable feature gate %s)", nodeconfig.InstanceIdNodeName)
+		return fmt.Errorf("instance metadata: local-hostname is empty; it names the node (or enable feature gate %s)", nodeconfig.InstanceIdNodeName)
 	}
 	switch {
-	case in.Host.NodeIP != "":
-		p.NodeIP = in.Host.NodeIP
-	case ipv6 && len(in.Instance.IPv6s) > 0:
-		p.NodeIP = in.Instance.IPv6s[0]
-	case ipv6:
-		return nil, fmt.Errorf("instance metadata: spec.cluster.cidr %s is IPv6 but the instance has no IPv6 address", spec.Cluster.CIDR)
-	case in.Instance.LocalIPv4 != "":
-		p.NodeIP = in.Instance.LocalIPv4
+	case b.in.Host.NodeIP != "":
+		b.p.NodeIP = b.in.Host.NodeIP
+	case b.ipv6 && len(b.in.Instance.IPv6s) > 0:
+		b.p.NodeIP = b.in.Instance.IPv6s[0]
+	case b.ipv6:
+		return fmt.Errorf("instance metadata: spec.cluster.cidr %s is IPv6 but the instance has no IPv6 address", b.spec.Cluster.CIDR)
+	case b.in.Instance.LocalIPv4 != "":
+		b.p.NodeIP = b.in.Instance.LocalIPv4
 	default:
-		p.Warnings = append(p.Warnings, "instance metadata has no local-ipv4; kubelet picks the node IP itself")
+		b.p.Warnings = append(b.p.Warnings, "instance metadata has no local-ipv4; kubelet picks the node IP itself")
 	}
+	return nil
+}
 
+// kubelet decides max pods, nodeadm's version toggles, the graceful
+// shutdown, and writes config.json and the user's drop-in.
+func (b *builder) kubelet() error {
 	// Max pods: the user's kubelet.config maxPods wins (its drop-in
 	// overrides config.json), else the table and maxPodsExpression.
-	userMax, userSet, err := kubelet.UserMaxPods(spec.Kubelet.Config)
+	userMax, userSet, err := kubelet.UserMaxPods(b.spec.Kubelet.Config)
 	if err != nil {
-		return nil, fmt.Errorf("spec.%w", err)
+		return fmt.Errorf("spec.%w", err)
 	}
 	if userSet {
-		p.MaxPods = userMax
-		if spec.Kubelet.MaxPodsExpression != "" {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("kubelet.maxPodsExpression ignored: kubelet.config.maxPods is %d", userMax))
+		b.p.MaxPods = userMax
+		if b.spec.Kubelet.MaxPodsExpression != "" {
+			b.p.Warnings = append(b.p.Warnings, fmt.Sprintf("kubelet.maxPodsExpression ignored: kubelet.config.maxPods is %d", userMax))
 		}
 	} else {
-		r := maxpods.Compute(in.Instance.InstanceType, spec.Kubelet.MaxPodsExpression)
-		p.MaxPods = r.MaxPods
-		p.Warnings = append(p.Warnings, r.Warnings...)
+		r := maxpods.Compute(b.in.Instance.InstanceType, b.spec.Kubelet.MaxPodsExpression)
+		b.p.MaxPods = r.MaxPods
+		b.p.Warnings = append(b.p.Warnings, r.Warnings...)
 	}
-	cpus := in.Host.CPUs
+	cpus := b.in.Host.CPUs
 	if cpus < 1 {
-		return nil, fmt.Errorf("host facts: %d CPUs; the caller must count online CPUs", cpus)
+		return fmt.Errorf("host facts: %d CPUs; the caller must count online CPUs", cpus)
 	}
 	// nodeadm's version toggles, keyed on the image's kubelet; the
 	// shutdown they and the user's kubelet.config add up to.
 	var toggles kubelet.Toggles
-	if kv := in.Manifest.Components["kubelet"]; kv == "" {
-		p.Warnings = append(p.Warnings, "image manifest names no kubelet version; config.json gets none of nodeadm's version toggles (feature gates, graceful node shutdown)")
+	if kv := b.in.Manifest.Components["kubelet"]; kv == "" {
+		b.p.Warnings = append(b.p.Warnings, "image manifest names no kubelet version; config.json gets none of nodeadm's version toggles (feature gates, graceful node shutdown)")
 	} else if toggles, err = kubelet.VersionToggles(kv); err != nil {
-		return nil, err
+		return err
 	}
-	p.Shutdown, toggles = decideShutdown(spec.Kubelet.Config, toggles, &p.Warnings)
-	kc := kubelet.Config(kubelet.ConfigInputs{ClusterDNS: p.ClusterDNS, ProviderID: p.ProviderID, MaxPods: p.MaxPods, CPUs: cpus, Toggles: toggles})
-	if in.Host.MemoryMiB > 0 {
-		if reserved := kubelet.MemoryMebibytesToReserve(p.MaxPods) + 100; reserved >= in.Host.MemoryMiB {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("kubeReserved memory plus eviction threshold (%d MiB for %d pods) leaves nothing of the machine's %d MiB for pods", reserved, p.MaxPods, in.Host.MemoryMiB))
+	b.p.Shutdown, toggles = decideShutdown(b.spec.Kubelet.Config, toggles, &b.p.Warnings)
+	kc := kubelet.Config(kubelet.ConfigInputs{ClusterDNS: b.p.ClusterDNS, ProviderID: b.p.ProviderID, MaxPods: b.p.MaxPods, CPUs: cpus, Toggles: toggles})
+	if b.in.Host.MemoryMiB > 0 {
+		if reserved := kubelet.MemoryMebibytesToReserve(b.p.MaxPods) + 100; reserved >= b.in.Host.MemoryMiB {
+			b.p.Warnings = append(b.p.Warnings, fmt.Sprintf("kubeReserved memory plus eviction threshold (%d MiB for %d pods) leaves nothing of the machine's %d MiB for pods", reserved, b.p.MaxPods, b.in.Host.MemoryMiB))
 		}
 	}
 	data, err := kubelet.MarshalConfig(kc)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	add(kubelet.ConfigPath, ModeFor(kubelet.ConfigPath), data)
-	var configDir string
-	if len(spec.Kubelet.Config) > 0 {
-		data, err := kubelet.DropIn(spec.Kubelet.Config)
+	b.add(kubelet.ConfigPath, ModeFor(kubelet.ConfigPath), data)
+	if len(b.spec.Kubelet.Config) > 0 {
+		data, err := kubelet.DropIn(b.spec.Kubelet.Config)
 		if err != nil {
-			return nil, fmt.Errorf("spec.kubelet.config: %w", err)
+			return fmt.Errorf("spec.kubelet.config: %w", err)
 		}
-		add(kubelet.DropInPath, ModeFor(kubelet.DropInPath), data)
-		configDir = kubelet.ConfigDir
+		b.add(kubelet.DropInPath, ModeFor(kubelet.DropInPath), data)
+		b.configDir = kubelet.ConfigDir
 	}
+	return nil
+}
 
-	// Kubeconfig.
-	token, err := bootstrapToken(in.Config)
+// kubeconfig writes the bootstrap kubeconfig (join by token) or the
+// kubeconfig with the EKS token exec.
+func (b *builder) kubeconfig() error {
+	token, err := bootstrapToken(b.in.Config)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var bootstrapKubeconfig string
 	if token != "" {
-		data, err := kubelet.Kubeconfig(kubelet.KubeconfigInputs{Server: spec.Cluster.APIServerEndpoint, BootstrapToken: token})
+		data, err := kubelet.Kubeconfig(kubelet.KubeconfigInputs{Server: b.spec.Cluster.APIServerEndpoint, BootstrapToken: token})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// It holds a secret.
-		add(kubelet.BootstrapKubeconfig, ModeFor(kubelet.BootstrapKubeconfig), data)
-		bootstrapKubeconfig = kubelet.BootstrapKubeconfig
-		p.BootstrapToken = true
+		b.add(kubelet.BootstrapKubeconfig, ModeFor(kubelet.BootstrapKubeconfig), data)
+		b.bootstrapKubeconfig = kubelet.BootstrapKubeconfig
+		b.p.BootstrapToken = true
 	} else {
-		cluster := spec.Cluster.Name
-		if spec.Cluster.EnableOutpost != nil && *spec.Cluster.EnableOutpost {
-			cluster = spec.Cluster.ID
+		cluster := b.spec.Cluster.Name
+		if b.spec.Cluster.EnableOutpost != nil && *b.spec.Cluster.EnableOutpost {
+			cluster = b.spec.Cluster.ID
 		}
-		if cluster == "" || in.Instance.Region == "" {
-			return nil, fmt.Errorf("kubeconfig: the EKS token needs the cluster name (spec.cluster.name, or spec.cluster.id on Outposts) %q and the region from instance metadata %q", cluster, in.Instance.Region)
+		if cluster == "" || b.in.Instance.Region == "" {
+			return fmt.Errorf("kubeconfig: the EKS token needs the cluster name (spec.cluster.name, or spec.cluster.id on Outposts) %q and the region from instance metadata %q", cluster, b.in.Instance.Region)
 		}
-		data, err := kubelet.Kubeconfig(kubelet.KubeconfigInputs{Server: spec.Cluster.APIServerEndpoint, Exec: in.TokenProvider.Exec(cluster, in.Instance.Region)})
+		data, err := kubelet.Kubeconfig(kubelet.KubeconfigInputs{Server: b.spec.Cluster.APIServerEndpoint, Exec: b.in.TokenProvider.Exec(cluster, b.in.Instance.Region)})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		add(kubelet.KubeconfigPath, ModeFor(kubelet.KubeconfigPath), data)
+		b.add(kubelet.KubeconfigPath, ModeFor(kubelet.KubeconfigPath), data)
 	}
+	return nil
+}
 
+// credentialProvider writes the image credential provider config: ECR
+// logins from the instance role, as nodeadm configures, whatever the join.
+func (b *builder) credentialProvider() error {
 	// Image credential provider: ECR logins from the instance role, as
 	// nodeadm configures, whatever the join; kubelet runs it only for
 	// images in ECR, and in ECR Public from kubelet 1.32, as nodeadm.
 	ecrPublic := false
-	if kv := in.Manifest.Components["kubelet"]; kv == "" {
-		p.Warnings = append(p.Warnings, "image manifest names no kubelet version; the image credential provider config leaves out ECR Public (public.ecr.aws, ecr-public.aws.com), which nodeadm matches from kubelet 1.32")
+	var err error
+	if kv := b.in.Manifest.Components["kubelet"]; kv == "" {
+		b.p.Warnings = append(b.p.Warnings, "image manifest names no kubelet version; the image credential provider config leaves out ECR Public (public.ecr.aws, ecr-public.aws.com), which nodeadm matches from kubelet 1.32")
 	} else if ecrPublic, err = kubelet.ServesECRPublic(kv); err != nil {
-		return nil, err
+		return err
 	}
-	data, err = kubelet.CredentialProviderConfig(ecrPublic)
+	data, err := kubelet.CredentialProviderConfig(ecrPublic)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	add(kubelet.CredentialProviderConfigPath, ModeFor(kubelet.CredentialProviderConfigPath), data)
+	b.add(kubelet.CredentialProviderConfigPath, ModeFor(kubelet.CredentialProviderConfigPath), data)
+	return nil
+}
 
-	// containerd.
-	cv := in.Manifest.Components["containerd"]
+// containerd writes config.toml and the base runtime spec.
+func (b *builder) containerd() error {
+	var err error
+	cv := b.in.Manifest.Components["containerd"]
 	if cv == "" {
-		p.ContainerdSchema = 3
-		p.Warnings = append(p.Warnings, "image manifest names no containerd version; writing config.toml for containerd 2.x (schema 3)")
-	} else if p.ContainerdSchema, err = containerd.SchemaVersion(cv); err != nil {
-		return nil, err
+		b.p.ContainerdSchema = 3
+		b.p.Warnings = append(b.p.Warnings, "image manifest names no containerd version; writing config.toml for containerd 2.x (schema 3)")
+	} else if b.p.ContainerdSchema, err = containerd.SchemaVersion(cv); err != nil {
+		return err
 	}
-	if in.Manifest.SandboxImage == "" {
-		p.Warnings = append(p.Warnings, "image manifest names no sandbox image; containerd uses its built-in pause image, which needs a registry")
+	if b.in.Manifest.SandboxImage == "" {
+		b.p.Warnings = append(b.p.Warnings, "image manifest names no sandbox image; containerd uses its built-in pause image, which needs a registry")
 	}
-	data, err = containerd.Config(containerd.ConfigInputs{
-		Schema:       p.ContainerdSchema,
-		SandboxImage: in.Manifest.SandboxImage,
-		User:         spec.Containerd.Config,
+	data, err := containerd.Config(containerd.ConfigInputs{
+		Schema:       b.p.ContainerdSchema,
+		SandboxImage: b.in.Manifest.SandboxImage,
+		User:         b.spec.Containerd.Config,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("spec.%w", err)
+		return fmt.Errorf("spec.%w", err)
 	}
-	add(containerd.ConfigPath, ModeFor(containerd.ConfigPath), data)
+	b.add(containerd.ConfigPath, ModeFor(containerd.ConfigPath), data)
 	// The base runtime spec on every node, as nodeadm writes it: the
 	// default carries pods' RLIMIT_NOFILE 65536/1048576.
-	data, err = containerd.BaseRuntimeSpec(spec.Containerd.BaseRuntimeSpec)
+	data, err = containerd.BaseRuntimeSpec(b.spec.Containerd.BaseRuntimeSpec)
 	if err != nil {
-		return nil, fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
+		return fmt.Errorf("spec.containerd.baseRuntimeSpec: %w", err)
 	}
-	add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
+	b.add(containerd.BaseRuntimeSpecPath, ModeFor(containerd.BaseRuntimeSpecPath), data)
+	return nil
+}
 
+// mirrors writes a hosts.toml per registry mirror.
+func (b *builder) mirrors() error {
 	// Registry mirrors: a hosts.toml per registry, which containerd reads
 	// at each pull (config_path); the apply phase writes them before
 	// containerd starts.
-	mirrors, err := nodeconfig.RegistryMirrorsOf(in.Config)
+	mirrors, err := nodeconfig.RegistryMirrorsOf(b.in.Config)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	files = append(files, registryHostsFiles(mirrors)...)
-	p.RegistryMirrors = mirrors
+	b.files = append(b.files, registryHostsFiles(mirrors)...)
+	b.p.RegistryMirrors = mirrors
+	return nil
+}
 
+// dns writes resolv.conf when the user set nameservers or domains.
+func (b *builder) dns() error {
 	// Name resolution: only when the user asked; otherwise the network
 	// phase's DHCP resolv.conf stands.
-	if net := spec.Instance.Network; len(net.Nameservers) > 0 || len(net.Domains) > 0 {
-		rc, err := resolvConf(net, in.Host, &p.Warnings)
+	if net := b.spec.Instance.Network; len(net.Nameservers) > 0 || len(net.Domains) > 0 {
+		rc, err := resolvConf(net, b.in.Host, &b.p.Warnings)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		p.DNS = &DNS{Search: rc.Search}
+		b.p.DNS = &DNS{Search: rc.Search}
 		for _, a := range rc.Nameservers {
-			p.DNS.Nameservers = append(p.DNS.Nameservers, a.String())
+			b.p.DNS.Nameservers = append(b.p.DNS.Nameservers, a.String())
 		}
-		add(ResolvConfPath, ModeFor(ResolvConfPath), resolvconf.Render(rc))
+		b.add(ResolvConfPath, ModeFor(ResolvConfPath), resolvconf.Render(rc))
 	}
+	return nil
+}
 
-	if spec.Instance.LocalStorage.Strategy != "" {
-		ls := spec.Instance.LocalStorage
+// storage decides the instance-store request and its modules, and the
+// sysctls.
+func (b *builder) storage() error {
+	if b.spec.Instance.LocalStorage.Strategy != "" {
+		ls := b.spec.Instance.LocalStorage
 		ls.DisabledMounts = slices.Clone(ls.DisabledMounts)
 		if ls.MountPath == "" {
 			ls.MountPath = nodeconfig.DefaultLocalStorageMountPath
 		}
-		p.Storage = &ls
+		b.p.Storage = &ls
 	}
-	p.StorageModules = storageModules(p.Storage)
+	b.p.StorageModules = storageModules(b.p.Storage)
 
-	p.Sysctls = kubelet.Sysctls(ipv6)
+	b.p.Sysctls = kubelet.Sysctls(b.ipv6)
+	return nil
+}
 
-	// Services.
-	env := serviceEnv(spec.Instance.Environment)
+// services decides containerd's and kubelet's specs.
+func (b *builder) services() error {
+	env := serviceEnv(b.spec.Instance.Environment)
 	labels := map[string]string{}
-	if v := kubelet.LabelValue(in.Manifest.BerthVersion); v != "" {
+	if v := kubelet.LabelValue(b.in.Manifest.BerthVersion); v != "" {
 		labels[LabelVersion] = v
 	}
-	p.Services = []supervise.Spec{
+	b.p.Services = []supervise.Spec{
 		{
 			Name:        "containerd",
 			Argv:        []string{ContainerdBinary, "--config", containerd.ConfigPath},
@@ -405,12 +489,12 @@ func Build(in Inputs) (*Plan, error) {
 		{
 			Name: "kubelet",
 			Argv: append([]string{KubeletBinary}, kubelet.Flags(kubelet.FlagInputs{
-				ConfigDir:           configDir,
-				BootstrapKubeconfig: bootstrapKubeconfig,
-				NodeIP:              p.NodeIP,
-				HostnameOverride:    p.NodeName,
+				ConfigDir:           b.configDir,
+				BootstrapKubeconfig: b.bootstrapKubeconfig,
+				NodeIP:              b.p.NodeIP,
+				HostnameOverride:    b.p.NodeName,
 				Labels:              labels,
-				User:                spec.Kubelet.Flags,
+				User:                b.spec.Kubelet.Flags,
 			})...),
 			Env:         env,
 			Dir:         "/",
@@ -422,16 +506,7 @@ func Build(in Inputs) (*Plan, error) {
 			Rlimits:     kubelet.Rlimits(),
 		},
 	}
-
-	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
-	p.Files = files
-	for i, w := range p.Warnings {
-		p.Warnings[i] = oneLine(w)
-	}
-	if err := p.checkRendered(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return nil
 }
 
 // bootstrapToken reads the bootstrap-token annotation, if any.
