@@ -18,10 +18,10 @@ import (
 // asks for the shutdown becomes a power request, as the ACPI power button
 // does, so it takes whatever shutdown sequence the button takes. Nothing
 // here can fail the boot: IMDS errors are the watcher's to log.
-func (b *boot) startLifecycle(ctx context.Context, endpoint string) {
+func (b *boot) startLifecycle(ctx context.Context, ov imds.Override) {
 	log := b.log.With("phase", "lifecycle")
 	switch {
-	case endpoint == "off":
+	case ov.Off:
 		log.Info("lifecycle notices not watched: berth.imds=off")
 		return
 	case b.node.instance == nil:
@@ -37,12 +37,8 @@ func (b *boot) startLifecycle(ctx context.Context, endpoint string) {
 		}
 		policy = p
 	}
-	opts := imds.Options{Logger: log, NoTimings: true}
-	if endpoint != "" {
-		opts.Endpoints = []string{endpoint}
-	}
 	w := watch.New(watch.Options{
-		Client:   imds.New(opts),
+		Client:   imds.New(imds.Options{Logger: log, NoTimings: true, Endpoints: ov.Endpoints()}),
 		Policy:   policy,
 		Log:      log,
 		Shutdown: func(n lifecycle.Notice) { b.lifecycleShutdown(log, n) },

@@ -37,7 +37,7 @@ func TestLifecycleSpotNoticeRequestsPowerOff(t *testing.T) {
 	if err := srv.SetSpotAction("terminate", at); err != nil {
 		t.Fatal(err)
 	}
-	b.startLifecycle(ctx, url)
+	b.startLifecycle(ctx, imds.ParseOverride(url, true))
 	select {
 	case req := <-b.power:
 		if req.Mode != power.PowerOff || req.Reason != "spot interruption notice: terminate at 2026-03-01T12:02:00Z" {
@@ -60,7 +60,7 @@ func TestLifecycleSpotNoticeRequestsPowerOff(t *testing.T) {
 
 func TestLifecycleNotStartedWithIMDSOff(t *testing.T) {
 	b, buf := testBoot()
-	b.startLifecycle(context.Background(), "off")
+	b.startLifecycle(context.Background(), imds.ParseOverride("off", true))
 	if !strings.Contains(buf.String(), "lifecycle notices not watched: berth.imds=off") || b.rep.Lifecycle != nil {
 		t.Errorf("console:\n%s", buf.String())
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -60,23 +61,18 @@ func (b *boot) configReport() *configReport {
 // runs no Kubernetes services, and the report says so.
 func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 	rep := b.configReport()
-	endpoint, _ := b.cl.Get("berth.imds")
-	rep.IMDS = endpoint
+	ov := imds.ParseOverride(b.cl.Get(imds.CmdlineKey))
 	// Whatever the NodeConfig's fate, once IMDS has answered a spot notice
 	// must still take the node down in order.
-	defer b.startLifecycle(ctx, endpoint)
+	defer b.startLifecycle(ctx, ov)
 	var userData []byte
-	if endpoint != "off" {
-		if rep.IMDS == "" {
-			rep.IMDS = imds.EndpointIPv4
-		}
+	if ov.Off {
+		rep.IMDS = "off"
+	} else {
+		rep.IMDS = cmp.Or(ov.Endpoint, imds.EndpointIPv4)
 		ctx, cancel := context.WithTimeout(ctx, configTimeout)
 		defer cancel()
-		opts := imds.Options{Logger: log}
-		if endpoint != "" {
-			opts.Endpoints = []string{endpoint}
-		}
-		c := imds.New(opts)
+		c := imds.New(imds.Options{Logger: log, Endpoints: ov.Endpoints()})
 		defer func() { rep.Calls = c.Timings(); c.Close() }()
 		md, err := c.Metadata(ctx)
 		if err != nil {

@@ -70,7 +70,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/internal/syntax"
+	"github.com/berth-node/berth/mounts/verity"
+	"github.com/berth-node/berth/network"
 )
 
 // Param is one word of the command line: `key`, `key=value` or
@@ -316,19 +320,31 @@ func ntpServer(e string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
+// The keys this package decodes itself; the others belong to the package
+// that reads them (knownKeys).
+const (
+	KeyOnFail     = "berth.onfail"
+	KeyRoot       = "berth.root"
+	KeyLogLevel   = "berth.loglevel"
+	KeyExec       = "berth.exec"
+	KeyDebugShell = "berth.debugshell"
+	KeyNTP        = "berth.ntp"
+)
+
+// knownKeys is every berth.* key, each from its owner, so that the
+// unknown-key warning can never disagree with the code that reads a key.
+func knownKeys() []string {
+	return []string{
+		KeyOnFail, KeyRoot, KeyLogLevel, KeyExec, KeyDebugShell, KeyNTP,
+		verity.ParamKey, imds.CmdlineKey, nodeconfig.CmdlineConfigKey,
+		network.KeyNet, network.KeyIP, network.KeyGateway, network.KeyDNS, network.KeyMTU, network.KeyIface,
+		network.KeyHostname, network.KeyIPv6, network.KeyTimeout,
+	}
+}
+
 // isKnown reports whether key is one of berth's keys, for the unknown-key
 // warning.
-func isKnown(key string) bool {
-	switch key {
-	case "berth.onfail", "berth.root", "berth.verity", "berth.loglevel", "berth.exec", "berth.debugshell",
-		"berth.imds", "berth.config",
-		"berth.net", "berth.ip", "berth.gw", "berth.dns", "berth.mtu", "berth.iface",
-		"berth.hostname", "berth.ipv6", "berth.net.timeout",
-		"berth.ntp":
-		return true
-	}
-	return false
-}
+func isKnown(key string) bool { return slices.Contains(knownKeys(), key) }
 
 // Decode reads berth's keys from c. A bad value keeps the default and
 // comes back as a warning, as does an unknown berth.* key: a typo on the
@@ -345,7 +361,7 @@ func Decode(c *Cmdline) (Config, []string) {
 			warns = append(warns, fmt.Sprintf("unknown kernel command line key %q ignored", p.Key))
 		}
 	}
-	if v, ok := c.Get("berth.onfail"); ok {
+	if v, ok := c.Get(KeyOnFail); ok {
 		o, err := ParseOnFail(v)
 		if err != nil {
 			warns = append(warns, err.Error()+"; using "+cfg.OnFail.String())
@@ -353,7 +369,7 @@ func Decode(c *Cmdline) (Config, []string) {
 			cfg.OnFail = o
 		}
 	}
-	if v, ok := c.Get("berth.root"); ok {
+	if v, ok := c.Get(KeyRoot); ok {
 		switch {
 		case v == "none":
 			cfg.Root, cfg.RootSet = "", true
@@ -363,7 +379,7 @@ func Decode(c *Cmdline) (Config, []string) {
 			warns = append(warns, fmt.Sprintf("berth.root=%q: want an absolute path (no control characters) or none; ignored (the manifest's root disk, else %s)", v, cfg.Root))
 		}
 	}
-	if v, ok := c.Get("berth.loglevel"); ok {
+	if v, ok := c.Get(KeyLogLevel); ok {
 		var l slog.Level
 		if err := l.UnmarshalText([]byte(v)); err != nil {
 			warns = append(warns, fmt.Sprintf("berth.loglevel=%q: want debug, info, warn or error; using info", v))
@@ -371,7 +387,7 @@ func Decode(c *Cmdline) (Config, []string) {
 			cfg.LogLevel = l
 		}
 	}
-	for _, v := range c.All("berth.exec") {
+	for _, v := range c.All(KeyExec) {
 		argv, err := SplitWords(v)
 		if err != nil || len(argv) == 0 {
 			warns = append(warns, fmt.Sprintf("berth.exec=%q: want a command; ignored", v))
@@ -384,14 +400,14 @@ func Decode(c *Cmdline) (Config, []string) {
 		}
 		cfg.Exec = append(cfg.Exec, argv)
 	}
-	if v, ok := c.Get("berth.debugshell"); ok {
+	if v, ok := c.Get(KeyDebugShell); ok {
 		if v == "" || strings.ContainsAny(v, "/. ") || syntax.NoControl(v) != nil {
 			warns = append(warns, fmt.Sprintf("berth.debugshell=%q: want a tty name under /dev such as ttyS1; ignored", v))
 		} else {
 			cfg.DebugShell = v
 		}
 	}
-	if v, ok := c.Get("berth.ntp"); ok {
+	if v, ok := c.Get(KeyNTP); ok {
 		n, err := ParseNTP(v)
 		if err != nil {
 			warns = append(warns, err.Error()+"; ignored")

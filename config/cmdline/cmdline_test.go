@@ -3,6 +3,7 @@ package cmdline
 import (
 	"log/slog"
 	"net"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -294,5 +295,27 @@ func TestDecodeRootSet(t *testing.T) {
 		if cfg.RootSet != want {
 			t.Errorf("%q: RootSet %v, want %v", line, cfg.RootSet, want)
 		}
+	}
+}
+
+// TestKnownKeysAreDocumented: every key some package owns is known here
+// (no warning for it) and in this package's doc, and an unowned berth.*
+// key still draws the warning.
+func TestKnownKeysAreDocumented(t *testing.T) {
+	src, err := os.ReadFile("cmdline.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := strings.Cut(string(src), "package cmdline")
+	for _, k := range knownKeys() {
+		if !strings.Contains(doc, "//\t"+k+"=") && !strings.Contains(doc, " "+k+"=") && !strings.Contains(doc, "//\t"+k+"=") {
+			t.Errorf("key %s is read by berth but not in the package doc's list", k)
+		}
+		if _, warns := Decode(Parse(k + "=x")); slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, "unknown kernel command line key") }) {
+			t.Errorf("key %s draws the unknown-key warning: %v", k, warns)
+		}
+	}
+	if _, warns := Decode(Parse("berth.imdss=x")); !slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, `"berth.imdss"`) }) {
+		t.Errorf("a misspelt key draws no warning: %v", warns)
 	}
 }

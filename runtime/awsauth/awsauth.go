@@ -60,15 +60,11 @@ func IMDSEndpoints(flag, procCmdline string) ([]string, error) {
 	if flag != "" {
 		return []string{flag}, nil
 	}
-	v, ok := cmdline.Parse(procCmdline).Get("berth.imds")
-	switch {
-	case !ok || v == "":
-		return nil, nil
-	case v == "off":
-		return nil, fmt.Errorf("berth.imds=off on the kernel command line: no IMDS, so no instance role credentials")
-	default:
-		return []string{v}, nil
+	ov := imds.ParseOverride(cmdline.Parse(procCmdline).Get(imds.CmdlineKey))
+	if ov.Off {
+		return nil, fmt.Errorf("%s=off on the kernel command line: no IMDS, so no instance role credentials", imds.CmdlineKey)
 	}
+	return ov.Endpoints(), nil
 }
 
 func (o *Options) imdsClient() *imds.Client {
