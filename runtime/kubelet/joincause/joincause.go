@@ -78,8 +78,38 @@ var noise = []struct {
 // then, so it would hide the reason.
 var nodeNotFound = regexp.MustCompile(`\bnodes? "[^"]*" not found`)
 
+// StatsRace is what the console says for kubelet's refusal of an
+// ephemeral-storage reservation against a capacity of 0: cAdvisor read the
+// filesystem of kubelet's root dir from a mount that was gone by then (see
+// docs/design.md), and the supervisor restarts kubelet a second later. It
+// is a note of the lowest rank, not a cause: the restart reads the real
+// capacity.
+const StatsRace = "kubelet's first start raced its filesystem statistics (cAdvisor read ephemeral-storage capacity 0); restarted"
+
+// storageShortHint follows kubelet's refusal of an ephemeral-storage
+// reservation that exceeds a real capacity: a configuration problem.
+const storageShortHint = " (the filesystem of kubelet's root dir, /var/lib/kubelet, is smaller than kubeReserved plus systemReserved ephemeral-storage: lower them in the NodeConfig's spec.kubelet.config, or give /var more space)"
+
+// reStorageCapacity finds the capacity in kubelet's "invalid Node
+// Allocatable configuration" error for ephemeral-storage; the quantity is
+// printed as Go's %v of resource.Quantity, {{value scale} ...}.
+var reStorageCapacity = regexp.MustCompile(`Resource "ephemeral-storage" has a reservation of \{\{\d+ -?\d+\}.*? but capacity of \{\{(\d+) -?\d+\}`)
+
+// storageCapacity returns the ephemeral-storage capacity kubelet refused
+// its reservation against, when the line is that refusal.
+func storageCapacity(l klog.Line) (capacity string, ok bool) {
+	errVal, _ := l.Value("err")
+	if m := reStorageCapacity.FindStringSubmatch(errVal); m != nil {
+		return m[1], true
+	}
+	return "", false
+}
+
 // Classify ranks one parsed kubelet line as a cause.
 func Classify(l klog.Line) Rank {
+	if c, ok := storageCapacity(l); ok && c == "0" {
+		return InfoErr
+	}
 	errVal, hasErr := l.Value("err")
 	var r Rank
 	switch l.Severity {
@@ -112,6 +142,12 @@ func Classify(l klog.Line) Rank {
 func Text(l klog.Line) string {
 	msg := strings.TrimSpace(l.Msg)
 	errVal, _ := l.Value("err")
+	if c, ok := storageCapacity(l); ok {
+		if c == "0" {
+			return StatsRace
+		}
+		return msg + ": " + errVal + storageShortHint
+	}
 	switch {
 	case errVal == "":
 		return msg

@@ -19,7 +19,12 @@ import (
 //     suffix berth adds are cut off. eks-credentials, containerd-down:
 //     TestFaultServices (eks-token failing, containerd killed);
 //     ephemeral-storage: a disk too small for kubelet's reservation;
-//     healthy-join: TestJoin up to "node registered".
+//     healthy-join: TestJoin up to "node registered"; stats-race: kubelet
+//     pid 190's E lines in a TestFaultServices-shaped node (no API server)
+//     whose kubelet was restarted with a tmpfs bind mount of /var in the
+//     mount table, lazily unmounted and removed right after cAdvisor
+//     logged its partitions: what containerd's unpack mounts did to the
+//     first start at boot (docs/design.md), made on purpose.
 //   - from kubelet v1.35.4 run by hand on a build host, --v=2, in an
 //     unprivileged user+net namespace: bootstrap-refused (bootstrap
 //     kubeconfig, nothing listening), bootstrap-wrong-ca (a TLS server whose
@@ -113,6 +118,13 @@ func TestCauseFromRealLogs(t *testing.T) {
 		{name: "containerd killed under kubelet", file: "containerd-down.log", want: containerd, wantPrefix: true},
 		{name: "ephemeral storage too small", file: "ephemeral-storage.log",
 			want: `Failed to start ContainerManager: invalid Node Allocatable configuration. Resource "ephemeral-storage" has a reservation of`, wantPrefix: true},
+		{name: "ephemeral storage too small says what to change", file: "ephemeral-storage.log",
+			want: storageShortHint, wantPrefix: true},
+		// cAdvisor read capacity 0 from a mount gone by then: a note, not
+		// a cause; what else kubelet says (here: no API server to reach)
+		// is the cause.
+		{name: "ephemeral-storage capacity 0 is outranked", file: "stats-race.log",
+			want: `Failed to watch: failed to list *v1.Service: Get "https://10.0.2.2:6443/api/v1/services`, wantPrefix: true},
 		{name: "a healthy join's errors are no cause", file: "healthy-join.log", want: ""},
 		// Long after the last line the cause is still the last one known.
 		{name: "stale but still the best known", file: "eks-credentials.log", after: 10 * time.Minute, want: registerCreds},
@@ -272,5 +284,33 @@ func TestRepeatsAreOneEntry(t *testing.T) {
 	}
 	if got, want := tr.Cause(t0.Add(2*time.Hour)), "distinct: e"+strings.Repeat("x", 2*maxEntries-1); got != want {
 		t.Errorf("after eviction the cause is %q, want the newest %q", got, want)
+	}
+}
+
+// TestStatsRace: kubelet's refusal of its ephemeral-storage reservation
+// against a capacity of 0 is named as the race, a note that any other
+// error outranks (TestCauseFromRealLogs has the whole log); a real
+// capacity below the reservation stays a cause.
+func TestStatsRace(t *testing.T) {
+	var tr Tracker
+	var last time.Time
+	for _, l := range readLines(t, "stats-race.log") {
+		if strings.Contains(l, "Failed to watch") {
+			continue // the rig's missing API server, the cause when present
+		}
+		last = klogTime(t, l)
+		tr.Observe(l, last)
+	}
+	if got := tr.Cause(last); got != StatsRace {
+		t.Errorf("the race alone: cause %q, want %q", got, StatsRace)
+	}
+	for _, l := range readLines(t, "ephemeral-storage.log") {
+		pl, err := klog.Parse(l)
+		if err != nil || !strings.Contains(l, "Failed to start ContainerManager") {
+			continue
+		}
+		if Classify(pl) != Err || Text(pl) == StatsRace || !strings.HasSuffix(Text(pl), storageShortHint) {
+			t.Errorf("a 12 MiB capacity is read as the race: rank %v, text %q", Classify(pl), Text(pl))
+		}
 	}
 }
