@@ -133,168 +133,205 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 	res.Interface, res.MAC = attrs.Name, attrs.HardwareAddr.String()
 	e.enableRA(log, attrs.Name)
 
-	var (
-		h        *Handle
-		lease    Lease
-		hostname = cfg.Hostname
-		dns      = cfg.DNS
-		domain   string
-		search   []string
-		dns6     []netip.Addr
-		search6  []string
-	)
+	n := nameFacts{hostname: cfg.Hostname, dns: cfg.DNS}
+	var h *Handle
 	switch res.Mode {
 	case ModeStatic:
-		t = time.Now()
-		var routes []Route
-		if cfg.Gateway.IsValid() {
-			routes = []Route{{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gateway: cfg.Gateway}}
-			res.Gateway = cfg.Gateway.String()
-		}
-		a := Addressing{Address: cfg.Address, Routes: routes, MTU: cfg.MTU}
-		if err := e.apply(log, link, a, netip.Prefix{}); err != nil {
+		if err := e.upStatic(log, cfg, link, res); err != nil {
 			return res, nil, err
 		}
-		res.Steps.Apply = ms(time.Since(t))
-		res.Addresses = []string{cfg.Address.String()}
-		res.Routes = routes
 	case ModeDHCP:
-		t = time.Now()
-		if err := awaitCRNG(uctx, crng); err != nil {
-			return res, nil, fmt.Errorf("DHCPv4 on %s: %w", attrs.Name, err)
-		}
-		res.Steps.Entropy = ms(time.Since(t))
-		t = time.Now()
-		raw, err := e.dora(uctx, log, attrs.Name, attrs.HardwareAddr)
-		res.Steps.DHCP = ms(time.Since(t))
-		if err != nil {
+		if h, err = e.upDHCP4(ctx, uctx, log, cfg, link, crng, res, &n); err != nil {
 			return res, nil, err
 		}
-		lease, err = LeaseFromACK(raw.ACK, raw.CreationTime)
-		if err != nil {
-			return res, nil, fmt.Errorf("DHCPv4 on %s: %w", attrs.Name, err)
-		}
-		res.Warnings = append(res.Warnings, lease.Warnings...)
-		for _, w := range lease.Warnings {
-			log.Warn("DHCP option ignored", "interface", attrs.Name, "why", w)
-		}
-		h = &Handle{e: e, link: link, mac: attrs.HardwareAddr, mtu: cfg.MTU,
-			minRetry: orDefault(cfg.MinRetry, time.Second), done: make(chan struct{})}
-		t = time.Now()
-		if err := e.apply(log, link, h.addressing(lease, time.Now()), netip.Prefix{}); err != nil {
-			return res, nil, err
-		}
-		res.Steps.Apply = ms(time.Since(t))
-		h.set(lease, true, false)
-		h.dns = &dnsState{path: cfg.ResolvConfPath, extraDNS: slices.Clone(cfg.DNS)}
-		h.dns.setLease(lease)
-		keepEnv = true
-		safe.Go(log, "dhcp-renew", func() { h.run(ctx, log, raw, lease) }, func(p *safe.Panic) {
-			log.Error("the DHCP lease is no longer renewed; the address goes when it expires", "err", p)
-		})
-		res.Addresses = []string{lease.Address.String()}
-		res.Routes = lease.Routes
-		if lease.Router.IsValid() {
-			res.Gateway = lease.Router.String()
-		}
-		res.DHCPServer = lease.Server.String()
-		for _, a := range lease.NTP {
-			res.NTP = append(res.NTP, a.String())
-		}
-		res.LeaseTime, res.T1, res.T2 = ms(lease.Time), ms(lease.T1), ms(lease.T2)
-		if hostname == "" && lease.Hostname != "" {
-			hostname = lease.Hostname
-			res.HostnameSource = "dhcp"
-		}
-		dns = append(append([]netip.Addr(nil), lease.DNS...), cfg.DNS...)
-		domain, search = lease.Domain, lease.Search
+		keepEnv = true // the renewer owns it now
 	default:
 		return res, nil, fmt.Errorf("network mode %q: want dhcp, static or off", res.Mode)
 	}
 	if l, err := e.nl.LinkByIndex(attrs.Index); err == nil {
 		res.MTU = l.Attrs().MTU
 	}
-
 	if cfg.IPv6 {
-		t = time.Now()
-		ictx, icancel := context.WithTimeout(uctx, orDefault(cfg.IPv6Timeout, DefaultIPv6Timeout))
-		if cfg.DHCPv6 {
-			if err := waitCRNG(ictx); err != nil {
-				log.Warn("DHCPv6 skipped", "interface", attrs.Name, "err", err)
-			}
-			l6, err := e.up6(ictx, ctx, log, cfg, link)
-			if err == nil {
-				res.Warnings = append(res.Warnings, l6.Warnings...)
-				for _, w := range l6.Warnings {
-					log.Warn("DHCPv6 option ignored", "interface", attrs.Name, "why", w)
-				}
-				res.Addresses = append(res.Addresses, netip.PrefixFrom(l6.Address, 128).String())
-				res.DHCPv6Server = l6.Server
-				for _, a := range l6.NTP {
-					res.NTP = append(res.NTP, a.String())
-				}
-				dns = append(dns, l6.DNS...)
-				search = append(search, l6.Search...)
-				dns6, search6 = l6.DNS, l6.Search
-			} else {
-				log.Warn("no DHCPv6 lease in time; going on with IPv4", "interface", attrs.Name,
-					"waited", time.Since(t).Round(time.Millisecond), "err", err)
-			}
-		} else if addrs, ok := e.waitSLAAC(ictx, link); ok {
-			for _, a := range addrs {
-				res.Addresses = append(res.Addresses, a.IPNet.String())
-			}
-		} else {
-			log.Warn("no IPv6 address from router advertisements in time; going on with IPv4",
-				"interface", attrs.Name, "waited", time.Since(t).Round(time.Millisecond))
-		}
-		icancel()
-		res.Steps.IPv6 = ms(time.Since(t))
+		e.upIPv6(ctx, uctx, log, cfg, link, res, &n)
 	}
-
-	var errs []error
-	if hostname != "" && cfg.SetHostname != nil {
-		if err := cfg.SetHostname(hostname); err != nil {
-			errs = append(errs, err)
-		} else {
-			res.Hostname = hostname
-			if res.HostnameSource == "" {
-				res.HostnameSource = "config"
-			}
-		}
-	}
-	rc, err := resolvconf.Merge(dns, domain, search, nil, nil)
-	if h != nil {
-		// From here on the renewer's state is the one to render (a short
-		// lease may already have been renewed), and holding its lock
-		// keeps this write from landing over a renewal's newer one.
-		h.dns.mu.Lock()
-		defer h.dns.mu.Unlock()
-		h.dns.extraDNS = append(h.dns.extraDNS, dns6...)
-		h.dns.extraSearch = append(h.dns.extraSearch, search6...)
-		rc, err = h.dns.file()
-	}
-	if err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, a := range rc.Nameservers {
-			res.DNS = append(res.DNS, a.String())
-		}
-		res.Search = rc.Search
-		if cfg.ResolvConfPath != "" {
-			if err := resolvconf.Write(cfg.ResolvConfPath, rc); err != nil {
-				errs = append(errs, err)
-			} else {
-				res.ResolvConf = cfg.ResolvConfPath
-			}
-		}
-	}
+	errs := applyNames(cfg, h, res, n)
 	log.Info("network up", "mode", res.Mode, "interface", res.Interface, "addresses", res.Addresses,
 		"gateway", res.Gateway, "mtu", res.MTU, "dns", res.DNS, "dhcp_server", res.DHCPServer,
 		"took", time.Since(start).Round(time.Millisecond))
 	// The address is up even if the hostname or resolv.conf failed: the
 	// handle is returned with the error so renewals go on.
 	return res, h, errors.Join(errs...)
+}
+
+// nameFacts is what the addressing steps found to name the node and resolve
+// names with: the config's, then DHCPv4's and DHCPv6's added.
+type nameFacts struct {
+	hostname string
+	dns      []netip.Addr
+	domain   string
+	search   []string
+	// dns6 and search6 are DHCPv6's alone, which the renewer keeps
+	// beside each DHCPv4 lease's.
+	dns6    []netip.Addr
+	search6 []string
+}
+
+// upStatic gives the link the config's address and gateway.
+func (e *env) upStatic(log *slog.Logger, cfg Config, link netlink.Link, res *Result) error {
+	t := time.Now()
+	var routes []Route
+	if cfg.Gateway.IsValid() {
+		routes = []Route{{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gateway: cfg.Gateway}}
+		res.Gateway = cfg.Gateway.String()
+	}
+	a := Addressing{Address: cfg.Address, Routes: routes, MTU: cfg.MTU}
+	if err := e.apply(log, link, a, netip.Prefix{}); err != nil {
+		return err
+	}
+	res.Steps.Apply = ms(time.Since(t))
+	res.Addresses = []string{cfg.Address.String()}
+	res.Routes = routes
+	return nil
+}
+
+// upDHCP4 gets a DHCPv4 lease (once the kernel's random pool is ready),
+// applies it, and starts its renewer, which from then on owns e: the
+// handle it returns. What the lease says of names goes into n.
+func (e *env) upDHCP4(ctx, uctx context.Context, log *slog.Logger, cfg Config, link netlink.Link, crng <-chan error, res *Result, n *nameFacts) (*Handle, error) {
+	attrs := link.Attrs()
+	t := time.Now()
+	if err := awaitCRNG(uctx, crng); err != nil {
+		return nil, fmt.Errorf("DHCPv4 on %s: %w", attrs.Name, err)
+	}
+	res.Steps.Entropy = ms(time.Since(t))
+	t = time.Now()
+	raw, err := e.dora(uctx, log, attrs.Name, attrs.HardwareAddr)
+	res.Steps.DHCP = ms(time.Since(t))
+	if err != nil {
+		return nil, err
+	}
+	lease, err := LeaseFromACK(raw.ACK, raw.CreationTime)
+	if err != nil {
+		return nil, fmt.Errorf("DHCPv4 on %s: %w", attrs.Name, err)
+	}
+	res.Warnings = append(res.Warnings, lease.Warnings...)
+	for _, w := range lease.Warnings {
+		log.Warn("DHCP option ignored", "interface", attrs.Name, "why", w)
+	}
+	h := &Handle{e: e, link: link, mac: attrs.HardwareAddr, mtu: cfg.MTU,
+		minRetry: orDefault(cfg.MinRetry, time.Second), done: make(chan struct{})}
+	t = time.Now()
+	if err := e.apply(log, link, h.addressing(lease, time.Now()), netip.Prefix{}); err != nil {
+		return nil, err
+	}
+	res.Steps.Apply = ms(time.Since(t))
+	h.set(lease, true, false)
+	h.dns = &dnsState{path: cfg.ResolvConfPath, extraDNS: slices.Clone(cfg.DNS)}
+	h.dns.setLease(lease)
+	safe.Go(log, "dhcp-renew", func() { h.run(ctx, log, raw, lease) }, func(p *safe.Panic) {
+		log.Error("the DHCP lease is no longer renewed; the address goes when it expires", "err", p)
+	})
+	res.Addresses = []string{lease.Address.String()}
+	res.Routes = lease.Routes
+	if lease.Router.IsValid() {
+		res.Gateway = lease.Router.String()
+	}
+	res.DHCPServer = lease.Server.String()
+	for _, a := range lease.NTP {
+		res.NTP = append(res.NTP, a.String())
+	}
+	res.LeaseTime, res.T1, res.T2 = ms(lease.Time), ms(lease.T1), ms(lease.T2)
+	if n.hostname == "" && lease.Hostname != "" {
+		n.hostname = lease.Hostname
+		res.HostnameSource = "dhcp"
+	}
+	n.dns = append(append([]netip.Addr(nil), lease.DNS...), cfg.DNS...)
+	n.domain, n.search = lease.Domain, lease.Search
+	return h, nil
+}
+
+// upIPv6 waits, bounded, for an IPv6 address by DHCPv6 or router
+// advertisements; none in time is a warning, IPv4 goes on alone.
+func (e *env) upIPv6(ctx, uctx context.Context, log *slog.Logger, cfg Config, link netlink.Link, res *Result, n *nameFacts) {
+	attrs := link.Attrs()
+	t := time.Now()
+	ictx, icancel := context.WithTimeout(uctx, orDefault(cfg.IPv6Timeout, DefaultIPv6Timeout))
+	defer icancel()
+	defer func() { res.Steps.IPv6 = ms(time.Since(t)) }()
+	if cfg.DHCPv6 {
+		if err := waitCRNG(ictx); err != nil {
+			log.Warn("DHCPv6 skipped", "interface", attrs.Name, "err", err)
+		}
+		l6, err := e.up6(ictx, ctx, log, cfg, link)
+		if err != nil {
+			log.Warn("no DHCPv6 lease in time; going on with IPv4", "interface", attrs.Name,
+				"waited", time.Since(t).Round(time.Millisecond), "err", err)
+			return
+		}
+		res.Warnings = append(res.Warnings, l6.Warnings...)
+		for _, w := range l6.Warnings {
+			log.Warn("DHCPv6 option ignored", "interface", attrs.Name, "why", w)
+		}
+		res.Addresses = append(res.Addresses, netip.PrefixFrom(l6.Address, 128).String())
+		res.DHCPv6Server = l6.Server
+		for _, a := range l6.NTP {
+			res.NTP = append(res.NTP, a.String())
+		}
+		n.dns = append(n.dns, l6.DNS...)
+		n.search = append(n.search, l6.Search...)
+		n.dns6, n.search6 = l6.DNS, l6.Search
+		return
+	}
+	if addrs, ok := e.waitSLAAC(ictx, link); ok {
+		for _, a := range addrs {
+			res.Addresses = append(res.Addresses, a.IPNet.String())
+		}
+		return
+	}
+	log.Warn("no IPv6 address from router advertisements in time; going on with IPv4",
+		"interface", attrs.Name, "waited", time.Since(t).Round(time.Millisecond))
+}
+
+// applyNames sets the hostname and writes resolv.conf from n; with a
+// DHCPv4 renewer (h), from the renewer's state, under its lock.
+func applyNames(cfg Config, h *Handle, res *Result, n nameFacts) []error {
+	var errs []error
+	if n.hostname != "" && cfg.SetHostname != nil {
+		if err := cfg.SetHostname(n.hostname); err != nil {
+			errs = append(errs, err)
+		} else {
+			res.Hostname = n.hostname
+			if res.HostnameSource == "" {
+				res.HostnameSource = "config"
+			}
+		}
+	}
+	rc, err := resolvconf.Merge(n.dns, n.domain, n.search, nil, nil)
+	if h != nil {
+		// From here on the renewer's state is the one to render (a short
+		// lease may already have been renewed), and holding its lock
+		// keeps this write from landing over a renewal's newer one.
+		h.dns.mu.Lock()
+		defer h.dns.mu.Unlock()
+		h.dns.extraDNS = append(h.dns.extraDNS, n.dns6...)
+		h.dns.extraSearch = append(h.dns.extraSearch, n.search6...)
+		rc, err = h.dns.file()
+	}
+	if err != nil {
+		return append(errs, err)
+	}
+	for _, a := range rc.Nameservers {
+		res.DNS = append(res.DNS, a.String())
+	}
+	res.Search = rc.Search
+	if cfg.ResolvConfPath != "" {
+		if err := resolvconf.Write(cfg.ResolvConfPath, rc); err != nil {
+			errs = append(errs, err)
+		} else {
+			res.ResolvConf = cfg.ResolvConfPath
+		}
+	}
+	return errs
 }
 
 func orDefault(d, def time.Duration) time.Duration {
