@@ -399,11 +399,12 @@ func (f *svcFollow) awaitReady(t *testing.T, vm *qemu.VM, round int, timeout tim
 }
 
 // kill kill -9s the service's current process, read at the moment of the
-// kill, checks the exit line, and returns its index. A process that is
+// kill, checks the exit line, and returns when the kill was made and the
+// exit line. A process that is
 // gone by the kill, or exits by itself just before it (a zombie not yet
 // reaped takes the signal too), is followed through its restart and the
 // kill is made again on the new one.
-func (f *svcFollow) kill(t *testing.T, vm *qemu.VM, round int) (int, time.Time, svcEvent) {
+func (f *svcFollow) kill(t *testing.T, vm *qemu.VM, round int) (time.Time, svcEvent) {
 	t.Helper()
 	for attempt := 1; attempt <= 5; attempt++ {
 		f.catchUp(t, vm, round)
@@ -437,10 +438,10 @@ func (f *svcFollow) kill(t *testing.T, vm *qemu.VM, round int) (int, time.Time, 
 		}
 		f.seen = ev.idx + 1
 		f.checkExit(t, vm, round, ev)
-		return ev.idx, killedAt, ev
+		return killedAt, ev
 	}
 	t.Fatalf("round %d: %s kept exiting by itself before each of 5 kills: %q", round, f.name, f.collateral)
-	return 0, time.Time{}, svcEvent{}
+	return time.Time{}, svcEvent{}
 }
 
 // back follows the service from its kill's exit line to a new process
@@ -499,12 +500,12 @@ func faultKillLoop(t *testing.T, vm *qemu.VM, svcs map[string]serviceStatus, n i
 	stagger := 4 * time.Second
 	for round := 1; round <= n; round++ {
 		roundStart := time.Now()
-		_, cKilled, cEv := c.kill(t, vm, round)
+		cKilled, cEv := c.kill(t, vm, round)
 		// kubelet's restart must come after containerd's is ready: its
 		// backoff is the same, so kill it later by more than containerd's
 		// own start-to-ready time.
 		time.Sleep(time.Until(cKilled.Add(stagger)))
-		_, kKilled, kEv := k.kill(t, vm, round)
+		kKilled, kEv := k.kill(t, vm, round)
 		c.back(t, vm, round, cKilled, cEv)
 		k.back(t, vm, round, kKilled, kEv)
 		stagger = min(max(4*time.Second, 2*c.readyIn+2*time.Second), 20*time.Second)
