@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/berth-node/berth/init/report"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -12,15 +13,6 @@ import (
 // forwardPolicyTimeout bounds one iptables run: -w waits at most this long
 // for the xtables lock, and the run itself is quick.
 const forwardPolicyTimeout = 10 * time.Second
-
-// forwardPolicyResult is one tool's part of setting FORWARD's policy, in
-// the services report.
-type forwardPolicyResult struct {
-	Tool       string `json:"tool"`
-	OK         bool   `json:"ok"`
-	DurationMs int64  `json:"durationMs"`
-	Error      string `json:"error,omitempty"`
-}
 
 // forwardPolicyCommands are the commands that set the filter table's
 // FORWARD policy to ACCEPT, for IPv4 and IPv6, with the host's default
@@ -41,11 +33,11 @@ func forwardPolicyCommands() [][]string {
 // blackholes it while every component looks healthy. Network policy is the
 // CNI's job, in its own chains. A failure is logged and reported, never
 // fatal: a node without iptables still runs pods on the host network.
-func forwardAccept(ctx context.Context, log *slog.Logger, run func(context.Context, *exec.Cmd) ([]byte, error)) []forwardPolicyResult {
-	var out []forwardPolicyResult
+func forwardAccept(ctx context.Context, log *slog.Logger, run func(context.Context, *exec.Cmd) ([]byte, error)) []report.ForwardPolicy {
+	var out []report.ForwardPolicy
 	for _, argv := range forwardPolicyCommands() {
 		start := time.Now()
-		res := forwardPolicyResult{Tool: argv[0]}
+		res := report.ForwardPolicy{Tool: argv[0]}
 		cctx, cancel := context.WithTimeout(ctx, forwardPolicyTimeout+5*time.Second)
 		o, err := run(cctx, exec.Command(argv[0], argv[1:]...))
 		cancel()
@@ -64,7 +56,7 @@ func forwardAccept(ctx context.Context, log *slog.Logger, run func(context.Conte
 
 // setForwardPolicy runs forwardAccept through the reaper and puts the
 // result in the services report.
-func (b *boot) setForwardPolicy(ctx context.Context, log *slog.Logger, rep *serviceReport) {
+func (b *boot) setForwardPolicy(ctx context.Context, log *slog.Logger, rep *report.Services) {
 	res := forwardAccept(ctx, log, b.reaper.Output)
 	b.repMu.Lock()
 	rep.ForwardPolicy = res

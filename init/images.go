@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/berth-node/berth/init/report"
 	"log/slog"
 	"os/exec"
 	"slices"
@@ -12,18 +13,6 @@ import (
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/runtime/containerd"
 )
-
-// imageImportResult is one image import in the services report. StartMs
-// places it on the boot's clock: imports run once kubelet is healthy, so
-// a duration alone no longer says when one ran.
-type imageImportResult struct {
-	Name     string `json:"name"`
-	Imported bool   `json:"imported"`
-	// StartMs is ms since kernel start.
-	StartMs    int64  `json:"startMs"`
-	DurationMs int64  `json:"durationMs"`
-	Error      string `json:"error,omitempty"`
-}
 
 // cmdRunner runs a command to completion and returns its combined output
 // (the reaper's Output on the node; a fake in tests).
@@ -60,7 +49,7 @@ type imageImporter struct {
 	// timeout bounds one ctr call.
 	timeout time.Duration
 	// done sees each result as it comes, in import order.
-	done func(imageImportResult)
+	done func(report.ImageImport)
 	// fresh says containerd started with no metadata database, so it has
 	// no images and listing them (a second of ctr under TCG, before the
 	// sandbox image's import) can be skipped.
@@ -104,9 +93,9 @@ func (im imageImporter) list(ctx context.Context) []string {
 	return strings.Fields(string(out))
 }
 
-func (im imageImporter) one(ctx context.Context, img manifest.Image, present bool) imageImportResult {
+func (im imageImporter) one(ctx context.Context, img manifest.Image, present bool) report.ImageImport {
 	start := im.clock()
-	res := imageImportResult{Name: img.Name, StartMs: start.Milliseconds()}
+	res := report.ImageImport{Name: img.Name, StartMs: start.Milliseconds()}
 	if present {
 		im.log.Info("image already present", "image", img.Name)
 		return res

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/berth-node/berth/init/report"
 	"log/slog"
 	"os/exec"
 	"slices"
@@ -68,14 +69,14 @@ func (f *fakeCtr) run(_ context.Context, cmd *exec.Cmd) ([]byte, error) {
 	return nil, nil
 }
 
-func runImports(t *testing.T, f *fakeCtr, fresh bool) []imageImportResult {
+func runImports(t *testing.T, f *fakeCtr, fresh bool) []report.ImageImport {
 	t.Helper()
 	f.now = 5 * time.Second
-	var got []imageImportResult
+	var got []report.ImageImport
 	im := imageImporter{
 		log: slog.New(slog.DiscardHandler), run: f.run, ctr: "/usr/bin/ctr", timeout: time.Minute,
 		clock: func() time.Duration { return f.now },
-		done:  func(r imageImportResult) { got = append(got, r) },
+		done:  func(r report.ImageImport) { got = append(got, r) },
 		fresh: fresh,
 	}
 	im.importAll(context.Background(), testImages, testSandbox)
@@ -93,7 +94,7 @@ func TestImportAll(t *testing.T) {
 	if !slices.Equal(f.calls, wantCalls) {
 		t.Errorf("ctr calls:\n%s\nwant:\n%s", strings.Join(f.calls, "\n"), strings.Join(wantCalls, "\n"))
 	}
-	want := []imageImportResult{
+	want := []report.ImageImport{
 		{Name: testSandbox, Imported: true, StartMs: 5100, DurationMs: 100},
 		{Name: "localhost/berth-demo:v1", StartMs: 5200, DurationMs: 100,
 			Error: "ctr images import /usr/share/berth/images/demo.tar: exit status 1: ctr: unpack: no space left on device"},

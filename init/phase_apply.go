@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/runtime/kubelet"
 )
@@ -20,7 +21,8 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Info("skipped: nothing planned")
 		return nil
 	}
-	rep := b.configReport()
+	rep := &report.Apply{}
+	b.rep.Apply = rep
 	// Read before writing: afterwards the image's files are gone.
 	for _, path := range p.Overridden(os.ReadFile) {
 		log.Warn("registry mirrors from berth.dev/registry-mirrors replace the image's hosts.toml", "path", path)
@@ -33,7 +35,7 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), plan.DescribeMode); err != nil {
 		return err
 	}
-	errs := applySysctls(ctx, b, log, p.Sysctls)
+	errs := applySysctls(ctx, b, log, rep, p.Sysctls)
 	for _, f := range p.Files {
 		rep.Files = append(rep.Files, f.Path)
 	}
@@ -46,7 +48,7 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 // modules phase's preload list may not have them, and a key that does not
 // exist yet cannot be written. Any other failure is logged and put in the
 // report's warnings, naming the key; boot goes on without it.
-func applySysctls(ctx context.Context, b *boot, log *slog.Logger, sysctls []kubelet.Sysctl) []error {
+func applySysctls(ctx context.Context, b *boot, log *slog.Logger, rep *report.Apply, sysctls []kubelet.Sysctl) []error {
 	if mods := kubelet.SysctlModules(sysctls); len(mods) > 0 {
 		if err := b.loadModules(ctx, log, mods...); err != nil {
 			log.Warn("loading the modules sysctls need", "modules", mods, "err", err)
@@ -64,7 +66,6 @@ func applySysctls(ctx context.Context, b *boot, log *slog.Logger, sysctls []kube
 				err = fmt.Errorf("%w (the key comes with module %s)", err, s.Module)
 			}
 			log.Warn("sysctl not set", "key", s.Key, "err", err)
-			rep := b.configReport()
 			rep.SysctlErrors = append(rep.SysctlErrors, err.Error())
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/network"
 )
 
@@ -17,50 +18,12 @@ import (
 // data. EC2's IMDS answers in milliseconds; the rest is for retries.
 const configTimeout = 60 * time.Second
 
-// configReport is the config phase's part of the boot report.
-type configReport struct {
-	IMDS    string             `json:"imds"`
-	Sources []string           `json:"sources"`
-	Result  *nodeconfig.Result `json:"result,omitempty"`
-	Calls   []imds.CallTiming  `json:"imdsCalls,omitempty"`
-	Files   []string           `json:"files,omitempty"`
-	// Overridden are files from the image the plan replaced (a registry's
-	// hosts.toml the registry-mirrors annotation also sets).
-	Overridden []string     `json:"overridden,omitempty"`
-	Plan       *planSummary `json:"plan,omitempty"`
-	Skipped    string       `json:"skipped,omitempty"`
-	// SysctlErrors are the optional sysctls the apply phase could not set.
-	SysctlErrors []string `json:"sysctlErrors,omitempty"`
-	// Hostname is the node's hostname once the config phase set it from
-	// IMDS; the network section keeps what DHCP or the command line gave.
-	Hostname       string                 `json:"hostname,omitempty"`
-	HostnameSource string                 `json:"hostnameSource,omitempty"`
-	Meta           map[string]interface{} `json:"instance,omitempty"`
-}
-
-type planSummary struct {
-	NodeName   string   `json:"nodeName"`
-	NodeIP     string   `json:"nodeIP,omitempty"`
-	ProviderID string   `json:"providerID,omitempty"`
-	MaxPods    int32    `json:"maxPods"`
-	Services   []string `json:"services"`
-	Warnings   []string `json:"warnings,omitempty"`
-}
-
-func (b *boot) configReport() *configReport {
-	if r, ok := b.rep.Config.(*configReport); ok {
-		return r
-	}
-	r := &configReport{}
-	b.rep.Config = r
-	return r
-}
-
 // phaseConfig reads instance metadata and user data from IMDS and merges
 // every NodeConfig source. No source at all is not an error: the node then
 // runs no Kubernetes services, and the report says so.
 func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
-	rep := b.configReport()
+	rep := &report.Config{}
+	b.rep.Config = rep
 	ov := imds.ParseOverride(b.cl.Get(imds.CmdlineKey))
 	// Whatever the NodeConfig's fate, once IMDS has answered a spot notice
 	// must still take the node down in order.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/init/report"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,11 +37,11 @@ func phasePlan(ctx context.Context, b *boot, log *slog.Logger) error {
 		return err
 	}
 	b.node.plan = p
-	sum := &planSummary{NodeName: p.NodeName, NodeIP: p.NodeIP, ProviderID: p.ProviderID, MaxPods: p.MaxPods, Warnings: p.Warnings}
+	sum := &report.Plan{NodeName: p.NodeName, NodeIP: p.NodeIP, ProviderID: p.ProviderID, MaxPods: p.MaxPods, Warnings: p.Warnings}
 	for _, s := range p.Services {
 		sum.Services = append(sum.Services, s.Name)
 	}
-	b.configReport().Plan = sum
+	b.rep.Plan = sum
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}

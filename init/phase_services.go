@@ -38,19 +38,6 @@ const (
 	selfExe = "/proc/self/exe"
 )
 
-// serviceReport is the services part of the boot report.
-type serviceReport struct {
-	// KernelToKubeletMs is from kernel start to kubelet's first exec.
-	KernelToKubeletMs int64               `json:"kernelToKubeletMs,omitempty"`
-	Services          []supervise.Status  `json:"services"`
-	Images            []imageImportResult `json:"images,omitempty"`
-	// ForwardPolicy is init/firewall.go's, set before any service starts.
-	ForwardPolicy []forwardPolicyResult `json:"forwardPolicy,omitempty"`
-	// TimeWait is the bounded wait for the first NTP sync, which kubelet's
-	// start and the image imports wait for (not containerd's).
-	TimeWait *timeWaitReport `json:"timeWait,omitempty"`
-}
-
 // phaseServices starts the plan's services (containerd, then kubelet once
 // containerd is ready) and waits, bounded, for kubelet to be healthy and
 // then for the image's OCI tarballs, imported once kubelet is healthy, so
@@ -67,7 +54,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := os.MkdirAll(filepath.Join(cgroup.DefaultRoot, "system.slice"), 0o755); err != nil {
 		log.Warn("creating the system.slice cgroup", "err", err)
 	}
-	rep := &serviceReport{}
+	rep := &report.Services{}
 	b.repMu.Lock()
 	b.rep.Services = rep
 	b.repMu.Unlock()
@@ -220,7 +207,7 @@ func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
 // importImages imports the manifest's images (imageImporter), each result
 // into the report as it comes, so boot.json shows them if the report is
 // out before they end.
-func (b *boot) importImages(ctx context.Context, log *slog.Logger, rep *serviceReport, fresh bool) {
+func (b *boot) importImages(ctx context.Context, log *slog.Logger, rep *report.Services, fresh bool) {
 	m := b.node.manifest
 	if m == nil || len(m.Images) == 0 {
 		return
@@ -231,7 +218,7 @@ func (b *boot) importImages(ctx context.Context, log *slog.Logger, rep *serviceR
 	}
 	im := imageImporter{
 		log: log, run: b.reaper.Output, ctr: ctr, clock: b.clock, timeout: importTimeout, fresh: fresh,
-		done: func(res imageImportResult) {
+		done: func(res report.ImageImport) {
 			b.updateReport("services", func(*report.Report) { rep.Images = append(rep.Images, res) })
 		},
 	}
@@ -240,7 +227,7 @@ func (b *boot) importImages(ctx context.Context, log *slog.Logger, rep *serviceR
 
 // refreshServices takes the supervisor's view into the report and, once
 // the boot report is out, rewrites /run/berth/boot.json with it.
-func (b *boot) refreshServices(sup *supervise.Supervisor, rep *serviceReport) {
+func (b *boot) refreshServices(sup *supervise.Supervisor, rep *report.Services) {
 	if sup == nil {
 		return
 	}

@@ -15,7 +15,7 @@ import (
 func phaseStorage(ctx context.Context, b *boot, log *slog.Logger) error {
 	if b.node.plan == nil || b.node.plan.Storage == nil || b.node.plan.Storage.Strategy == "" {
 		log.Info("skipped: no spec.instance.localStorage strategy")
-		b.rep.Storage = map[string]string{"status": "skipped", "reason": "no spec.instance.localStorage strategy in the NodeConfig"}
+		b.rep.Storage = &localstorage.Result{Status: localstorage.StatusSkipped, Reason: "no spec.instance.localStorage strategy in the NodeConfig"}
 		return nil
 	}
 	ls := b.node.plan.Storage

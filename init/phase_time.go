@@ -68,19 +68,11 @@ func phaseTime(ctx context.Context, b *boot, log *slog.Logger) error {
 	return err
 }
 
-// timeWaitReport is the services phase's wait for the first NTP sync, in
-// the report's clock (ms since kernel start).
-type timeWaitReport struct {
-	StartMs    int64 `json:"startMs"`
-	DurationMs int64 `json:"durationMs"`
-	Synced     bool  `json:"synced"`
-}
-
 // waitTime waits, bounded, for the time client's first clock update; the
 // services phase runs it beside containerd's start, and kubelet's start
 // waits for it. Without a time client (berth.ntp=off) there is no wait and
 // no record of one.
-func (b *boot) waitTime(ctx context.Context) *timeWaitReport {
+func (b *boot) waitTime(ctx context.Context) *report.TimeWait {
 	c := b.node.time
 	if c == nil {
 		return nil
@@ -90,7 +82,7 @@ func (b *boot) waitTime(ctx context.Context) *timeWaitReport {
 	waited := time.Since(t0)
 	b.log.Info("first NTP sync before kubelet", "phase", "time", "synced", synced,
 		"waited", waited.Round(time.Millisecond))
-	return &timeWaitReport{StartMs: start.Milliseconds(), DurationMs: waited.Milliseconds(), Synced: synced}
+	return &report.TimeWait{StartMs: start.Milliseconds(), DurationMs: waited.Milliseconds(), Synced: synced}
 }
 
 // refreshTime takes the time client's status into the report and, once

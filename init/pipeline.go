@@ -159,6 +159,7 @@ func pid1() {
 		level: level,
 		clock: bootlog.SinceBoot,
 		rep: &report.Report{
+			SchemaVersion:  report.SchemaVersion,
 			Version:        version.Version,
 			KernelToInitMs: start.Milliseconds(),
 			Phases:         []report.Phase{},

@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/clusterimages"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/runtime/supervise"
 )
 
 // Budgets for the join under TCG: kubelet registers a few seconds after it
@@ -289,21 +291,7 @@ func TestJoin(t *testing.T) {
 	if !reportOK(rep) {
 		t.Fatalf("boot failed: %v", rep["error"])
 	}
-	var svc struct {
-		KernelToKubeletMs int64 `json:"kernelToKubeletMs"`
-		Services          []struct {
-			Name     string `json:"name"`
-			State    string `json:"state"`
-			PID      int    `json:"pid"`
-			Restarts int    `json:"restarts"`
-			ReadyMs  int64  `json:"ready_ms"`
-		} `json:"services"`
-		Images []struct {
-			Name     string `json:"name"`
-			Imported bool   `json:"imported"`
-			StartMs  int64  `json:"startMs"`
-		} `json:"images"`
-	}
+	var svc report.Services
 	section(t, rep, "services", &svc)
 	if len(svc.Services) != 2 || svc.Services[0].Name != "containerd" || svc.Services[1].Name != "kubelet" {
 		t.Fatalf("services in the report: %+v", svc.Services)
@@ -410,20 +398,11 @@ func demoPod(ns, name, node string) map[string]any {
 	}
 }
 
-type serviceStatus struct {
-	Name     string `json:"name"`
-	State    string `json:"state"`
-	PID      int    `json:"pid"`
-	Restarts int    `json:"restarts"`
-}
-
-func servicePIDs(t *testing.T, rep map[string]any) map[string]serviceStatus {
+func servicePIDs(t *testing.T, rep map[string]any) map[string]supervise.Status {
 	t.Helper()
-	var svc struct {
-		Services []serviceStatus `json:"services"`
-	}
+	var svc report.Services
 	section(t, rep, "services", &svc)
-	out := map[string]serviceStatus{}
+	out := map[string]supervise.Status{}
 	for _, s := range svc.Services {
 		out[s.Name] = s
 	}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/network"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
@@ -105,44 +107,6 @@ func section(t *testing.T, rep map[string]any, name string, v any) {
 	}
 }
 
-type netSection struct {
-	Mode       string   `json:"mode"`
-	Interface  string   `json:"interface"`
-	Addresses  []string `json:"addresses"`
-	Gateway    string   `json:"gateway"`
-	MTU        int      `json:"mtu"`
-	DNS        []string `json:"dns"`
-	DHCPServer string   `json:"dhcpServer"`
-	Hostname   string   `json:"hostname"`
-	// HostnameSource is dhcp, config or imds.
-	HostnameSource string  `json:"hostnameSource"`
-	LeaseTime      float64 `json:"leaseTimeMs"`
-	Steps          struct {
-		DHCP  float64 `json:"dhcpMs"`
-		Total float64 `json:"totalMs"`
-	} `json:"steps"`
-}
-
-type configSection struct {
-	// Hostname is set from IMDS local-hostname; HostnameSource is imds.
-	Hostname       string   `json:"hostname"`
-	HostnameSource string   `json:"hostnameSource"`
-	IMDS           string   `json:"imds"`
-	Sources        []string `json:"sources"`
-	Files          []string `json:"files"`
-	Result         struct {
-		Used    []string `json:"used"`
-		Skipped []struct {
-			Source string `json:"source"`
-		} `json:"skipped"`
-	} `json:"result"`
-	Plan struct {
-		NodeName   string `json:"nodeName"`
-		ProviderID string `json:"providerID"`
-		MaxPods    int    `json:"maxPods"`
-	} `json:"plan"`
-}
-
 // A node boots on QEMU's user network by DHCP, reads its metadata and its
 // MIME user data from an IMDSv2 stand-in on the host, renders the kubelet
 // and containerd files, and the boot report says where everything came from.
@@ -163,7 +127,7 @@ func TestConfigFromIMDS(t *testing.T) {
 		t.Fatalf("boot failed: %v", rep["error"])
 	}
 
-	var n netSection
+	var n network.Result
 	section(t, rep, "network", &n)
 	if n.Mode != "dhcp" || !slices.Contains(n.Addresses, "10.0.2.15/24") || n.Gateway != "10.0.2.2" || n.DHCPServer == "" {
 		t.Errorf("network by DHCP from QEMU's user network: %+v", n)
@@ -176,8 +140,12 @@ func TestConfigFromIMDS(t *testing.T) {
 	}
 	figure(t, "network phase %.0f ms, of which DHCP %.0f ms", n.Steps.Total, n.Steps.DHCP)
 
-	var c configSection
+	var c report.Config
 	section(t, rep, "config", &c)
+	var pl report.Plan
+	section(t, rep, "plan", &pl)
+	var ap report.Apply
+	section(t, rep, "apply", &ap)
 	if c.Hostname != "ip-10-0-2-15.us-west-2.compute.internal" || c.HostnameSource != "imds" {
 		t.Errorf("hostname in the report's config section: %q from %q, want IMDS local-hostname", c.Hostname, c.HostnameSource)
 	}
@@ -191,13 +159,13 @@ func TestConfigFromIMDS(t *testing.T) {
 		t.Errorf("the shell part should be skipped, got %+v", c.Result.Skipped)
 	}
 	for _, f := range []string{"/etc/kubernetes/kubelet/config.json", "/etc/containerd/config.toml", "/etc/kubernetes/pki/ca.crt"} {
-		if !slices.Contains(c.Files, f) {
-			t.Errorf("report files %v lack %s", c.Files, f)
+		if !slices.Contains(ap.Files, f) {
+			t.Errorf("report files %v lack %s", ap.Files, f)
 		}
 	}
-	if c.Plan.NodeName != "ip-10-0-2-15.us-west-2.compute.internal" || c.Plan.MaxPods != 29 ||
-		c.Plan.ProviderID != "aws:///us-west-2a/i-0123456789abcdef0" {
-		t.Errorf("plan summary: %+v", c.Plan)
+	if pl.NodeName != "ip-10-0-2-15.us-west-2.compute.internal" || pl.MaxPods != 29 ||
+		pl.ProviderID != "aws:///us-west-2a/i-0123456789abcdef0" {
+		t.Errorf("plan summary: %+v", pl)
 	}
 
 	// The files are really there, as the plan said.
@@ -239,7 +207,7 @@ func TestStaticNetworkAndBadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n netSection
+	var n network.Result
 	section(t, rep, "network", &n)
 	if n.Mode != "static" || !slices.Contains(n.Addresses, "10.0.2.15/24") || n.Gateway != "10.0.2.2" || n.DHCPServer != "" {
 		t.Errorf("static network: %+v", n)

@@ -129,7 +129,7 @@ func (s *storageNode) powerOff(t *testing.T, vm *qemu.VM) {
 func stepMs(r localstorage.Result) map[string]float64 {
 	out := map[string]float64{}
 	for _, s := range r.Steps {
-		out[s.Name] += s.MS
+		out[s.Name] += s.DurationMs
 	}
 	return out
 }

@@ -108,14 +108,18 @@ type Options struct {
 	NoTimings bool
 }
 
+// millis is d in ms, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // CallTiming is the record of one Get, for the boot report.
 type CallTiming struct {
-	Path     string        `json:"path"`
-	Endpoint string        `json:"endpoint"`
-	Attempts int           `json:"attempts"`
-	Duration time.Duration `json:"duration"`
-	Status   int           `json:"status,omitempty"`
-	Err      string        `json:"err,omitempty"`
+	Path     string `json:"path"`
+	Endpoint string `json:"endpoint"`
+	Attempts int    `json:"attempts"`
+	// DurationMs is the whole Get, retries included, in ms.
+	DurationMs float64 `json:"durationMs"`
+	Status     int     `json:"status,omitempty"`
+	Err        string  `json:"err,omitempty"`
 }
 
 // Client reads instance metadata. It is safe for concurrent use.
@@ -307,7 +311,7 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 		var retry bool
 		body, status, lastEP, retry, last = c.attempt(ctx, full, &reauthed)
 		if last == nil {
-			c.record(CallTiming{Path: full, Endpoint: lastEP, Attempts: attempts, Duration: time.Since(wall), Status: status})
+			c.record(CallTiming{Path: full, Endpoint: lastEP, Attempts: attempts, DurationMs: millis(time.Since(wall)), Status: status})
 			return body, nil
 		}
 		if !retry {
@@ -353,7 +357,7 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 	}
 	err := &Error{Method: http.MethodGet, Path: full, Endpoint: lastEP, Attempts: attempts, Elapsed: time.Since(wall),
 		Request: request, Status: status, Err: last}
-	c.record(CallTiming{Path: full, Endpoint: lastEP, Attempts: attempts, Duration: err.Elapsed, Status: status, Err: last.Error()})
+	c.record(CallTiming{Path: full, Endpoint: lastEP, Attempts: attempts, DurationMs: millis(err.Elapsed), Status: status, Err: last.Error()})
 	return nil, err
 }
 

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/network/timesync"
+	"github.com/berth-node/berth/runtime/supervise"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -160,14 +162,14 @@ func checkSVG(t *testing.T, b *Boot, svg []byte) {
 func TestSplitCountsOverlapsOnce(t *testing.T) {
 	b := &Boot{Report: &report.Report{KernelToInitMs: 100, EndMs: 1100,
 		Phases: []report.Phase{{Name: "services", StartMs: 200, DurationMs: 900}}}}
-	b.Time = &timeSection{}
-	b.Services = &servicesSection{
+	b.Time = &timesync.Status{}
+	b.Services = &report.Services{
 		KernelToKubeletMs: 700,
-		Services: []service{
+		Services: []supervise.Status{
 			{Name: "containerd", StartedAt: time.Unix(100, 0), ReadyMs: 300},   // 300..600
 			{Name: "kubelet", StartedAt: time.Unix(100, 400e6), ReadyMs: 1000}, // 700..1700, past the end
 		},
-		Images: []image{{Name: "pause", StartMs: 500, DurationMs: 150, Imported: true}}, // 500..650: overlaps containerd
+		Images: []report.ImageImport{{Name: "pause", StartMs: 500, DurationMs: 150, Imported: true}}, // 500..650: overlaps containerd
 	}
 	got := Split(b)
 	// ntp 200..300, containerd 300..600, import ..650, kubelet 700..1100.
@@ -189,18 +191,15 @@ func TestTimeWaitBesideContainerd(t *testing.T) {
 	boot := func(ntpMs int64) *Boot {
 		b := &Boot{Report: &report.Report{KernelToInitMs: 100, EndMs: 1500,
 			Phases: []report.Phase{{Name: "apply", StartMs: 100, DurationMs: 100}, {Name: "services", StartMs: 200, DurationMs: 1300}}}}
-		b.Time = &timeSection{}
-		b.Services = &servicesSection{
-			Services: []service{
+		b.Time = &timesync.Status{}
+		b.Services = &report.Services{
+			Services: []supervise.Status{
 				{Name: "containerd", StartedAt: time.Unix(100, 0), ReadyMs: 300}, // 200..500
 				{Name: "kubelet", StartedAt: time.Unix(100, 0).Add(time.Duration(max(300, ntpMs)) * time.Millisecond), ReadyMs: 500},
 			},
 		}
 		b.Services.KernelToKubeletMs = 200 + max(300, ntpMs)
-		b.Services.TimeWait = &struct {
-			StartMs    int64 `json:"startMs"`
-			DurationMs int64 `json:"durationMs"`
-		}{StartMs: 200, DurationMs: ntpMs}
+		b.Services.TimeWait = &report.TimeWait{StartMs: 200, DurationMs: ntpMs}
 		return b
 	}
 	chain := func(b *Boot) []string {
@@ -251,6 +250,53 @@ func TestChainTo(t *testing.T) {
 	}
 }
 
+// The recorded reports are schema 1 (before schemaVersion). Each one,
+// upgraded and written again by the writer's own encoder as schema 2,
+// analyzes to the very same text and chart: berth analyze reads both.
+func TestSchema2AnalyzesLikeSchema1(t *testing.T) {
+	for _, f := range recorded(t) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2, err := old.Report.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(v2), `"schemaVersion":2`) {
+			t.Fatalf("%s re-encoded without schemaVersion 2: %s", f, v2)
+		}
+		b, err := Decode(v2)
+		if err != nil {
+			t.Fatalf("%s as schema 2: %v", f, err)
+		}
+		var txt, svg bytes.Buffer
+		if err := WriteText(&txt, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteSVG(&svg, b); err != nil {
+			t.Fatal(err)
+		}
+		base := strings.TrimSuffix(f, ".json")
+		for _, g := range []struct {
+			ext string
+			got []byte
+		}{{".txt", txt.Bytes()}, {".svg", svg.Bytes()}} {
+			want, err := os.ReadFile(base + g.ext)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(g.got, want) {
+				t.Errorf("%s as schema 2 analyzes differently from %s", f, base+g.ext)
+			}
+		}
+	}
+}
+
 // Decode takes boot.json or a console log, and says which it wanted.
 func TestDecodeConsoleLog(t *testing.T) {
 	log := "[    1.0] berth: starting\r\n   22.011 BERTH-REPORT {\"version\":\"a\",\"phases\":[]}\n   40.000 BERTH-REPORT {\"version\":\"b\",\"phases\":[],\"endMs\":9}\nmore\n"
@@ -261,7 +307,7 @@ func TestDecodeConsoleLog(t *testing.T) {
 	if _, err := Decode([]byte("hello")); err == nil || !strings.Contains(err.Error(), "BERTH-REPORT") {
 		t.Errorf("Decode(junk) error = %v", err)
 	}
-	if _, err := Decode([]byte(`{"services": 3}`)); err == nil || !strings.Contains(err.Error(), "services section") {
+	if _, err := Decode([]byte(`{"services": 3}`)); err == nil || !strings.Contains(err.Error(), "Report.services") {
 		t.Errorf("Decode(bad section) error = %v", err)
 	}
 }

@@ -9,102 +9,40 @@ package analyze
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/mounts/localstorage"
+	"github.com/berth-node/berth/network"
+	"github.com/berth-node/berth/network/timesync"
+	"github.com/berth-node/berth/runtime/supervise"
 )
 
-// Boot is a report with the sections analyze reads decoded into its own
-// views of them: report.Report keeps sections as whatever each phase put
-// there (the phases' structs on the node, generic JSON once read back).
+// Boot is a decoded report, with the sections analyze reads at hand. The
+// sections are the report's own types (report.Report's typed sections),
+// the ones the node writes: there is no second copy of the schema here.
 type Boot struct {
 	Report   *report.Report
-	Network  *networkSection
-	Config   *configSection
-	Storage  *storageSection
-	Time     *timeSection
-	Services *servicesSection
-}
-
-// The views name only the fields analyze uses; the JSON names are the
-// sections' own (network.Result, init's configReport, localstorage.Result,
-// timesync.Status, init's serviceReport).
-type networkSection struct {
-	Mode  string `json:"mode"`
-	Steps struct {
-		LinkWaitMs float64 `json:"linkWaitMs"`
-		EntropyMs  float64 `json:"entropyMs"`
-		DHCPMs     float64 `json:"dhcpMs"`
-	} `json:"steps"`
-}
-
-type configSection struct {
-	Calls []struct {
-		Path     string        `json:"path"`
-		Duration time.Duration `json:"duration"`
-	} `json:"imdsCalls"`
-}
-
-type storageSection struct {
-	Status string `json:"status"`
-	// Steps run one after the other, in this order.
-	Steps []struct {
-		Name string  `json:"name"`
-		MS   float64 `json:"ms"`
-	} `json:"steps"`
-}
-
-type timeSection struct {
-	Synced      bool  `json:"synced"`
-	FirstSyncMs int64 `json:"firstSyncMs"`
-}
-
-type servicesSection struct {
-	KernelToKubeletMs int64     `json:"kernelToKubeletMs"`
-	Services          []service `json:"services"`
-	Images            []image   `json:"images"`
-	// TimeWait is the first NTP sync's wait beside containerd's start;
-	// reports from before it record none (the wait came first, then).
-	TimeWait *struct {
-		StartMs    int64 `json:"startMs"`
-		DurationMs int64 `json:"durationMs"`
-	} `json:"timeWait"`
-}
-
-type service struct {
-	Name          string    `json:"name"`
-	State         string    `json:"state"`
-	Restarts      int       `json:"restarts"`
-	StartedAt     time.Time `json:"started_at"`
-	ReadyMs       int64     `json:"ready_ms"`
-	LastError     string    `json:"last_error"`
-	LastErrorLine string    `json:"last_error_line"`
-}
-
-type image struct {
-	Name     string `json:"name"`
-	Imported bool   `json:"imported"`
-	// StartMs is ms since kernel start, when the report records it; the
-	// imports are otherwise placed one after the other from containerd's
-	// readiness, which is how the services phase runs them.
-	StartMs    int64  `json:"startMs"`
-	DurationMs int64  `json:"durationMs"`
-	Error      string `json:"error"`
+	Network  *network.Result
+	Config   *report.Config
+	Storage  *localstorage.Result
+	Time     *timesync.Status
+	Services *report.Services
 }
 
 // Decode reads boot.json, or a console log holding BERTH-REPORT lines (the
-// last one wins: a reboot's log has one per boot).
+// last one wins: a reboot's log has one per boot), in any schema
+// report.Decode reads.
 func Decode(data []byte) (*Boot, error) {
 	trimmed := bytes.TrimSpace(data)
 	if bytes.HasPrefix(trimmed, []byte("{")) {
-		var r report.Report
-		if err := json.Unmarshal(trimmed, &r); err != nil {
-			return nil, fmt.Errorf("decoding the boot report: %w", err)
+		r, err := report.Decode(trimmed)
+		if err != nil {
+			return nil, err
 		}
-		return FromReport(&r)
+		return FromReport(r)
 	}
 	i := bytes.LastIndex(data, []byte(report.Prefix))
 	if i < 0 {
@@ -118,33 +56,12 @@ func Decode(data []byte) (*Boot, error) {
 	return FromReport(r)
 }
 
-// FromReport decodes the sections analyze reads, from whatever the report
-// holds there (a phase's struct or generic JSON).
+// FromReport gives the report's sections their places in a Boot.
 func FromReport(r *report.Report) (*Boot, error) {
-	b := &Boot{Report: r}
-	for _, s := range []struct {
-		name string
-		src  any
-		dst  any
-	}{
-		{"network", r.Network, &b.Network},
-		{"config", r.Config, &b.Config},
-		{"storage", r.Storage, &b.Storage},
-		{"time", r.Time, &b.Time},
-		{"services", r.Services, &b.Services},
-	} {
-		if s.src == nil {
-			continue
-		}
-		raw, err := json.Marshal(s.src)
-		if err != nil {
-			return nil, fmt.Errorf("re-encoding the report's %s section: %w", s.name, err)
-		}
-		if err := json.Unmarshal(raw, s.dst); err != nil {
-			return nil, fmt.Errorf("decoding the report's %s section: %w", s.name, err)
-		}
+	if r == nil {
+		return nil, fmt.Errorf("no boot report")
 	}
-	return b, nil
+	return &Boot{Report: r, Network: r.Network, Config: r.Config, Storage: r.Storage, Time: r.Time, Services: r.Services}, nil
 }
 
 // phase returns the named phase, if boot got to it.
@@ -157,7 +74,7 @@ func (b *Boot) phase(name string) (report.Phase, bool) {
 	return report.Phase{}, false
 }
 
-// kernelMs places a wall-clock time (a service's started_at) on the
+// kernelMs places a wall-clock time (a service's startedAt) on the
 // kernel's clock: by the report's own wall clock at EndMs, or, in reports
 // from before EndWall, by kubelet's start, the one service the report
 // places itself. False when neither anchor is there.
@@ -180,9 +97,9 @@ func (b *Boot) kernelMs(t time.Time) (int64, bool) {
 }
 
 // serviceStart is when the named service first ran, ms since kernel start.
-func (b *Boot) serviceStart(name string) (service, int64, bool) {
+func (b *Boot) serviceStart(name string) (supervise.Status, int64, bool) {
 	if b.Services == nil {
-		return service{}, 0, false
+		return supervise.Status{}, 0, false
 	}
 	for _, s := range b.Services.Services {
 		if s.Name == name {
@@ -194,5 +111,5 @@ func (b *Boot) serviceStart(name string) (service, int64, bool) {
 			return s, at, ok
 		}
 	}
-	return service{}, 0, false
+	return supervise.Status{}, 0, false
 }

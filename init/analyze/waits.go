@@ -52,15 +52,15 @@ func Waits(b *Boot) []report.Span {
 	if n := b.Network; n != nil {
 		if p, ok := b.phase("network"); ok {
 			// network.Up: link wait, entropy wait, then the DHCP exchange.
-			add(report.Span{Name: WaitDHCP, Phase: p.Name, StartMs: p.StartMs + roundMs(n.Steps.LinkWaitMs+n.Steps.EntropyMs),
-				DurationMs: roundMs(n.Steps.DHCPMs), Derived: true})
+			add(report.Span{Name: WaitDHCP, Phase: p.Name, StartMs: p.StartMs + roundMs(float64(n.Steps.LinkWait+n.Steps.Entropy)),
+				DurationMs: roundMs(float64(n.Steps.DHCP)), Derived: true})
 		}
 	}
 	if c := b.Config; c != nil {
 		if p, ok := b.phase("config"); ok {
 			var sum int64
 			for _, call := range c.Calls {
-				sum += call.Duration.Milliseconds()
+				sum += int64(call.DurationMs) // whole ms each, as schema 1 summed them
 			}
 			// Calls may overlap: the phase bounds their sum.
 			add(report.Span{Name: WaitIMDS, Phase: p.Name, StartMs: p.StartMs, DurationMs: min(sum, p.DurationMs), Derived: true})
@@ -71,9 +71,9 @@ func Waits(b *Boot) []report.Span {
 			at := float64(p.StartMs)
 			for _, st := range s.Steps {
 				if st.Name == "mkfs" {
-					add(report.Span{Name: WaitMkfs, Phase: p.Name, StartMs: roundMs(at), DurationMs: roundMs(st.MS), Derived: true})
+					add(report.Span{Name: WaitMkfs, Phase: p.Name, StartMs: roundMs(at), DurationMs: roundMs(st.DurationMs), Derived: true})
 				}
-				at += st.MS
+				at += st.DurationMs
 			}
 		}
 	}

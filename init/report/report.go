@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/internal/fsutil"
+	"github.com/berth-node/berth/mounts/localstorage"
+	"github.com/berth-node/berth/network"
+	"github.com/berth-node/berth/network/timesync"
 )
 
 // DefaultPath is where the report is written on a booted node.
@@ -36,11 +39,16 @@ type Phase struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// Report is the boot report. The `any` sections belong to later phases
-// (network, storage, services...), which put their own structs there.
+// Report is the boot report, boot.json's schema (SchemaVersion). All
+// durations are in milliseconds, in fields named ...Ms; times on the boot's
+// clock are ms since the kernel started; the few wall-clock times are
+// RFC 3339.
 type Report struct {
-	Version string `json:"version"`
-	BootID  string `json:"bootId,omitempty"`
+	// SchemaVersion is the schema's version: JSON always writes
+	// SchemaVersion; Decode reads older reports, and refuses newer ones.
+	SchemaVersion int    `json:"schemaVersion"`
+	Version       string `json:"version"`
+	BootID        string `json:"bootId,omitempty"`
 	// KernelToInitMs is when berth's first line was logged: the time the
 	// kernel took to reach PID 1.
 	KernelToInitMs int64 `json:"kernelToInitMs"`
@@ -48,7 +56,7 @@ type Report struct {
 	// EndMs - KernelToInitMs.
 	EndMs int64 `json:"endMs"`
 	// EndWall is the wall clock at EndMs: it places the services' wall-clock
-	// times (started_at) on the kernel's clock, for `berth analyze`.
+	// times (startedAt) on the kernel's clock, for `berth analyze`.
 	EndWall time.Time `json:"endWall,omitzero"`
 	Phases  []Phase   `json:"phases"`
 	Modules []string  `json:"modules"`
@@ -66,14 +74,20 @@ type Report struct {
 	// of phases that boot survives are in Phases.
 	OK bool `json:"ok"`
 	// Error is the fatal error, "phase: message".
-	Error    string `json:"error,omitempty"`
-	Root     any    `json:"root,omitempty"`
-	Config   any    `json:"config,omitempty"`
-	Network  any    `json:"network,omitempty"`
-	Time     any    `json:"time,omitempty"`
-	Storage  any    `json:"storage,omitempty"`
-	Host     any    `json:"host,omitempty"`
-	Services any    `json:"services,omitempty"`
+	Error string `json:"error,omitempty"`
+	// The sections, each written by one phase (or, for the services, by
+	// the services phase and then the supervisor's changes). Those that
+	// `berth analyze` and the tests read are typed; the others hold the
+	// writing package's own struct.
+	Root     any                  `json:"root,omitempty"`
+	Config   *Config              `json:"config,omitempty"`
+	Plan     *Plan                `json:"plan,omitempty"`
+	Apply    *Apply               `json:"apply,omitempty"`
+	Network  *network.Result      `json:"network,omitempty"`
+	Time     *timesync.Status     `json:"time,omitempty"`
+	Storage  *localstorage.Result `json:"storage,omitempty"`
+	Host     any                  `json:"host,omitempty"`
+	Services *Services            `json:"services,omitempty"`
 	// Shutdown is the way down once a power request came: its reason and
 	// each step with its duration, written as the steps end.
 	Shutdown any `json:"shutdown,omitempty"`
@@ -133,10 +147,14 @@ type Panic struct {
 // JSON is the report as compact single-line JSON, without HTML escaping so
 // that what a test reads is what was logged.
 func (r *Report) JSON() ([]byte, error) {
+	// What this code writes is the schema its types are, whatever the
+	// field held (a report decoded from an older schema, too).
+	c := *r
+	c.SchemaVersion = SchemaVersion
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
+	if err := enc.Encode(&c); err != nil {
 		return nil, fmt.Errorf("encoding boot report: %w", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
@@ -164,17 +182,14 @@ func (r *Report) Write(path string) error {
 }
 
 // ParseLine finds a BERTH-REPORT line in one line of console output (which
-// may carry noise before the prefix) and decodes it.
+// may carry noise before the prefix) and decodes it (Decode: any schema
+// this berth reads).
 func ParseLine(line string) (*Report, error) {
 	i := strings.Index(line, Prefix)
 	if i < 0 {
 		return nil, fmt.Errorf("no %q in line", strings.TrimSpace(Prefix))
 	}
-	var r Report
-	if err := json.Unmarshal([]byte(strings.TrimSpace(line[i+len(Prefix):])), &r); err != nil {
-		return nil, fmt.Errorf("decoding boot report JSON: %w", err)
-	}
-	return &r, nil
+	return Decode([]byte(strings.TrimSpace(line[i+len(Prefix):])))
 }
 
 // Clock gives the time since the kernel started.

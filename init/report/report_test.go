@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/mounts/localstorage"
+	"github.com/berth-node/berth/runtime/reaper"
+	"github.com/berth-node/berth/runtime/supervise"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,6 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func sample() *Report {
 	return &Report{
+		SchemaVersion:  SchemaVersion,
 		Version:        "v0.1.0-test",
 		BootID:         "3f1c0e9a-5b7d-4c1e-9a2b-8d6e0f4a1b2c",
 		KernelToInitMs: 812,
@@ -37,6 +42,18 @@ func sample() *Report {
 		EndWall: time.Date(2026, 11, 24, 1, 47, 30, 123000000, time.UTC),
 		OK:      true,
 		Root:    map[string]string{"image": "/root.erofs", "fstype": "erofs"},
+		Config: &Config{IMDS: "http://169.254.169.254", Sources: []string{"imds"},
+			Calls: []imds.CallTiming{{Path: "/latest/user-data", Endpoint: "http://169.254.169.254", Attempts: 1, DurationMs: 4.25, Status: 200}}},
+		Plan:    &Plan{NodeName: "i-0123456789abcdef0", MaxPods: 29, Services: []string{"containerd", "kubelet"}},
+		Apply:   &Apply{Files: []string{"/etc/kubernetes/kubelet/config.json"}},
+		Storage: &localstorage.Result{Status: localstorage.StatusReady, Steps: []localstorage.StepDuration{{Name: "mkfs", DurationMs: 812.5}}},
+		Services: &Services{KernelToKubeletMs: 1300, Services: []supervise.Status{{
+			Name: "kubelet", State: supervise.StateReady, Restarts: 1, ReadyMs: 900,
+			StartedAt:  time.Date(2026, 11, 24, 1, 47, 29, 0, time.UTC),
+			LastExit:   &reaper.ExitStatus{Code: 1},
+			LastExitAt: time.Date(2026, 11, 24, 1, 47, 28, 0, time.UTC),
+			LastError:  "not ready in time", LastErrorLine: "E1124 x509: bad", LogTail: []string{"I1124 started"},
+		}}},
 	}
 }
 
@@ -64,12 +81,12 @@ func TestJSONGolden(t *testing.T) {
 }
 
 func TestEmptySectionsOmittedAndEmptyListsKept(t *testing.T) {
-	r := &Report{Version: "v", Phases: []Phase{}, Modules: []string{}}
+	r := &Report{SchemaVersion: SchemaVersion, Version: "v", Phases: []Phase{}, Modules: []string{}}
 	b, err := r.JSON()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"version":"v","kernelToInitMs":0,"endMs":0,"phases":[],"modules":[],"rssKiB":0,"ok":false}`
+	want := `{"schemaVersion":2,"version":"v","kernelToInitMs":0,"endMs":0,"phases":[],"modules":[],"rssKiB":0,"ok":false}`
 	if string(b) != want {
 		t.Errorf("JSON = %s\nwant   %s", b, want)
 	}
@@ -208,13 +225,25 @@ func FuzzParseLine(f *testing.F) {
 	line, _ := sample().Line()
 	f.Add(line)
 	f.Add(Prefix + "{}")
+	// Schema 1, which Decode upgrades field by field.
+	f.Add(Prefix + `{"config":{"imdsCalls":[{"duration":5000000}],"plan":{"nodeName":"n"},"files":["/a"]},"storage":{"steps":[{"name":"mkfs","ms":1.5}]},"services":{"services":[{"name":"kubelet","ready_ms":3,"log_tail":["x"]}]}}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseLine(s)
 		if err != nil {
 			return
 		}
-		if _, err := r.JSON(); err != nil {
+		b, err := r.JSON()
+		if err != nil {
 			t.Fatalf("decoded report does not encode: %v", err)
+		}
+		// What decodes, in any schema, re-encodes as the current one and
+		// decodes again to the same thing.
+		again, err := Decode(b)
+		if err != nil {
+			t.Fatalf("re-encoded report does not decode: %v\n%s", err, b)
+		}
+		if b2, _ := again.JSON(); string(b2) != string(b) {
+			t.Fatalf("decode is not stable:\n%s\n%s", b, b2)
 		}
 	})
 }

@@ -31,7 +31,7 @@ type Result struct {
 	Array       *ArrayReport   `json:"array,omitempty"`
 	Filesystems []FSReport     `json:"filesystems,omitempty"`
 	Binds       []Bind         `json:"binds,omitempty"`
-	Steps       []StepDuration `json:"steps"`
+	Steps       []StepDuration `json:"steps,omitempty"`
 }
 
 // DiskReport is one claimed disk.
@@ -71,10 +71,10 @@ type FSReport struct {
 
 // StepDuration is how long one step took.
 type StepDuration struct {
-	Name string  `json:"name"` // discover, probe, partition, array, mkfs, mount
-	MS   float64 `json:"ms"`
+	Name       string  `json:"name"` // discover, probe, partition, array, mkfs, mount
+	DurationMs float64 `json:"durationMs"`
 }
 
 func (r *Result) step(name string, start time.Time) {
-	r.Steps = append(r.Steps, StepDuration{Name: name, MS: float64(time.Since(start).Microseconds()) / 1000})
+	r.Steps = append(r.Steps, StepDuration{Name: name, DurationMs: float64(time.Since(start).Microseconds()) / 1000})
 }

@@ -149,7 +149,7 @@ func describe(ev event) string {
 		return "kubelet healthy: " + ev.Detail
 	case bootReport:
 		k := int64(0)
-		if s, err := servicesOf(ev.Report); err == nil {
+		if s := ev.Report.Services; s != nil {
 			k = s.KernelToKubeletMs
 		}
 		return fmt.Sprintf("boot report: ok=%t, kernel → kubelet exec %d ms (guest clock), berth RSS %d KiB", ev.Report.OK, k, ev.Report.RSSKiB)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,43 +8,6 @@ import (
 
 	"github.com/berth-node/berth/init/report"
 )
-
-// servicesSection is the part of the boot report's services section the
-// timeline shows.
-type servicesSection struct {
-	KernelToKubeletMs int64 `json:"kernelToKubeletMs"`
-	Services          []struct {
-		Name      string    `json:"name"`
-		State     string    `json:"state"`
-		PID       int       `json:"pid"`
-		Restarts  int       `json:"restarts"`
-		StartedAt time.Time `json:"started_at"`
-		ReadyMs   int64     `json:"ready_ms"`
-	} `json:"services"`
-	Images []struct {
-		Name       string `json:"name"`
-		Imported   bool   `json:"imported"`
-		DurationMs int64  `json:"durationMs"`
-		Error      string `json:"error"`
-	} `json:"images"`
-}
-
-// servicesOf decodes the report's services section (report.Report keeps it
-// as the generic JSON the node wrote).
-func servicesOf(r *report.Report) (servicesSection, error) {
-	var s servicesSection
-	if r.Services == nil {
-		return s, nil
-	}
-	b, err := json.Marshal(r.Services)
-	if err != nil {
-		return s, fmt.Errorf("re-encoding the report's services section: %w", err)
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("decoding the report's services section: %w", err)
-	}
-	return s, nil
-}
 
 // hostTimes are the milestones as the host saw them, each since QEMU
 // started; zero means not reached.
@@ -125,10 +87,7 @@ func formatTimeline(w io.Writer, tl timeline) error {
 		b.WriteString("Boot timeline, guest clock (ms since the kernel started):\n")
 		row(2, "kernel start", ms(0), "")
 		row(2, "berth running as PID 1", ms(r.KernelToInitMs), "kernel → berth (kernelToInitMs)")
-		svc, err := servicesOf(r)
-		if err != nil {
-			return err
-		}
+		svc := r.Services
 		for _, p := range r.Phases {
 			note := fmt.Sprintf("took %d ms", p.DurationMs)
 			if p.Error != "" {
@@ -204,7 +163,10 @@ func formatTimeline(w io.Writer, tl timeline) error {
 // servicesRows places each service on the guest clock: the report gives
 // kubelet's exec as ms since kernel start and every service's exec as wall
 // time, so the others are placed by their distance from kubelet's.
-func servicesRows(row func(int, string, string, string), svc servicesSection) {
+func servicesRows(row func(int, string, string, string), svc *report.Services) {
+	if svc == nil {
+		return
+	}
 	var kubeletAt time.Time
 	for _, s := range svc.Services {
 		if s.Name == "kubelet" {
@@ -231,9 +193,9 @@ func servicesRows(row func(int, string, string, string), svc servicesSection) {
 			if s.Name == "kubelet" {
 				what = " healthy"
 			}
-			row(4, s.Name+what, fmt.Sprintf("%d ms", at+s.ReadyMs), fmt.Sprintf("ready_ms %d", s.ReadyMs))
+			row(4, s.Name+what, fmt.Sprintf("%d ms", at+s.ReadyMs), fmt.Sprintf("readyMs %d", s.ReadyMs))
 		} else {
-			row(4, s.Name+" ready", "not ready", "state "+s.State)
+			row(4, s.Name+" ready", "not ready", "state "+string(s.State))
 		}
 		if s.Name == "containerd" {
 			for _, im := range svc.Images {

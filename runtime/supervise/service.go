@@ -46,19 +46,19 @@ type Status struct {
 	PID      int    `json:"pid,omitempty"`
 	Restarts int    `json:"restarts"`
 	// StartedAt is the first exec; the boot report turns it into time since kernel start.
-	StartedAt time.Time `json:"started_at,omitzero"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
 	// ReadyMs is from the first exec to the first ready; 0 if never ready.
-	ReadyMs    int64              `json:"ready_ms,omitempty"`
-	LastExit   *reaper.ExitStatus `json:"last_exit,omitempty"`
-	LastExitAt time.Time          `json:"last_exit_at,omitzero"`
+	ReadyMs    int64              `json:"readyMs,omitempty"`
+	LastExit   *reaper.ExitStatus `json:"lastExit,omitempty"`
+	LastExitAt time.Time          `json:"lastExitAt,omitzero"`
 	// LastError is the supervisor's last complaint (failed start, not
 	// ready in time, hook failure, a panic in berth's own code supervising
 	// it: "supervising NAME: panic: ...", "readiness probe: panic: ...",
 	// "reading the output: panic: ..."); LastErrorLine the service's own last
 	// error-level log line, which usually says why (x509: ...).
-	LastError     string   `json:"last_error,omitempty"`
-	LastErrorLine string   `json:"last_error_line,omitempty"`
-	LogTail       []string `json:"log_tail,omitempty"`
+	LastError     string   `json:"lastError,omitempty"`
+	LastErrorLine string   `json:"lastErrorLine,omitempty"`
+	LogTail       []string `json:"logTail,omitempty"`
 }
 
 // Service is one supervised process. It implements shutdown.Stopper.
