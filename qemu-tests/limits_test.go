@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
@@ -36,12 +37,10 @@ func TestHostLimits(t *testing.T) {
 			t.Errorf("sysctl: want %s in:\n%s", want, out)
 		}
 	}
-	var cfg struct {
-		SysctlErrors []string `json:"sysctlErrors"`
-	}
-	section(t, rep, "config", &cfg)
-	if len(cfg.SysctlErrors) != 0 {
-		t.Errorf("sysctls not set: %q", cfg.SysctlErrors)
+	var ap report.Apply
+	section(t, rep, "apply", &ap)
+	if len(ap.SysctlErrors) != 0 {
+		t.Errorf("sysctls not set: %q", ap.SysctlErrors)
 	}
 
 	svc := servicePIDs(t, rep)
