@@ -340,8 +340,8 @@ func (f fakeStopper) Stop(context.Context) error {
 func TestShutdownStopsAddedServices(t *testing.T) {
 	b, _, sys := fastBoot(t)
 	var stopped []string
-	b.addService(fakeStopper{"containerd", &stopped})
-	b.addService(fakeStopper{"kubelet", &stopped})
+	b.addStopper(fakeStopper{"containerd", &stopped})
+	b.addStopper(fakeStopper{"kubelet", &stopped})
 	b.shutdown(context.Background(), power.Request{Mode: power.Reboot, Reason: "test"})
 	if strings.Join(stopped, ",") != "kubelet,containerd" {
 		t.Errorf("stopped %v, want kubelet then containerd", stopped)

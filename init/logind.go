@@ -35,7 +35,7 @@ func (b *boot) startLogind(ctx context.Context, log *slog.Logger, p *plan.Plan) 
 		}
 	})
 	log.Info("system bus served for kubelet's shutdown inhibitor", "socket", logind.SystemBusSocket, "inhibit_delay_max", srv.InhibitDelayMax().String())
-	b.addService(logindStopper{srv: srv, b: b})
+	b.addStopper(logindStopper{srv: srv, b: b})
 }
 
 // logindStopper is the shutdown step "emit PrepareForShutdown, wait for

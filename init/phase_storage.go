@@ -50,7 +50,7 @@ func phaseStorage(ctx context.Context, b *boot, log *slog.Logger) error {
 		// Registered here, by the phase that mounted: the stop sequence
 		// runs stoppers in reverse, so this one, first in the list, runs
 		// after the services phase's (kubelet, the pods, containerd).
-		b.addService(storageStopper{res: res, log: b.log.With("phase", "shutdown")})
+		b.addStopper(storageStopper{res: res, log: b.log.With("phase", "shutdown")})
 	}
 	return err
 }

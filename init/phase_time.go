@@ -68,23 +68,6 @@ func phaseTime(ctx context.Context, b *boot, log *slog.Logger) error {
 	return err
 }
 
-// waitTime waits, bounded, for the time client's first clock update; the
-// services phase runs it beside containerd's start, and kubelet's start
-// waits for it. Without a time client (berth.ntp=off) there is no wait and
-// no record of one.
-func (b *boot) waitTime(ctx context.Context) *report.TimeWait {
-	c := b.node.time
-	if c == nil {
-		return nil
-	}
-	start, t0 := b.clock(), time.Now()
-	synced := c.WaitFirst(ctx, firstSyncWait)
-	waited := time.Since(t0)
-	b.log.Info("first NTP sync before kubelet", "phase", "time", "synced", synced,
-		"waited", waited.Round(time.Millisecond))
-	return &report.TimeWait{StartMs: start.Milliseconds(), DurationMs: waited.Milliseconds(), Synced: synced}
-}
-
 // refreshTime takes the time client's status into the report and, once
 // the boot report is out, rewrites /run/berth/boot.json with it.
 func (b *boot) refreshTime(st timesync.Status) {

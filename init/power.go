@@ -29,8 +29,9 @@ func (b *boot) startPowerServer(ctx context.Context) {
 	})
 }
 
-// addService registers a started service for the shutdown sequence.
-func (b *boot) addService(s shutdown.Stopper) {
+// addStopper registers what the shutdown sequence stops, in reverse order
+// of registration: each phase registers its own (storage, services, logind).
+func (b *boot) addStopper(s shutdown.Stopper) {
 	b.downMu.Lock()
 	defer b.downMu.Unlock()
 	b.services = append(b.services, s)
