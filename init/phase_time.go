@@ -19,7 +19,7 @@ const firstSyncWait = 2 * time.Second
 
 // phaseTime starts the NTP client in the background: the command line's
 // servers (berth.ntp), DHCP's, then the Amazon Time Sync Service. It does
-// not wait for an answer; waitTime does, bounded, before kubelet starts,
+// not wait for an answer; the services phase's waitTime does, bounded, before kubelet starts,
 // so a wrong RTC is stepped before kubelet's first TLS handshake. Not
 // fatal: a node with a drifting clock still works for a while, and the
 // report says why it is not synced.

@@ -63,9 +63,9 @@ type boot struct {
 	reaper *reaper.Reaper
 	// console is /dev/console, where hooks write and the report goes.
 	console *os.File
-	// services are stopped in reverse order at shutdown; the storage and
-	// services phases add to it with addService, under downMu, since the
-	// power server may read it at any time.
+	// services are stopped in reverse order at shutdown; each phase adds
+	// its own (storage, services, logind) with addStopper, under downMu,
+	// since the power server may read it at any time.
 	services []shutdown.Stopper
 	// sys is what shutdown acts on: shutdown.Linux{} on a node.
 	sys      shutdown.System
