@@ -14,6 +14,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/berth-node/berth/config/nodeconfig/maxpodsexpr"
+	"github.com/berth-node/berth/internal/flagwords"
 )
 
 // Document is a parsed NodeConfig with the source it came from, so that
@@ -173,19 +174,26 @@ func hasPath(ps []Problem, path string) bool {
 	return slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == path })
 }
 
-// checkKubeletFlags rejects berth-owned flags in both pflag forms:
-// "--flag=value" and "--flag value" (one element, or two elements). One
-// element may hold several flags ("--v=2 --kubeconfig=x"): the plan splits
-// elements into words as systemd does for nodeadm, so every word is looked at.
+// checkKubeletFlags rejects berth-owned flags in every spelling kubelet
+// reads as the same flag: "--flag=value" and "--flag value" (one element,
+// or two elements), quoted or backslash-escaped anywhere ("\"--kubeconfig=x\"",
+// --kube\\config=x), and with '_' for '-' (--container_runtime_endpoint).
+// The words are the ones kubelet gets: split and unquoted once, as the plan
+// does (flagwords), so no spelling reads differently here than on kubelet's
+// command line. One element may hold several flags ("--v=2 --kubeconfig=x").
 func checkKubeletFlags(ps *problems, flags []string) {
 	for i, f := range flags {
-		for _, word := range strings.Fields(f) {
-			name := word
-			if j := strings.IndexByte(name, '='); j >= 0 {
-				name = name[:j]
+		for _, word := range flagwords.Split(f) {
+			name, _, ok := flagwords.Name(word)
+			if !ok {
+				continue
 			}
 			if hint, owned := ownedKubeletFlags[name]; owned {
-				ps.errorf(fmt.Sprintf("spec.kubelet.flags[%d]", i), "%s is set by berth and cannot be overridden; %s", name, hint)
+				spelled := ""
+				if w, _, _ := strings.Cut(word, "="); w != name {
+					spelled = fmt.Sprintf(" (written %q)", w)
+				}
+				ps.errorf(fmt.Sprintf("spec.kubelet.flags[%d]", i), "%s%s is set by berth and cannot be overridden; %s", name, spelled, hint)
 			}
 		}
 	}

@@ -213,3 +213,51 @@ func strs(ps []Problem) []string {
 	}
 	return out
 }
+
+// Every berth-owned flag is refused in every spelling kubelet reads as
+// that flag: --flag=value, --flag value in one element or two, quoted,
+// backslash-escaped, with '_' for '-'; and the error names the element and
+// the flag as kubelet reads it. Lookalikes pass.
+func TestOwnedFlagsInEverySpelling(t *testing.T) {
+	spellings := func(f string) [][]string {
+		name := strings.TrimPrefix(f, "--")
+		return [][]string{
+			{f + "=/x"},
+			{f + " /x"},
+			{f, "/x"},
+			{`"` + f + `=/x"`},
+			{`'` + f + `'=/x`},
+			{"--" + name[:2] + `\` + name[2:] + "=/x"},
+			{"--v=2 " + f + "=/x"},
+			{"--" + strings.ReplaceAll(name, "-", "_") + "=/x"},
+		}
+	}
+	for _, f := range OwnedKubeletFlags() {
+		for _, flags := range spellings(f) {
+			cfg := &NodeConfig{}
+			cfg.Spec.Kubelet.Flags = flags
+			ps := ValidateDocument("src", cfg)
+			var hit bool
+			for _, p := range ps {
+				if p.Severity == SeverityError && strings.HasPrefix(p.Path, "spec.kubelet.flags[") && strings.HasPrefix(p.Message, f) &&
+					strings.Contains(p.Message, "is set by berth") {
+					hit = true
+				}
+			}
+			if !hit {
+				t.Errorf("flags %q: %s not refused: %+v", flags, f, ps)
+			}
+		}
+	}
+	// Lookalikes are not berth's (a single dash is kubelet's shorthand
+	// syntax, which kubelet itself refuses for a long name).
+	for _, ok := range [][]string{{"--configx=1"}, {"--v=2"}, {"--node-labels=kubeconfig=x"}, {"-kubeconfig=/x"}, {"--kubeconfig-x=1"}} {
+		cfg := &NodeConfig{}
+		cfg.Spec.Kubelet.Flags = ok
+		for _, p := range ValidateDocument("src", cfg) {
+			if strings.Contains(p.Message, "is set by berth") {
+				t.Errorf("flags %q refused as berth's: %+v", ok, p)
+			}
+		}
+	}
+}
