@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/internal/redact"
 )
 
 // cmdCheck validates NodeConfig files (YAML, JSON, MIME user data, gzip or
@@ -25,8 +26,11 @@ func cmdCheck(e env, args []string) int {
 		return 2
 	}
 	problems, ok := nodeconfig.Check(*strict, fs.Args()...)
+	// The problems quote values, and a value may hold a secret (a URL's
+	// password, a token): redacted as render's are, and check has no
+	// reason to show them.
 	for _, p := range problems {
-		fmt.Fprintln(e.stdout, p.String())
+		fmt.Fprintln(e.stdout, redact.Text(p.String()))
 	}
 	// Count, not len: past nodeconfig.MaxProblems one line stands for the
 	// problems left out, and the summary must still give the true numbers.

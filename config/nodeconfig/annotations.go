@@ -1,6 +1,7 @@
 package nodeconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/berth-node/berth/config/lifecycle"
+	"github.com/berth-node/berth/internal/redact"
 )
 
 // berthAnnotationPrefix marks berth's own annotations.
@@ -67,7 +69,7 @@ func Annotations(cfg *NodeConfig) (map[string]string, error) {
 		var v string
 		if err := json.Unmarshal(all[k], &v); err != nil {
 			if strings.HasPrefix(k, berthAnnotationPrefix) {
-				errs = append(errs, &annotationError{Key: k, Err: fmt.Errorf("want a string (quote it in YAML), got %s", cutRaw(all[k]))})
+				errs = append(errs, &annotationError{Key: k, Err: fmt.Errorf("want a string (quote it in YAML), got %s", rawShown(k, all[k]))})
 			}
 			continue
 		}
@@ -123,6 +125,22 @@ func flatten(err error) []error {
 		out = append(out, flatten(e)...)
 	}
 	return out
+}
+
+// rawShown is how a problem shows a value that is not the string it should
+// be: its text, cut, or only its kind under a secret's key (an unquoted
+// bootstrap token is a YAML number, and its digits are the secret).
+func rawShown(key string, b json.RawMessage) string {
+	if redact.Name(key) {
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if dec.Decode(&v) == nil {
+			return kindAt("metadata.annotations."+key, v)
+		}
+		return "a value"
+	}
+	return cutRaw(b)
 }
 
 func cutRaw(b json.RawMessage) string {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/berth-node/berth/internal/redact"
 )
 
 // Severity says whether a problem stops the node from being configured.
@@ -225,7 +227,11 @@ func (l *problemList) problems() []Problem {
 func bounded(p Problem) Problem {
 	p.Source = cut(p.Source, maxSource)
 	p.Path = cut(p.Path, maxPath)
-	p.Message = cut(p.Message, maxMessage)
+	// A message quotes values, and a value may hold a secret (a URL's
+	// password, a token); problems go to the console, the boot report,
+	// check's and render's output, so the secret shapes are hidden here,
+	// once, before the cut can leave half of one.
+	p.Message = cut(redact.Text(p.Message), maxMessage)
 	return p
 }
 

@@ -3,6 +3,7 @@ package nodeconfig
 import (
 	"encoding/base64"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -257,6 +258,38 @@ func TestOwnedFlagsInEverySpelling(t *testing.T) {
 		for _, p := range ValidateDocument("src", cfg) {
 			if strings.Contains(p.Message, "is set by berth") {
 				t.Errorf("flags %q refused as berth's: %+v", ok, p)
+			}
+		}
+	}
+}
+
+// No problem quotes a secret, whatever its YAML type: a URL's password in
+// a value the problem quotes, an unquoted bootstrap token (a YAML number,
+// its digits the secret). Problems reach check, render, the console and
+// the boot report.
+func TestProblemsHideSecrets(t *testing.T) {
+	doc := `apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+metadata:
+  annotations:
+    berth.dev/bootstrap-token: 123456.1234567890123456
+    berth.dev/registry-mirrors: '{"docker.io": ["https://user:hunter2@mirror.example.com"]}'
+spec:
+  cluster:
+    apiServerEndpoint: https://u:pw3@example.com/x?y#z
+`
+	path := filepath.Join(t.TempDir(), "ud.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ps, ok := Check(false, path)
+	if ok || len(ps) < 2 {
+		t.Fatalf("Check = %v, %+v; want the bad token and mirror refused", ok, ps)
+	}
+	for _, p := range ps {
+		for _, secret := range []string{"hunter2", "pw3", "123456789", "1234567890123456"} {
+			if strings.Contains(p.String(), secret) {
+				t.Errorf("problem shows %q: %s", secret, p)
 			}
 		}
 	}
