@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"sort"
@@ -67,6 +69,9 @@ func Parse(source string, data []byte) (*NodeConfig, []Problem, error) {
 	if err != nil {
 		return fail("invalid YAML or JSON: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
 	}
+	if err := checkStrict(data); err != nil {
+		return fail("%v", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber() // keep kubelet.config numbers exactly as written
 	var generic any
@@ -94,6 +99,74 @@ func Parse(source string, data []byte) (*NodeConfig, []Problem, error) {
 		return fail("decoding: %v", err)
 	}
 	return cfg, ps.problems(), nil
+}
+
+// checkStrict refuses what the YAML-to-JSON conversion lets through
+// silently: a key repeated in one mapping (both YAML and JSON decoders keep
+// the last, so the first is lost without a word: a second top-level spec:
+// drops the whole cluster section), and anything after the document (a
+// JSON document followed by more text). It parses with go-yaml v3, whose
+// node tree keeps each key's line, once the conversion has accepted the
+// document, so syntax errors keep the conversion's wording.
+func checkStrict(data []byte) error {
+	dec := yaml3.NewDecoder(bytes.NewReader(data))
+	var root yaml3.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // empty: the caller says it is no mapping
+		}
+		return fmt.Errorf("invalid YAML or JSON: %s", err)
+	}
+	for {
+		// An empty document after it ("---" and comments) adds nothing.
+		var more yaml3.Node
+		err := dec.Decode(&more)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("invalid YAML or JSON: text after the document (%s)", err)
+		}
+		if len(more.Content) > 0 && !(more.Content[0].Kind == yaml3.ScalarNode && more.Content[0].Tag == "!!null") {
+			return fmt.Errorf("text after the document, at line %d: one NodeConfig per file or MIME part", more.Content[0].Line)
+		}
+	}
+	return duplicateKeys(&root, "")
+}
+
+// duplicateKeys finds the first mapping, in document order, that holds a
+// key twice, and names the key's path and both lines.
+func duplicateKeys(n *yaml3.Node, path string) error {
+	switch n.Kind {
+	case yaml3.DocumentNode:
+		for _, c := range n.Content {
+			if err := duplicateKeys(c, path); err != nil {
+				return err
+			}
+		}
+	case yaml3.MappingNode:
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			// "<<" merges another mapping in; YAML lets it repeat.
+			if k.Kind == yaml3.ScalarNode && k.Value != "<<" {
+				if line, dup := seen[k.Value]; dup {
+					return fmt.Errorf("%s: key repeated at lines %d and %d; YAML and JSON keep only the last, so the first would be lost", join(path, k.Value), line, k.Line)
+				}
+				seen[k.Value] = k.Line
+			}
+			if err := duplicateKeys(v, join(path, k.Value)); err != nil {
+				return err
+			}
+		}
+	case yaml3.SequenceNode:
+		for i, c := range n.Content {
+			if err := duplicateKeys(c, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkAliases bounds what YAML aliases expand to before the document is

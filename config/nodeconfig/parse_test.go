@@ -246,3 +246,30 @@ func TestParseNestingBound(t *testing.T) {
 		t.Errorf("deep maps: error = %v", err)
 	}
 }
+
+// What the YAML-to-JSON conversion would let through silently is refused,
+// naming where: a repeated key (both lines), text after the document.
+func TestParseStrict(t *testing.T) {
+	head := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"
+	for _, tc := range []struct{ name, doc, want string }{
+		{"second spec", head + "spec:\n  cluster:\n    name: a\nspec:\n  kubelet: {}\n", "spec: key repeated at lines 3 and 6"},
+		{"json nested", `{"apiVersion":"node.eks.aws/v1alpha1","kind":"NodeConfig","spec":{"cluster":{"name":"a","name":"b"}}}`, "spec.cluster.name: key repeated at lines 1 and 1"},
+		{"in a list", head + "spec:\n  kubelet:\n    config:\n      a:\n      - x: 1\n        x: 2\n", "spec.kubelet.config.a[0].x: key repeated at lines 7 and 8"},
+		{"json then text", `{"apiVersion":"node.eks.aws/v1alpha1","kind":"NodeConfig","spec":{}} xyz`, "text after the document"},
+		{"json then brace", "{\"apiVersion\":\"node.eks.aws/v1alpha1\",\"kind\":\"NodeConfig\",\"spec\":{}}\n}}garbage", "text after the document"},
+	} {
+		_, _, err := Parse(tc.name, []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ name, doc string }{
+		{"empty document after", head + "spec: {}\n---\n# nothing\n"},
+		{"same key in two mappings", head + "spec:\n  cluster:\n    name: a\n  kubelet:\n    config:\n      name: b\n"},
+		{"merge keys", head + "x: &a {p: 1}\ny: &b {q: 2}\nspec:\n  kubelet:\n    config:\n      m:\n        <<: *a\n        <<: *b\n"},
+	} {
+		if _, _, err := Parse(tc.name, []byte(tc.doc)); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
