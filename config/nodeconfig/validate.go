@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/berth-node/berth/config/nodeconfig/maxpodsexpr"
 	"github.com/berth-node/berth/internal/flagwords"
+	"github.com/berth-node/berth/internal/syntax"
 )
 
 // Document is a parsed NodeConfig with the source it came from, so that
@@ -60,8 +61,6 @@ func OwnedKubeletFlags() []string {
 	})
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // ValidateDocument checks the values one document sets. Fields a document
 // leaves empty are not its problem: another document may set them.
 func ValidateDocument(source string, cfg *NodeConfig) []Problem {
@@ -100,21 +99,7 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 			ps.errorf(fmt.Sprintf("spec.instance.localStorage.disabledMounts[%d]", i), "unknown mount %q; want one of %s", m, list(DisabledMounts()))
 		}
 	}
-	for _, k := range sortedKeys(s.Instance.Environment) {
-		if !envName.MatchString(k) {
-			ps.errorf("spec.instance.environment."+k, "%q is not a valid environment variable name", k)
-		}
-	}
-	for i, ns := range s.Instance.Network.Nameservers {
-		if _, err := netip.ParseAddr(ns); err != nil {
-			ps.errorf(fmt.Sprintf("spec.instance.network.nameservers[%d]", i), "%q is not an IP address", ns)
-		}
-	}
-	for i, d := range s.Instance.Network.Domains {
-		if d == "" || strings.ContainsAny(d, " \t\n") {
-			ps.errorf(fmt.Sprintf("spec.instance.network.domains[%d]", i), "%q is not a domain name", d)
-		}
-	}
+	ps.add(valueProblems(source, s)...)
 
 	if cc := s.Containerd.Config; cc != "" {
 		var m map[string]any
@@ -128,7 +113,7 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 			ps.errorf("spec.kubelet.maxPodsExpression", "does not compile: %v", err)
 		}
 	}
-	checkKubeletFlags(ps, s.Kubelet.Flags)
+	ps.add(flagProblems(source, s.Kubelet.Flags)...)
 	checkAnnotations(ps, cfg)
 	if raw, ok := s.Kubelet.Config["cgroupDriver"]; ok {
 		var d string
@@ -142,6 +127,63 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 			ps.unknownf("spec.featureGates."+f, "unknown feature gate; known: %s", list(Features()))
 		}
 	}
+	return ps.problems()
+}
+
+// CheckValues are the checks of every NodeConfig string berth puts into a
+// file or onto a command line as it is (not through an encoder): nodeadm
+// lets through newlines, zones and spaces that would add a line to
+// resolv.conf or the plan description, or a word to kubelet's argv. They
+// are part of ValidateDocument, so `berth check`, `berth render` and the
+// node's config phase give one verdict; the plan runs them again on the
+// merged config it is given, as a backstop for callers that did not
+// validate. The problems have no source.
+func CheckValues(cfg *NodeConfig) []Problem {
+	if cfg == nil {
+		return nil
+	}
+	return append(valueProblems("", &cfg.Spec), flagProblems("", cfg.Spec.Kubelet.Flags)...)
+}
+
+func valueProblems(source string, s *NodeConfigSpec) []Problem {
+	ps := &problems{source: source}
+	check := func(path, v string, rule func(string) error) {
+		if v == "" {
+			return
+		}
+		if err := rule(v); err != nil {
+			ps.errorf(path, "%v", err)
+		}
+	}
+	c := &s.Cluster
+	check("spec.cluster.name", c.Name, syntax.NoControl)
+	check("spec.cluster.id", c.ID, syntax.NoControl)
+	check("spec.cluster.apiServerEndpoint", c.APIServerEndpoint, syntax.NoControl)
+	for _, k := range sortedKeys(s.Instance.Environment) {
+		path := "spec.instance.environment." + k
+		if err := syntax.EnvName(k); err != nil {
+			path = "spec.instance.environment[" + strconv.Quote(k) + "]"
+			ps.errorf(path, "%v", err)
+		}
+		check(path, s.Instance.Environment[k], syntax.NoControl)
+	}
+	for i, ns := range s.Instance.Network.Nameservers {
+		if err := syntax.IP(ns, true); err != nil {
+			ps.errorf(fmt.Sprintf("spec.instance.network.nameservers[%d]", i), "%v", err)
+		}
+	}
+	for i, d := range s.Instance.Network.Domains {
+		if err := syntax.DNSName(d); err != nil {
+			ps.errorf(fmt.Sprintf("spec.instance.network.domains[%d]", i), "%v", err)
+		}
+	}
+	check("spec.instance.localStorage.mountPath", s.Instance.LocalStorage.MountPath, syntax.NoControl)
+	return ps.problems()
+}
+
+func flagProblems(source string, flags []string) []Problem {
+	ps := &problems{source: source}
+	checkKubeletFlags(ps, flags)
 	return ps.problems()
 }
 
@@ -174,29 +216,104 @@ func hasPath(ps []Problem, path string) bool {
 	return slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == path })
 }
 
-// checkKubeletFlags rejects berth-owned flags in every spelling kubelet
-// reads as the same flag: "--flag=value" and "--flag value" (one element,
-// or two elements), quoted or backslash-escaped anywhere ("\"--kubeconfig=x\"",
-// --kube\\config=x), and with '_' for '-' (--container_runtime_endpoint).
-// The words are the ones kubelet gets: split and unquoted once, as the plan
-// does (flagwords), so no spelling reads differently here than on kubelet's
-// command line. One element may hold several flags ("--v=2 --kubeconfig=x").
+// checkKubeletFlags checks spec.kubelet.flags as the words kubelet will
+// get: split and unquoted once, as the plan does (flagwords), so no
+// spelling reads differently here than on kubelet's command line. One
+// element may hold several flags ("--v=2 --kubeconfig=x"), and a flag's
+// value may be the next word, in the next element. Problems name the
+// element: spec.kubelet.flags[i].
+//
+//   - No element may hold a control character: a newline would split a
+//     word differently here than in nodeadm's environment file, and ends
+//     up in the plan description as a line of its own.
+//   - berth-owned flags are refused in every spelling kubelet reads as the
+//     same flag: "--flag=value" and "--flag value", quoted or
+//     backslash-escaped anywhere ("\"--kubeconfig=x\"", --kube\\config=x),
+//     and with '_' for '-' (--container_runtime_endpoint).
+//   - The values of --node-labels, --register-with-taints,
+//     --hostname-override and --node-ip must have the syntax kubelet and
+//     the API server want: a bad label or taint otherwise surfaces only
+//     when kubelet exits at start, or when the API server refuses to
+//     register the node, far from the user data that caused it.
 func checkKubeletFlags(ps *problems, flags []string) {
+	type word struct {
+		elem int
+		text string
+	}
+	path := func(i int) string { return fmt.Sprintf("spec.kubelet.flags[%d]", i) }
+	var words []word
 	for i, f := range flags {
-		for _, word := range flagwords.Split(f) {
-			name, _, ok := flagwords.Name(word)
-			if !ok {
-				continue
-			}
-			if hint, owned := ownedKubeletFlags[name]; owned {
-				spelled := ""
-				if w, _, _ := strings.Cut(word, "="); w != name {
-					spelled = fmt.Sprintf(" (written %q)", w)
-				}
-				ps.errorf(fmt.Sprintf("spec.kubelet.flags[%d]", i), "%s%s is set by berth and cannot be overridden; %s", name, spelled, hint)
-			}
+		if err := syntax.NoControl(f); err != nil {
+			ps.errorf(path(i), "%v", err)
+			continue
+		}
+		for _, w := range flagwords.Split(f) {
+			words = append(words, word{i, w})
 		}
 	}
+	for j := 0; j < len(words); j++ {
+		w := words[j]
+		name, inline, ok := flagwords.Name(w.text)
+		if !ok {
+			continue
+		}
+		if hint, owned := ownedKubeletFlags[name]; owned {
+			spelled := ""
+			if as, _, _ := strings.Cut(w.text, "="); as != name {
+				spelled = fmt.Sprintf(" (written %q)", as)
+			}
+			ps.errorf(path(w.elem), "%s%s is set by berth and cannot be overridden; %s", name, spelled, hint)
+			continue
+		}
+		check := flagValueCheck(name)
+		if check == nil {
+			continue
+		}
+		_, value, _ := strings.Cut(w.text, "=")
+		elem := w.elem
+		if !inline {
+			if j+1 == len(words) {
+				ps.errorf(path(elem), "%s needs a value", name)
+				continue
+			}
+			j++
+			value, elem = words[j].text, words[j].elem
+		}
+		if err := check(value); err != nil {
+			ps.errorf(path(elem), "%s: %v", name, err)
+		}
+	}
+}
+
+// flagValueCheck is the check of a kubelet flag's value that berth can
+// make before kubelet sees it, or nil.
+func flagValueCheck(name string) func(string) error {
+	switch name {
+	case "--node-labels":
+		return syntax.Labels
+	case "--register-with-taints":
+		return syntax.Taints
+	case "--hostname-override":
+		return syntax.NodeName
+	case "--node-ip":
+		return nodeIPs
+	}
+	return nil
+}
+
+// nodeIPs checks --node-ip: one address, or an IPv4 and an IPv6 address
+// separated by a comma (dual stack).
+func nodeIPs(s string) error {
+	parts := strings.Split(s, ",")
+	if len(parts) > 2 {
+		return fmt.Errorf("%q: want one IP address, or two separated by a comma", s)
+	}
+	for _, p := range parts {
+		if err := syntax.IPNoZone(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ValidateMerged checks what only the merged config can show: the

@@ -63,46 +63,13 @@ func checkInputs(in Inputs) error {
 		check("instance metadata local-ipv4", md.LocalIPv4, syntax.IPNoZone)
 	}
 
-	c := &spec.Cluster
-	check("spec.cluster.name", c.Name, syntax.NoControl)
-	check("spec.cluster.id", c.ID, syntax.NoControl)
-	check("spec.cluster.apiServerEndpoint", c.APIServerEndpoint, syntax.NoControl)
-
-	for _, k := range sortedKeys(spec.Instance.Environment) {
-		path := "spec.instance.environment." + k
-		if err := syntax.EnvName(k); err != nil {
-			path = "spec.instance.environment[" + strconv.Quote(k) + "]"
-			bad(path, err)
-		}
-		check(path, spec.Instance.Environment[k], syntax.NoControl)
-	}
-	for i, ns := range spec.Instance.Network.Nameservers {
-		if err := syntax.IP(ns, true); err != nil {
-			bad(fmt.Sprintf("spec.instance.network.nameservers[%d]", i), err)
-		}
-	}
-	for i, d := range spec.Instance.Network.Domains {
-		if err := syntax.DNSName(d); err != nil {
-			bad(fmt.Sprintf("spec.instance.network.domains[%d]", i), err)
-		}
-	}
-	check("spec.instance.localStorage.mountPath", spec.Instance.LocalStorage.MountPath, syntax.NoControl)
-
-	if err := kubelet.CheckUserFlags(spec.Kubelet.Flags); err != nil {
-		// One error per flag, each already naming kubelet.flags[i].
-		for _, e := range unjoin(err) {
-			errs = append(errs, fmt.Errorf("spec.%w", e))
-		}
+	// The NodeConfig's own strings: nodeconfig's checks, the very ones
+	// validation ran (berth check, berth render and the config phase give
+	// the same verdict), again here for callers that did not validate.
+	for _, p := range nodeconfig.CheckValues(in.Config) {
+		errs = append(errs, fmt.Errorf("%s: %s", p.Path, p.Message))
 	}
 	return errors.Join(errs...)
-}
-
-// unjoin undoes errors.Join, so each problem can get its own prefix.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// verdictCorpus is user data berth must judge the same way in `berth
+// check` and `berth render` (and so on the node, whose config and plan
+// phases run what render runs): the plan's and nodeconfig's test user data,
+// which are good, and bad documents made from a good one, each with what
+// is wrong.
+func verdictCorpus(t *testing.T) map[string][]byte {
+	t.Helper()
+	corpus := map[string][]byte{}
+	files, _ := filepath.Glob("plan/testdata/userdata/*")
+	more, _ := filepath.Glob("../config/nodeconfig/testdata/cases/*/user-data")
+	for _, f := range append(files, more...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		corpus[f] = data
+	}
+	good, err := os.ReadFile("plan/testdata/userdata/plain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, extra := range map[string]string{
+		"taint effect":        "  kubelet:\n    flags: [--register-with-taints=k=v:Sometimes]\n",
+		"node ip":             "  kubelet:\n    flags: [--node-ip=1.2.3]\n",
+		"node labels":         "  kubelet:\n    flags: ['--node-labels=a=b=c,=x']\n",
+		"quoted kubeconfig":   "  kubelet:\n    flags: ['\"--kubeconfig=/tmp/evil\"']\n",
+		"escaped config":      "  kubelet:\n    flags: ['--con\\fig=/tmp/evil.json']\n",
+		"underscore endpoint": "  kubelet:\n    flags: [--container_runtime_endpoint=unix:///tmp/evil.sock]\n",
+		"flag newline":        "  kubelet:\n    flags: [\"--v=2\\n--max-pods=3\"]\n",
+		"search domain":       "  instance:\n    network:\n      domains: [-a]\n",
+		"nameserver zone":     "  instance:\n    network:\n      nameservers: [\"fd00::53%eth0\"]\n",
+		"env name":            "  instance:\n    environment:\n      A=B: x\n",
+		"env value":           "  instance:\n    environment:\n      HTTPS_PROXY: \"http://p:3128\\nLD_PRELOAD=/x.so\"\n",
+		"mount path":          "  instance:\n    localStorage:\n      strategy: RAID0\n      mountPath: \"/mnt/x\\ny\"\n",
+		"deep":                "  kubelet:\n    config:\n      a: " + strings.Repeat("[", 70) + strings.Repeat("]", 70) + "\n",
+		"good flags":          "  kubelet:\n    flags: ['--node-labels=\"a=b,c=d\"', --v=2]\n",
+	} {
+		corpus[name] = append(append([]byte{}, good...), extra...)
+	}
+	return corpus
+}
+
+// One validator, one verdict: check and render accept the same user data,
+// and what check refuses render refuses naming the same field paths.
+func TestCheckAndRenderAgree(t *testing.T) {
+	pathRE := regexp.MustCompile(`(?m)^error: [^:]+: ((?:spec|metadata)\S*):`)
+	for name, data := range verdictCorpus(t) {
+		t.Run(name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "userdata")
+			if err := os.WriteFile(f, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errOut bytes.Buffer
+			checkCode := runCLI([]string{"check", f}, &out, &errOut)
+			checked := out.String() + errOut.String()
+			// The instance has an IPv6 address, so that IPv6 clusters are
+			// judged on their config: check cannot know the instance.
+			md := filepath.Join(t.TempDir(), "metadata.json")
+			if err := os.WriteFile(md, []byte(strings.Replace(renderMetadata, `"region"`, `"ipv6s":["2600:1f14:aaaa::1"],"region"`, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var rout, rerr bytes.Buffer
+			renderCode := runCLI([]string{"render", "--metadata", md, "--cpus", "2", "--out", filepath.Join(t.TempDir(), "out"), "--config", f}, &rout, &rerr)
+			rendered := rout.String() + rerr.String()
+			if (checkCode == 0) != (renderCode == 0) {
+				t.Fatalf("check exit %d, render exit %d\ncheck:\n%s\nrender:\n%s", checkCode, renderCode, checked, rendered)
+			}
+			for _, m := range pathRE.FindAllStringSubmatch(checked, -1) {
+				if !strings.Contains(rendered, m[1]+":") {
+					t.Errorf("check names %s, render does not:\n%s", m[1], rendered)
+				}
+			}
+			if wantBad := !strings.HasPrefix(name, "good") && !strings.Contains(name, "/"); wantBad && checkCode == 0 {
+				t.Errorf("check accepted the bad input:\n%s", checked)
+			}
+		})
+	}
+}
