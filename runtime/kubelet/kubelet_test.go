@@ -271,4 +271,3 @@ func FuzzSplitUserFlags(f *testing.F) {
 		}
 	})
 }
-
