@@ -44,6 +44,9 @@ func verdictCorpus(t *testing.T) map[string][]byte {
 		"env value":           "  instance:\n    environment:\n      HTTPS_PROXY: \"http://p:3128\\nLD_PRELOAD=/x.so\"\n",
 		"mount path":          "  instance:\n    localStorage:\n      strategy: RAID0\n      mountPath: \"/mnt/x\\ny\"\n",
 		"deep":                "  kubelet:\n    config:\n      a: " + strings.Repeat("[", 70) + strings.Repeat("]", 70) + "\n",
+		"maxPods negative":    "  kubelet:\n    config:\n      maxPods: -5\n",
+		"maxPods word":        "  kubelet:\n    config:\n      maxPods: many\n",
+		"maxPods fraction":    "  kubelet:\n    config:\n      maxPods: 110.5\n",
 		"good flags":          "  kubelet:\n    flags: ['--node-labels=\"a=b,c=d\"', --v=2]\n",
 	} {
 		corpus[name] = append(append([]byte{}, good...), extra...)

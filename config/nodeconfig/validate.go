@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -115,6 +116,9 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 	}
 	ps.add(flagProblems(source, s.Kubelet.Flags)...)
 	checkAnnotations(ps, cfg)
+	if _, _, err := UserMaxPods(s.Kubelet.Config); err != nil {
+		ps.errorf("spec.kubelet.config.maxPods", "%v", err)
+	}
 	if raw, ok := s.Kubelet.Config["cgroupDriver"]; ok {
 		var d string
 		if json.Unmarshal(raw, &d) == nil && d != "cgroupfs" {
@@ -350,4 +354,23 @@ func list[T ~string](vs []T) string {
 		s[i] = string(v)
 	}
 	return strings.Join(s, ", ")
+}
+
+// UserMaxPods reads maxPods from the user's kubelet.config, if set. It is
+// what kubelet will really use, since berth's drop-in of the user's config
+// overrides config.json. Validation refuses what it refuses, so check,
+// render and the plan agree.
+func UserMaxPods(user map[string]json.RawMessage) (int32, bool, error) {
+	raw, ok := user["maxPods"]
+	if !ok {
+		return 0, false, nil
+	}
+	var n float64
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, false, fmt.Errorf("%s is not a number: %w", raw, err)
+	}
+	if n != math.Trunc(n) || n < 1 || n > math.MaxInt32 {
+		return 0, false, fmt.Errorf("%s is not a positive int32", raw)
+	}
+	return int32(n), true, nil
 }

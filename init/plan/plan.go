@@ -283,9 +283,9 @@ func (b *builder) node() error {
 func (b *builder) kubelet() error {
 	// Max pods: the user's kubelet.config maxPods wins (its drop-in
 	// overrides config.json), else the table and maxPodsExpression.
-	userMax, userSet, err := kubelet.UserMaxPods(b.spec.Kubelet.Config)
+	userMax, userSet, err := nodeconfig.UserMaxPods(b.spec.Kubelet.Config)
 	if err != nil {
-		return fmt.Errorf("spec.%w", err)
+		return fmt.Errorf("spec.kubelet.config.maxPods: %w", err)
 	}
 	if userSet {
 		b.p.MaxPods = userMax

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"time"
 )
@@ -190,23 +189,6 @@ func marshalIndent(v any) ([]byte, error) {
 		return nil, fmt.Errorf("encoding kubelet configuration: %w", err)
 	}
 	return b.Bytes(), nil
-}
-
-// UserMaxPods reads maxPods from the user's kubelet.config, if set. It is
-// what kubelet will really use, since the drop-in overrides config.json.
-func UserMaxPods(user map[string]json.RawMessage) (int32, bool, error) {
-	raw, ok := user["maxPods"]
-	if !ok {
-		return 0, false, nil
-	}
-	var n float64
-	if err := json.Unmarshal(raw, &n); err != nil {
-		return 0, false, fmt.Errorf("kubelet.config.maxPods: %s is not a number: %w", raw, err)
-	}
-	if n != math.Trunc(n) || n < 1 || n > math.MaxInt32 {
-		return 0, false, fmt.Errorf("kubelet.config.maxPods: %s is not a positive int32", raw)
-	}
-	return int32(n), true, nil
 }
 
 // DropIn renders the user's kubelet.config as a drop-in for --config-dir.

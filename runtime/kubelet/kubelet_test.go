@@ -118,21 +118,6 @@ func TestSplitUserFlags(t *testing.T) {
 	}
 }
 
-func TestUserMaxPods(t *testing.T) {
-	n, ok, err := UserMaxPods(map[string]json.RawMessage{"maxPods": json.RawMessage("58")})
-	if n != 58 || !ok || err != nil {
-		t.Errorf("58: %d %v %v", n, ok, err)
-	}
-	if _, ok, err := UserMaxPods(map[string]json.RawMessage{"clusterDNS": json.RawMessage(`[]`)}); ok || err != nil {
-		t.Errorf("unset: %v %v", ok, err)
-	}
-	for _, bad := range []string{`"58"`, "0", "-1", "1.5", "3000000000"} {
-		if _, _, err := UserMaxPods(map[string]json.RawMessage{"maxPods": json.RawMessage(bad)}); err == nil || !strings.Contains(err.Error(), "kubelet.config.maxPods") {
-			t.Errorf("maxPods %s: %v, want an error naming the field", bad, err)
-		}
-	}
-}
-
 func TestMarshalConfigIsCleanAndDeterministic(t *testing.T) {
 	in := ConfigInputs{ClusterDNS: "10.100.0.10", ProviderID: ProviderID("us-west-2a", "i-1"), MaxPods: 29, CPUs: 2}
 	a, err := MarshalConfig(Config(in))
