@@ -47,6 +47,7 @@ func verdictCorpus(t *testing.T) map[string][]byte {
 		"maxPods negative":    "  kubelet:\n    config:\n      maxPods: -5\n",
 		"maxPods word":        "  kubelet:\n    config:\n      maxPods: many\n",
 		"maxPods fraction":    "  kubelet:\n    config:\n      maxPods: 110.5\n",
+		"mount path dots":     "  instance:\n    localStorage:\n      strategy: RAID0\n      mountPath: /mnt/../etc\n",
 		"good flags":          "  kubelet:\n    flags: ['--node-labels=\"a=b,c=d\"', --v=2]\n",
 	} {
 		corpus[name] = append(append([]byte{}, good...), extra...)

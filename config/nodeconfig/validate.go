@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/netip"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +95,10 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 	}
 	if ls.MountPath != "" && !strings.HasPrefix(ls.MountPath, "/") {
 		ps.errorf("spec.instance.localStorage.mountPath", "want an absolute path, got %q", ls.MountPath)
+	} else if ls.MountPath != "" && path.Clean(ls.MountPath) != ls.MountPath {
+		// The storage phase mounts where the path leads: /mnt/../etc
+		// passed the plan and failed at boot, over /etc.
+		ps.errorf("spec.instance.localStorage.mountPath", "%q is not a clean path; write it as %q", ls.MountPath, path.Clean(ls.MountPath))
 	}
 	for i, m := range ls.DisabledMounts {
 		if !slices.Contains(DisabledMounts(), m) {

@@ -63,6 +63,8 @@ func TestValidateDocumentRules(t *testing.T) {
 		{name: "strategies ok", extra: "  instance:\n    localStorage:\n      strategy: RAID10\n      mountPath: /mnt/x\n      disabledMounts: [Containerd, PodLogs]\n"},
 		{name: "mountPath", extra: "  instance:\n    localStorage:\n      mountPath: mnt\n",
 			want: []string{`error: src: spec.instance.localStorage.mountPath: want an absolute path, got "mnt"`}},
+		{name: "mountPath not clean", extra: "  instance:\n    localStorage:\n      mountPath: /mnt/../etc\n",
+			want: []string{`error: src: spec.instance.localStorage.mountPath: "/mnt/../etc" is not a clean path; write it as "/etc"`}},
 		{name: "disabledMounts", extra: "  instance:\n    localStorage:\n      disabledMounts: [PodLogs, Kubelet]\n",
 			want: []string{`error: src: spec.instance.localStorage.disabledMounts[1]: unknown mount "Kubelet"; want one of Containerd, PodLogs`}},
 		{name: "environment", extra: "  instance:\n    environment:\n      1X: v\n      OK_1: z\n",
