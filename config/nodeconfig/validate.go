@@ -74,8 +74,8 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 	c := &s.Cluster
 
 	if c.APIServerEndpoint != "" {
-		if u, err := url.Parse(c.APIServerEndpoint); err != nil || u.Scheme != "https" || u.Host == "" {
-			ps.errorf("spec.cluster.apiServerEndpoint", "want an https URL (https://HOST[:PORT]), got %q", c.APIServerEndpoint)
+		if why := endpointProblem(c.APIServerEndpoint); why != "" {
+			ps.errorf("spec.cluster.apiServerEndpoint", "want an https URL (https://HOST[:PORT][/PATH]), got %q: %s", c.APIServerEndpoint, why)
 		}
 	}
 	if c.CIDR != "" {
@@ -378,4 +378,35 @@ func UserMaxPods(user map[string]json.RawMessage) (int32, bool, error) {
 		return 0, false, fmt.Errorf("%s is not a positive int32", raw)
 	}
 	return int32(n), true, nil
+}
+
+// endpointProblem says what keeps s from being an API server URL that the
+// kubeconfig can hold and kubelet can dial, or "". A path is allowed
+// (an API server behind a proxy has one); what a kubeconfig's server
+// cannot use is not: credentials, a query, a fragment, no host, a port
+// out of range.
+func endpointProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "not a URL"
+	case u.Scheme != "https":
+		return "the scheme must be https"
+	case u.User != nil:
+		return "credentials do not belong in it (kubelet authenticates with its own)"
+	case u.Hostname() == "":
+		return "no host"
+	case u.RawQuery != "" || u.ForceQuery:
+		return "a query does not belong in it"
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return "a fragment does not belong in it"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("port %s is not 1 to 65535", p)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return "an empty port"
+	}
+	return ""
 }
