@@ -350,6 +350,16 @@ func ValidateMerged(cfg *NodeConfig) []Problem {
 	if c.EnableOutpost != nil && *c.EnableOutpost && c.ID == "" {
 		ps.errorf("spec.cluster.id", "required when spec.cluster.enableOutpost is true")
 	}
+	// kubelet's clusterDNS is derived from the service CIDR unless the
+	// config sets it; derived from a CIDR too small to hold it, pods would
+	// get a resolver outside the service network, and no error anywhere.
+	if _, set := cfg.Spec.Kubelet.Config["clusterDNS"]; !set && c.CIDR != "" {
+		if p, err := netip.ParsePrefix(c.CIDR); err == nil {
+			if dns, err := ClusterDNS(c.CIDR); err == nil && !p.Masked().Contains(netip.MustParseAddr(dns)) {
+				ps.errorf("spec.cluster.cidr", "%q cannot hold the cluster DNS address %s derived from it (the CoreDNS add-on's); want a larger service CIDR, or set spec.kubelet.config.clusterDNS", c.CIDR, dns)
+			}
+		}
+	}
 	return ps.problems()
 }
 

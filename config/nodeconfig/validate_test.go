@@ -2,6 +2,7 @@ package nodeconfig
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,6 +179,21 @@ func TestValidateMerged(t *testing.T) {
 	cfg.Spec.Cluster.ID = "id"
 	if got := ValidateMerged(cfg); len(got) != 0 {
 		t.Errorf("complete outpost config: %v", got)
+	}
+
+	// A service CIDR too small for the .10 clusterDNS derived from it is
+	// refused, unless the config sets clusterDNS itself.
+	for cidr, ok := range map[string]bool{"10.100.0.0/32": false, "10.100.0.0/29": false, "10.100.0.0/28": true, "fd00::/127": false, "fd00::/124": true} {
+		cfg.Spec.Cluster.CIDR = cidr
+		got := strs(ValidateMerged(cfg))
+		if ok != (len(got) == 0) || !ok && !strings.Contains(got[0], "cannot hold the cluster DNS address") {
+			t.Errorf("cidr %s: %q", cidr, got)
+		}
+	}
+	cfg.Spec.Cluster.CIDR = "10.100.0.0/32"
+	cfg.Spec.Kubelet.Config = map[string]json.RawMessage{"clusterDNS": json.RawMessage(`["10.0.0.10"]`)}
+	if got := ValidateMerged(cfg); len(got) != 0 {
+		t.Errorf("/32 with clusterDNS set: %v", got)
 	}
 }
 

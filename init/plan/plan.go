@@ -230,7 +230,7 @@ func Build(in Inputs) (*Plan, error) {
 // the CA and the machine ID.
 func (b *builder) cluster() error {
 	var err error
-	if b.p.ClusterDNS, err = kubelet.ClusterDNS(b.spec.Cluster.CIDR); err != nil {
+	if b.p.ClusterDNS, err = nodeconfig.ClusterDNS(b.spec.Cluster.CIDR); err != nil {
 		return fmt.Errorf("spec.%w", err)
 	}
 	b.ipv6, _ = kubelet.IsIPv6CIDR(b.spec.Cluster.CIDR)

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"text/template"
 
-	"github.com/berth-node/berth/runtime/kubelet"
+	"github.com/berth-node/berth/config/nodeconfig"
 	"sigs.k8s.io/yaml"
 )
 
@@ -42,7 +42,7 @@ type Addons struct {
 	ServiceCIDR string
 	// DNSIP is kube-dns's ClusterIP; when empty, the address berth's
 	// kubelet configuration derives from the service CIDR
-	// (kubelet.ClusterDNS: 10.96.0.10 for 10.96.0.0/12), so pods' resolv.conf
+	// (nodeconfig.ClusterDNS: 10.96.0.10 for 10.96.0.0/12), so pods' resolv.conf
 	// and the Service agree.
 	DNSIP string
 	// CoreDNSReplicas defaults to 1. EKS runs 2, spread over nodes by the
@@ -285,7 +285,7 @@ func (a Addons) resolve() (addonValues, error) {
 	}
 	v.ServiceCIDR = service.String()
 	if v.DNSIP = a.DNSIP; v.DNSIP == "" {
-		if v.DNSIP, err = kubelet.ClusterDNS(a.ServiceCIDR); err != nil {
+		if v.DNSIP, err = nodeconfig.ClusterDNS(a.ServiceCIDR); err != nil {
 			return v, fmt.Errorf("add-ons: deriving the DNS IP: %w", err)
 		}
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/kubectl"
-	"github.com/berth-node/berth/runtime/kubelet"
 )
 
 // Budgets for the cluster steps under TCG: each add-on is an image pull
@@ -74,7 +74,7 @@ func (d *demo) clusterSteps(ctx context.Context, a api) error {
 		return err
 	}
 	d.host.CoreDNSReady = d.vm.Uptime()
-	dnsIP, err := kubelet.ClusterDNS(d.cluster.Info().ServiceCIDR)
+	dnsIP, err := nodeconfig.ClusterDNS(d.cluster.Info().ServiceCIDR)
 	if err != nil {
 		return fmt.Errorf("the cluster DNS address: %w", err)
 	}
