@@ -409,12 +409,23 @@ func servicePIDs(t *testing.T, rep map[string]any) map[string]supervise.Status {
 	return out
 }
 
-// kill -9 of containerd, then of kubelet, inside the guest: each is
-// restarted, /run/berth/boot.json counts the restarts, and no zombie is
-// left behind.
-func TestServiceRestarts(t *testing.T) {
+// TestJoinedNode boots one node joined to the test cluster and checks, in
+// turn, what needs a joined node and nothing else of its own: netfilter on
+// demand, the host's limits, and services killed and restarted (kills
+// last, as they change the PIDs the others read). Each was a test with a
+// node and a control plane of its own, a minute of TCG apiece.
+func TestJoinedNode(t *testing.T) {
 	cluster := startControlPlane(t)
 	vm, rep := bootJoined(t, cluster, true)
+	t.Run("NetfilterOnDemand", func(t *testing.T) { netfilterOnDemand(t, cluster, vm, rep) })
+	t.Run("HostLimits", func(t *testing.T) { hostLimits(t, cluster, vm, rep) })
+	t.Run("ServiceRestarts", func(t *testing.T) { serviceRestarts(t, vm, rep) })
+}
+
+// serviceRestarts (TestJoinedNode): kill -9 of containerd, then of
+// kubelet, inside the guest: each is restarted, /run/berth/boot.json counts
+// the restarts, and no zombie is left behind.
+func serviceRestarts(t *testing.T, vm *qemu.VM, rep map[string]any) {
 	before := servicePIDs(t, rep)
 	// The process to kill is read at the kill (killService): a kubelet
 	// that restarted by itself since the report is followed, not failed.

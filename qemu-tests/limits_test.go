@@ -10,16 +10,14 @@ import (
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
-// TestHostLimits: on a joined node, the sysctls of the plan are in
+// hostLimits (TestJoinedNode): on a joined node, the sysctls of the plan are in
 // /proc/sys (nf_conntrack's and br_netfilter's included, their modules
 // loaded by the apply phase) and none was left out of the report;
 // containerd and kubelet run with their units' rlimits; a pod's processes
 // get the base runtime spec's RLIMIT_NOFILE 65536/1048576; and a
 // privileged pod sees /sys and /proc/sys writable (kube-proxy writes the
 // conntrack hashsize and sysctls there).
-func TestHostLimits(t *testing.T) {
-	cluster := startControlPlane(t)
-	vm, rep := bootJoined(t, cluster, true)
+func hostLimits(t *testing.T, cluster *testCluster, vm *qemu.VM, rep map[string]any) {
 
 	out, err := vm.Shell("cd /proc/sys && for k in fs/inotify/max_user_watches fs/inotify/max_user_instances vm/max_map_count kernel/pid_max "+
 		"net/netfilter/nf_conntrack_max net/bridge/bridge-nf-call-iptables net/ipv4/conf/lo/rp_filter net/ipv4/ip_local_reserved_ports vm/overcommit_memory; "+

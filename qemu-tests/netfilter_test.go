@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
@@ -65,14 +66,12 @@ func procModules(t *testing.T, vm *qemu.VM) []string {
 	return mods
 }
 
-// A node joined to a cluster has the host's iptables with FORWARD's policy
+// netfilterOnDemand (TestJoinedNode): a node joined to a cluster has the host's iptables with FORWARD's policy
 // ACCEPT and kubelet's hint chains, and what kube-proxy (its three modes),
 // the VPC CNI, Cilium and Calico do to netfilter and links works with no
 // module preloaded: the kernel asks berth's /sbin/modprobe for each module
 // by its alias.
-func TestNetfilterOnDemand(t *testing.T) {
-	cluster := startControlPlane(t)
-	vm, rep := bootJoined(t, cluster, true)
+func netfilterOnDemand(t *testing.T, cluster *testCluster, vm *qemu.VM, rep map[string]any) {
 	atBoot := reportModules(t, rep)
 	a := api{c: cluster.Client(), base: cluster.Info().HostEndpoint}
 	waitFor(t, vm, "node registered", joinTimeout, func() (bool, string) {
@@ -80,14 +79,7 @@ func TestNetfilterOnDemand(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 
-	var svc struct {
-		ForwardPolicy []struct {
-			Tool       string `json:"tool"`
-			OK         bool   `json:"ok"`
-			DurationMs int64  `json:"durationMs"`
-			Error      string `json:"error"`
-		} `json:"forwardPolicy"`
-	}
+	var svc report.Services
 	section(t, rep, "services", &svc)
 	if len(svc.ForwardPolicy) != 2 {
 		t.Errorf("report's services.forwardPolicy: %+v, want iptables and ip6tables", svc.ForwardPolicy)
