@@ -48,18 +48,25 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var txt, svg bytes.Buffer
-			if err := WriteText(&txt, b); err != nil {
-				t.Fatal(err)
-			}
-			if err := WriteSVG(&svg, b); err != nil {
-				t.Fatal(err)
-			}
-			golden(t, filepath.Join("testdata", name+".txt"), txt.Bytes())
-			golden(t, filepath.Join("testdata", name+".svg"), svg.Bytes())
-			checkSVG(t, b, svg.Bytes())
+			txt, svg := analyzed(t, b)
+			golden(t, filepath.Join("testdata", name+".txt"), txt)
+			golden(t, filepath.Join("testdata", name+".svg"), svg)
+			checkSVG(t, b, svg)
 		})
 	}
+}
+
+// analyzed is what `berth analyze` writes for b: the text and the chart.
+func analyzed(t *testing.T, b *Boot) (txt, svg []byte) {
+	t.Helper()
+	var tb, sb bytes.Buffer
+	if err := WriteText(&tb, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSVG(&sb, b); err != nil {
+		t.Fatal(err)
+	}
+	return tb.Bytes(), sb.Bytes()
 }
 
 func golden(t *testing.T, path string, got []byte) {
@@ -274,18 +281,12 @@ func TestSchema2AnalyzesLikeSchema1(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s as schema 2: %v", f, err)
 		}
-		var txt, svg bytes.Buffer
-		if err := WriteText(&txt, b); err != nil {
-			t.Fatal(err)
-		}
-		if err := WriteSVG(&svg, b); err != nil {
-			t.Fatal(err)
-		}
+		txt, svg := analyzed(t, b)
 		base := strings.TrimSuffix(f, ".json")
 		for _, g := range []struct {
 			ext string
 			got []byte
-		}{{".txt", txt.Bytes()}, {".svg", svg.Bytes()}} {
+		}{{".txt", txt}, {".svg", svg}} {
 			want, err := os.ReadFile(base + g.ext)
 			if err != nil {
 				t.Fatal(err)
