@@ -212,13 +212,12 @@ endif
 # guests' CPU and the check there is that the suite passes, not how fast.
 QEMU_TEST_TIMEOUT ?= 55m
 
-## test-qemu: boots build/image-test under QEMU (TCG), one guest at a time
-## but for the light tests (besideAnother), two at a time at the end;
+## test-qemu: boots build/image-test under QEMU (TCG), one guest at a time;
 ## full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/. ARCH=arm64: build/arm64/image-test
 ## with the arm64 node images (TEST_COMPONENTS_DIR), under qemu-system-aarch64.
 test-qemu: image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
-	@rm -rf $(ARCH_BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(ARCH_BUILD)/qemu-logs $(GO) test -count=1 -timeout $(QEMU_TEST_TIMEOUT) -parallel 2 -v ./qemu-tests > $(ARCH_BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
+	@rm -rf $(ARCH_BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(ARCH_BUILD)/qemu-logs $(GO) test -count=1 -timeout $(QEMU_TEST_TIMEOUT) -v ./qemu-tests > $(ARCH_BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(ARCH_BUILD)/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(ARCH_BUILD)/qemu-tests.log"; exit $$rc; fi
 
@@ -267,7 +266,7 @@ ARM64_TEST_BUILD = nice -n 19 $(MAKE) --no-print-directory ARCH=arm64 deps && \
 test-qemu-arm64:
 	+$(ARM64_TEST_BUILD)
 	@rm -rf $(BUILD)/arm64/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/arm64/image-test BERTH_COMPONENTS_DIR=$(ARM64_TEST_COMPONENTS) BERTH_QEMU_LOGDIR=$(BUILD)/arm64/qemu-logs \
-	  $(GO) test -count=1 -timeout 55m -parallel 1 -v -run '$(ARM64_QEMU_TESTS)' ./qemu-tests > $(BUILD)/arm64/qemu-tests.log 2>&1; rc=$$?; set -e; \
+	  $(GO) test -count=1 -timeout 55m -v -run '$(ARM64_QEMU_TESTS)' ./qemu-tests > $(BUILD)/arm64/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/arm64/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then echo "test-qemu-arm64: FAILED (exit $$rc); full log: $(BUILD)/arm64/qemu-tests.log"; exit $$rc; fi
 

@@ -116,21 +116,10 @@ func nvmeDisk(t *testing.T, serial string) qemu.Disk {
 	return qemu.Disk{Path: p, Interface: "nvme", Serial: serial}
 }
 
-// besideAnother lets a test's guest boot beside another one's: go test
-// runs such tests after every serial one, two at a time (-parallel 2 in
-// make test-qemu). A TCG guest keeps about 1.3 of the 2 cores busy, so two
-// of them take about two thirds of the time one after the other. Only
-// tests whose node has no control plane and no fault injected do: the
-// joined-node, cluster and fault tests stay one at a time, since two
-// guests slow each other's boots enough to widen races in the guest
-// (docs/design.md).
-func besideAnother(t *testing.T) { t.Parallel() }
-
 // The image boots to the BERTH-REPORT line with every early mount present,
 // on the erofs root, and the NIC's and the disk's drivers were loaded because
 // the devices are there (modalias), not because the image preloads them.
 func TestBootReport(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	man := qemu.ImageManifest(t, dir)
 	for _, m := range []string{"virtio_net", "nvme"} {
@@ -264,7 +253,6 @@ func TestBootReport(t *testing.T) {
 // QMP system_powerdown presses the ACPI power button: berth shuts down in
 // order and powers off, and QEMU exits by itself within 30 s.
 func TestPowerDown(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	cfg := qemu.ImageConfig(dir, "")
 	cfg.Timeout = vmTimeout
@@ -297,7 +285,6 @@ func TestPowerDown(t *testing.T) {
 // berth reports the hook's own status right and reaps the orphans, leaving
 // no zombie.
 func TestReapOrphans(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	cfg := qemu.ImageConfig(dir, `berth.exec="/usr/bin/orphaner -code 7 -orphans 3 -linger 3s"`)
 	cfg.Shell = true
@@ -351,7 +338,6 @@ func TestReapOrphans(t *testing.T) {
 // A fatal boot error (the root image is missing) is printed naming what
 // failed, then berth.onfail=halt halts the machine: no OK report, no reboot.
 func TestFatalErrorHalts(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	cfg := qemu.ImageConfig(dir, "berth.root=/missing.erofs berth.onfail=halt")
 	cfg.Timeout = vmTimeout

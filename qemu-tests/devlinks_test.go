@@ -54,7 +54,6 @@ func waitLink(t *testing.T, vm *qemu.VM, name, want string, present bool) {
 // the rule is the same (the unit tests hold EBS's names and the EC2
 // block-device names, which need Amazon's identify data).
 func TestDevLinks(t *testing.T) {
-	besideAnother(t)
 	cfg := qemu.ImageConfig(qemu.ImageDir(t), "")
 	cfg.Shell = true
 	cfg.Timeout = vmTimeout

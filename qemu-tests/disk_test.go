@@ -148,7 +148,6 @@ func uefiConfig(img string) qemu.Config {
 // dm device. Then one flipped byte inside the root filesystem must stop the
 // boot with the verity error instead of booting a tampered node.
 func TestDiskBoot(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	img, res := testDisk(t, dir)
 	if !strings.Contains(res.Cmdline, "berth.verity=sha256:"+res.RootHash+":") {
@@ -420,7 +419,6 @@ func powerOffUnchanged(t *testing.T, vm *qemu.VM, other string, before [32]byte)
 // off. When the root disk has no berth-data at all, the other disk's is
 // still refused, and the node runs on tmpfs.
 func TestDiskDataOnRootDisk(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	img, res := testDisk(t, dir)
 

@@ -18,7 +18,6 @@ import (
 // directories exist, and PID 1's mount table shows /, /sys and /var (and
 // the data partition's binds on a disk boot) shared.
 func TestHostFS(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	t.Run("initramfs", func(t *testing.T) {
 		cfg := qemu.ImageConfig(dir, "")

@@ -14,7 +14,6 @@ import (
 // only on a node, when kubelet or berth first runs the program. The nat
 // rule makes iptables dlopen its comment and MASQUERADE extensions.
 func TestHostPrograms(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	cfg := qemu.ImageConfig(dir, "")
 	cfg.Shell = true

@@ -111,7 +111,6 @@ func section(t *testing.T, rep map[string]any, name string, v any) {
 // MIME user data from an IMDSv2 stand-in on the host, renders the kubelet
 // and containerd files, and the boot report says where everything came from.
 func TestConfigFromIMDS(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, "")))
 	cfg := qemu.ImageConfig(dir, "berth.imds="+imdsURL)
@@ -196,7 +195,6 @@ func TestConfigFromIMDS(t *testing.T) {
 // Static network config from the kernel command line, and an invalid
 // NodeConfig that stops the boot with the field and the source named.
 func TestStaticNetworkAndBadConfig(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	bad := strings.Replace(nodeConfigYAML(t, ""), "https://10.0.2.2:6443", "http://10.0.2.2:6443", 1)
 	_, imdsURL := startIMDS(t, []byte(bad))

@@ -13,7 +13,6 @@ import (
 // the manifest's parameters; without that disk the boot stops with an
 // error naming the serial and saying how to attach it.
 func TestRootDisk(t *testing.T) {
-	besideAnother(t)
 	dir := qemu.ImageDir(t)
 	if r := qemu.ImageManifest(t, dir).Root; r == nil || r.Serial == "" || r.Path != "" {
 		t.Fatalf("the test image's manifest names no root disk (root %+v): rebuild it with make image-test", r)

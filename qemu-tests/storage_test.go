@@ -138,7 +138,6 @@ func stepMs(r localstorage.Result) map[string]float64 {
 // written through /var/lib/containerd lands on the array; a reboot finds
 // and mounts the same filesystem without mkfs, and the file is still there.
 func TestStorageRAID0AndReboot(t *testing.T) {
-	besideAnother(t)
 	node := newStorageNode(t, 2)
 	vm, res := node.boot(t, "RAID0")
 	if res.Status != localstorage.StatusReady || res.Array == nil || res.Array.Level != "raid0" || len(res.Array.Members) != 2 {
@@ -182,7 +181,6 @@ func TestStorageRAID0AndReboot(t *testing.T) {
 // RAID10 over four disks: device-mapper's raid target with the raid10
 // personality.
 func TestStorageRAID10(t *testing.T) {
-	besideAnother(t)
 	node := newStorageNode(t, 4)
 	vm, res := node.boot(t, "RAID10")
 	if res.Status != localstorage.StatusReady || res.Array == nil || res.Array.Level != "raid10" || len(res.Array.Members) != 4 {
@@ -193,7 +191,6 @@ func TestStorageRAID10(t *testing.T) {
 
 // The Mount strategy: one filesystem per disk, no array, no binds.
 func TestStorageMount(t *testing.T) {
-	besideAnother(t)
 	node := newStorageNode(t, 2)
 	vm, res := node.boot(t, "Mount")
 	if res.Status != localstorage.StatusReady || res.Array != nil || len(res.Filesystems) != 2 || len(res.Binds) != 0 {
@@ -208,7 +205,6 @@ func TestStorageMount(t *testing.T) {
 
 // No instance-store disk: the phase is skipped and the report says why.
 func TestStorageNoDisks(t *testing.T) {
-	besideAnother(t)
 	node := newStorageNode(t, 0)
 	vm, res := node.boot(t, "RAID0")
 	if res.Status != localstorage.StatusSkipped || !strings.Contains(res.Reason, "no instance-store disks") {
@@ -221,7 +217,6 @@ func TestStorageNoDisks(t *testing.T) {
 // the error names the disk and what it found, and the node falls back to
 // the root disk.
 func TestStorageForeignFilesystem(t *testing.T) {
-	besideAnother(t)
 	node := newStorageNode(t, 2)
 	if out, err := exec.Command("/sbin/mkfs.ext4", "-q", "-F", "-L", "precious", node.disks[1]).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v %s", err, out)
