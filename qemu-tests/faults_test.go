@@ -791,14 +791,31 @@ func faultDiskFull(t *testing.T, vm *qemu.VM) {
 	if out, err := vm.Shell(`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = kubelet ] && kill -9 ${p#/proc/}; done; true`, shellTimeout); err != nil {
 		t.Fatalf("kill -9 kubelet after freeing: %v %s", err, out)
 	}
-	_, _, sm2, err := lineAfter(vm, mark2, reStarted("kubelet"), 2*time.Minute)
-	if err != nil {
+	if _, _, _, err := lineAfter(vm, mark2, reStarted("kubelet"), 2*time.Minute); err != nil {
 		t.Fatalf("kubelet not restarted after the space was freed: %v", err)
 	}
-	p2 := sm2[1]
-	_, rl2, _, err := lineAfter(vm, mark2, regexp.MustCompile(berthPrefix+`services: service ready service=kubelet pid=`+p2+`\b`), 3*time.Minute)
-	if err != nil {
-		t.Fatalf("kubelet (pid %s) not ready after the space was freed: %v", p2, err)
+	// The first kubelet started after the kill to get ready, whichever
+	// start it came from: with the full disk kubelet was crash-looping, and
+	// one berth started while the kill loop ran is killed too and followed
+	// by another, as the kill loop's svcFollow follows self-restarts.
+	reReady := regexp.MustCompile(berthPrefix + `services: service ready service=kubelet pid=(\d+)\b`)
+	var p2 string
+	var rl2 qemu.Line
+	waitFor(t, vm, "a kubelet started after the freeing kill ready", 3*time.Minute, func() (bool, string) {
+		started := map[string]bool{}
+		for _, l := range linesMatching(vm, mark2, reStarted("kubelet")) {
+			started[reStarted("kubelet").FindStringSubmatch(l.Text)[1]] = true
+		}
+		for _, l := range linesMatching(vm, mark2, reReady) {
+			if pid := reReady.FindStringSubmatch(l.Text)[1]; started[pid] {
+				p2, rl2 = pid, l
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("kubelet starts since the kill: %d", len(started))
+	})
+	if starts := linesMatching(vm, mark2, reStarted("kubelet")); len(starts) > 1 {
+		t.Logf("kubelet started %d times after the freeing kill; following pid %s, the first of them ready", len(starts), p2)
 	}
 	time.Sleep(10 * time.Second)
 	if ex := linesMatching(vm, mark2, regexp.MustCompile(berthPrefix+`services: service exited (?:level=WARN )?service=kubelet `)); len(ex) > 0 {
