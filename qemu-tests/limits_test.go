@@ -41,7 +41,10 @@ func hostLimits(t *testing.T, cluster *testCluster, vm *qemu.VM, rep map[string]
 		t.Errorf("sysctls not set: %q", ap.SysctlErrors)
 	}
 
-	svc := servicePIDs(t, rep)
+	// The PIDs as boot.json has them now, not at the report: in
+	// TestJoinedNode other checks ran first, and a service that restarted
+	// by itself since then has a new PID.
+	svc := servicePIDs(t, faultBootJSON(t, vm))
 	for name, want := range map[string][]string{
 		"containerd": {"Max open files 1048576 1048576", "Max processes unlimited unlimited", "Max core file size unlimited unlimited"},
 		// kubelet raises its own NOFILE to its maxOpenFiles (1000000) at
