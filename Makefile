@@ -219,7 +219,10 @@ QEMU_TEST_TIMEOUT ?= 55m
 test-qemu: image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
 	@rm -rf $(ARCH_BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(ARCH_BUILD)/qemu-logs $(GO) test -count=1 -timeout $(QEMU_TEST_TIMEOUT) -v ./qemu-tests > $(ARCH_BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(ARCH_BUILD)/qemu-tests.log || true; \
-	if [ $$rc -ne 0 ]; then echo "test-qemu: FAILED (exit $$rc); full log: $(ARCH_BUILD)/qemu-tests.log"; exit $$rc; fi
+	if [ $$rc -ne 0 ]; then \
+	  echo "=== what the failed tests wrote (their console tails included), last 300 lines:"; \
+	  awk -f tools/failed-tests.awk $(ARCH_BUILD)/qemu-tests.log | tail -300; \
+	  echo "test-qemu: FAILED (exit $$rc); full log: $(ARCH_BUILD)/qemu-tests.log"; exit $$rc; fi
 
 ## test-qemu-busy: test-qemu with BUSY CPU hogs (default 1) beside it at
 ## normal priority, to check that the suite holds on a loaded host, as
@@ -268,7 +271,10 @@ test-qemu-arm64:
 	@rm -rf $(BUILD)/arm64/qemu-logs; set +e; BERTH_IMAGE=$(BUILD)/arm64/image-test BERTH_COMPONENTS_DIR=$(ARM64_TEST_COMPONENTS) BERTH_QEMU_LOGDIR=$(BUILD)/arm64/qemu-logs \
 	  $(GO) test -count=1 -timeout 55m -v -run '$(ARM64_QEMU_TESTS)' ./qemu-tests > $(BUILD)/arm64/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(BUILD)/arm64/qemu-tests.log || true; \
-	if [ $$rc -ne 0 ]; then echo "test-qemu-arm64: FAILED (exit $$rc); full log: $(BUILD)/arm64/qemu-tests.log"; exit $$rc; fi
+	if [ $$rc -ne 0 ]; then \
+	  echo "=== what the failed tests wrote (their console tails included), last 300 lines:"; \
+	  awk -f tools/failed-tests.awk $(BUILD)/arm64/qemu-tests.log | tail -300; \
+	  echo "test-qemu-arm64: FAILED (exit $$rc); full log: $(BUILD)/arm64/qemu-tests.log"; exit $$rc; fi
 
 
 ## faults: the fault suite at full strength (test-qemu runs it reduced):

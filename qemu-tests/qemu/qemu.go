@@ -523,18 +523,53 @@ var reportRE = regexp.MustCompile(`BERTH-REPORT (\{.*\})\s*$`)
 // (a copy through /dev/kmsg may be truncated) and returns the object.
 func (vm *VM) Report(timeout time.Duration) (map[string]any, error) {
 	var rep map[string]any
+	// A report line that came but did not decode is the likelier cause of
+	// a wait that ran out than a node that never reported, and the
+	// console tail alone hides it (the line is kilobytes long).
+	var broken []string
 	_, err := vm.console.wait(0, time.Now().Add(timeout), func(l Line) bool {
+		i := strings.Index(l.Text, "BERTH-REPORT ")
+		if i < 0 {
+			return false
+		}
 		m := reportRE.FindStringSubmatch(l.Text)
 		if m == nil {
+			broken = append(broken, fmt.Sprintf("at %.1fs: %d bytes, no complete {json} after the prefix; ends %q", l.At.Seconds(), len(l.Text)-i, lastBytes(l.Text, 120)))
 			return false
 		}
 		rep = nil
-		return json.Unmarshal([]byte(m[1]), &rep) == nil
+		jerr := json.Unmarshal([]byte(m[1]), &rep)
+		if jerr != nil {
+			broken = append(broken, fmt.Sprintf("at %.1fs: %d bytes: %v", l.At.Seconds(), len(m[1]), describeJSONError(m[1], jerr)))
+		}
+		return jerr == nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("waiting %s for the BERTH-REPORT line: %w\nconsole tail:\n%s", timeout, err, vm.ConsoleTail(25))
+		why := ""
+		if len(broken) > 0 {
+			why = "\nBERTH-REPORT lines that did not decode:\n  " + strings.Join(broken, "\n  ")
+		}
+		return nil, fmt.Errorf("waiting %s for the BERTH-REPORT line: %w%s\nconsole tail:\n%s", timeout, err, why, vm.ConsoleTail(25))
 	}
 	return rep, nil
+}
+
+// describeJSONError adds to a JSON syntax error the text around its
+// offset, where a kernel line cutting into the report would show.
+func describeJSONError(doc string, err error) string {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	lo, hi := max(0, int(se.Offset)-80), min(len(doc), int(se.Offset)+80)
+	return fmt.Sprintf("%v; around offset %d: %q", err, se.Offset, doc[lo:hi])
+}
+
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }
 
 // WaitExit waits for QEMU to exit by itself and returns nil if it exited

@@ -63,6 +63,31 @@ func TestReportSkipsBrokenCopies(t *testing.T) {
 	}
 }
 
+// A report line cut by a kernel line never decodes: the wait's error must
+// say so, and where, rather than only that the deadline passed.
+func TestReportNamesBrokenLines(t *testing.T) {
+	vm, w := fakeVM(
+		`BERTH-REPORT {"version":"v1","ok":tr[   41.200000] clocksource: timekeeping watchdog on CPU1: Marking clocksource 'tsc' as unstable`,
+		`ue,"modules":["nvme"]}`,
+	)
+	defer w.Close()
+	_, err := vm.Report(200 * time.Millisecond)
+	if !errors.Is(err, errTimeout) {
+		t.Fatalf("want a timeout, got %v", err)
+	}
+	for _, want := range []string{"did not decode", "no complete {json}", "Marking clocksource"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	vm2, w2 := fakeVM(`BERTH-REPORT {"version":"v1","ok":tr[ 1.2] x: y}`)
+	defer w2.Close()
+	_, err = vm2.Report(200 * time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "around offset") || !strings.Contains(err.Error(), `tr[ 1.2] x`) {
+		t.Errorf("a syntax error must show the text around its offset: %v", err)
+	}
+}
+
 func TestArgs(t *testing.T) {
 	amd64, err := platformFor("")
 	if err != nil {
