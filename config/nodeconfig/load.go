@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/berth-node/berth/config/userdata"
@@ -83,6 +84,9 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 			if !part.IsNodeConfig() {
 				log.Info("skipping "+part.Source+": "+part.Skip, "source", part.Source, "contentType", part.ContentType)
 				res.Skipped = append(res.Skipped, Skipped{Source: part.Source, Reason: part.Skip})
+				if part.MistypedNodeConfig {
+					found.add(Problem{Severity: SeverityWarning, Source: part.Source, Message: "skipped: " + part.Skip})
+				}
 				continue
 			}
 			cfg, ps, err := Parse(part.Source, part.Data)
@@ -93,6 +97,15 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 			}
 			docs = append(docs, Document{Source: part.Source, Config: cfg})
 			res.Used = append(res.Used, part.Source)
+		}
+	}
+	if len(docs) == 0 {
+		// Otherwise the only words are "spec.cluster.name: required",
+		// about user data whose every part was skipped for its type.
+		for _, sk := range res.Skipped {
+			if !slices.ContainsFunc(found.list, func(p Problem) bool { return p.Source == sk.Source }) {
+				found.add(Problem{Severity: SeverityWarning, Source: sk.Source, Message: "skipped, and no other part is a NodeConfig: " + sk.Reason})
+			}
 		}
 	}
 	configs := make([]*NodeConfig, len(docs))

@@ -115,6 +115,48 @@ func TestLoadDecodeErrorAndCancel(t *testing.T) {
 	}
 }
 
+// TestLoadSaysWhyPartsWereSkipped: a NodeConfig in a part typed
+// text/plain is skipped, as nodeadm skips it, with a warning that says so;
+// when no part at all is a NodeConfig, each skip is a warning too, ahead
+// of the "required" errors it explains. A skip beside a used NodeConfig
+// stays quiet (an AL2023 user data with a script part is normal).
+func TestLoadSaysWhyPartsWereSkipped(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	mime := func(parts ...string) []byte {
+		return []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n" + strings.Join(parts, "") + "--b--\n")
+	}
+	script := "--b\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho hi\n"
+	typedPlain := "--b\nContent-Type: text/plain\n\n" + string(validDoc(t, "")) + "\n"
+	good := "--b\nContent-Type: application/node.eks.aws\n\n" + string(validDoc(t, "")) + "\n"
+
+	res, err := Load(context.Background(), log, []Source{{Name: UserDataSource, Data: mime(script, typedPlain)}})
+	if err == nil {
+		t.Fatal("user data with no NodeConfig part loaded")
+	}
+	got := strings.Join(strs(res.Problems), "\n")
+	for _, want := range []string{
+		"warning: user-data part 1 (text/x-shellscript): skipped, and no other part is a NodeConfig: berth runs no scripts",
+		"warning: user-data part 2 (text/plain): skipped: it holds a NodeConfig, but typed text/plain; berth, like nodeadm, reads only parts typed application/node.eks.aws",
+		"error: merged config: spec.cluster.name: required",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "user-data part 2") != 1 {
+		t.Errorf("the mistyped part is named more than once:\n%s", got)
+	}
+
+	res, err = Load(context.Background(), log, []Source{{Name: UserDataSource, Data: mime(script, good)}})
+	if err != nil || len(res.Problems) != 0 || len(res.Skipped) != 1 {
+		t.Errorf("a script beside a NodeConfig: %v %v skipped=%v", err, res.Problems, res.Skipped)
+	}
+	res, err = Load(context.Background(), log, []Source{{Name: UserDataSource, Data: mime(good, typedPlain)}})
+	if err != nil || len(res.Problems) != 1 || !strings.HasPrefix(res.Problems[0].String(), "warning: user-data part 2 (text/plain): skipped: it holds a NodeConfig") {
+		t.Errorf("a mistyped NodeConfig beside a good one must still warn: %v %v", err, res.Problems)
+	}
+}
+
 // TestBootSources: image dir, then user data, then command-line files.
 func TestBootSources(t *testing.T) {
 	dir := t.TempDir()

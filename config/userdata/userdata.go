@@ -22,6 +22,7 @@ import (
 	"mime/quotedprintable"
 	"net/textproto"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -72,6 +73,11 @@ type Document struct {
 	// Skip, when not empty, says why this document is not a NodeConfig,
 	// for the caller's log line; Data is then left empty.
 	Skip string
+	// MistypedNodeConfig marks a skipped part whose content is a NodeConfig
+	// all the same (typed text/plain, or with no type): nodeadm skips it
+	// too, but its author meant it to configure the node, and the errors
+	// that follow ("spec.cluster.name: required") would hide why.
+	MistypedNodeConfig bool
 }
 
 // IsNodeConfig reports whether the document should be parsed as a
@@ -374,20 +380,30 @@ func (d *decoder) entity(name, number string, hdr textproto.MIMEHeader, body []b
 		return d.multipart(name, number, params["boundary"], body, depth+1)
 	}
 	if mediaType != NodeConfigContentType {
-		reason := skipReason(mediaType)
+		doc := Document{Source: where, ContentType: mediaType, Skip: skipReason(mediaType)}
 		if mediaType == "text/plain" {
 			// cloud-init runs untyped parts by their content, so say what
 			// this one would have been.
 			if sniffed := sniffPlain(bytes.TrimSpace(body)); sniffed != NodeConfigContentType {
-				reason = skipReason(sniffed)
+				doc.Skip = skipReason(sniffed)
+			} else if nodeConfigKind.Match(body) {
+				doc.MistypedNodeConfig = true
+				typed := "typed " + mediaType
+				if hdr.Get("Content-Type") == "" {
+					typed = "with no Content-Type (MIME's default is text/plain)"
+				}
+				doc.Skip = "it holds a NodeConfig, but " + typed + "; berth, like nodeadm, reads only parts typed " + NodeConfigContentType + " (set the part's Content-Type)"
 			}
 		}
-		d.docs = append(d.docs, Document{Source: where, ContentType: mediaType, Skip: reason})
+		d.docs = append(d.docs, doc)
 		return nil
 	}
 	// A NodeConfig part may still be gzipped or base64 inside.
 	return d.layer(where, mediaType, body, depth+1)
 }
+
+// nodeConfigKind finds a NodeConfig's kind line, in YAML or JSON.
+var nodeConfigKind = regexp.MustCompile(`(?m)^\s*kind\s*:\s*["']?NodeConfig\b|"kind"\s*:\s*"NodeConfig"`)
 
 var boundaryParam = regexp.MustCompile(`(?i)(?:^|;)\s*boundary\s*=\s*(?:"([^"]*)"|([^;\s]+))`)
 
@@ -458,6 +474,11 @@ func (d *decoder) multipart(name, number, boundary string, body []byte, depth in
 	for i := 1; ; i++ {
 		p, err := mr.NextRawPart()
 		if errors.Is(err, io.EOF) {
+			if i == 1 {
+				// Otherwise a multipart whose parts went unseen reads as
+				// user data with no NodeConfig, and the errors blame fields.
+				return fmt.Errorf("decoding %s: no part begins with the Content-Type's boundary line --%s%s", where, shorten(boundary), delimitersSeen(body))
+			}
 			return nil
 		}
 		if err != nil {
@@ -485,6 +506,29 @@ func (d *decoder) multipart(name, number, boundary string, body []byte, depth in
 			return err
 		}
 	}
+}
+
+// delimitersSeen names the lines of body that look like MIME delimiters
+// ("--" and a token), for an error about a boundary that never matched.
+func delimitersSeen(body []byte) string {
+	var seen []string
+	for line := range bytes.Lines(body) {
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) < 3 || !bytes.HasPrefix(line, []byte("--")) || bytes.ContainsAny(line, " \t") {
+			continue
+		}
+		q := strconv.Quote(shorten(string(line)))
+		if !slices.Contains(seen, q) {
+			seen = append(seen, q)
+		}
+		if len(seen) == 3 {
+			break
+		}
+	}
+	if len(seen) == 0 {
+		return " (the body has no line starting with --)"
+	}
+	return " (the body has " + strings.Join(seen, ", ") + ": is the boundary parameter the one the parts use?)"
 }
 
 // shorten bounds a name taken from the input (a MIME type) before it goes

@@ -20,6 +20,7 @@ type goldenDoc struct {
 	Source      string `json:"source"`
 	ContentType string `json:"contentType"`
 	Skip        string `json:"skip,omitempty"`
+	Mistyped    bool   `json:"mistypedNodeConfig,omitempty"`
 	Data        string `json:"data,omitempty"`
 }
 
@@ -48,7 +49,7 @@ func TestGolden(t *testing.T) {
 				if d.IsNodeConfig() == (d.Skip != "") {
 					t.Errorf("IsNodeConfig disagrees with Skip for %s", d.Source)
 				}
-				out = append(out, goldenDoc{d.Source, d.ContentType, d.Skip, string(d.Data)})
+				out = append(out, goldenDoc{d.Source, d.ContentType, d.Skip, d.MistypedNodeConfig, string(d.Data)})
 			}
 			got, _ := json.MarshalIndent(out, "", "  ")
 			got = append(got, '\n')
@@ -257,6 +258,9 @@ func TestMIMEErrors(t *testing.T) {
 		"MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=x\n\n--x\nContent-Type: application/node.eks.aws\nContent-Transfer-Encoding: uuencode\n\nx\n--x--\n":          `decoding user-data part 1 (application/node.eks.aws): unsupported Content-Transfer-Encoding "uuencode"`,
 		"MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=x\n\n--x\nContent-Type: /\n\nx\n--x--\n":                                                                      `decoding user-data part 1: Content-Type "/": mime: no media type`,
 		"MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=x\n\n--x\nContent-Type: application/node.eks.aws\n\nkind: NodeConfig\n":                                       "decoding user-data part 1: unexpected EOF (is the closing --x-- line missing?)",
+		// The boundary parameter names none of the body's delimiters.
+		"MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--OTHER\nContent-Type: application/node.eks.aws\n\nkind: NodeConfig\n--OTHER--\n": `decoding user-data: no part begins with the Content-Type's boundary line --BOUNDARY (the body has "--OTHER", "--OTHER--": is the boundary parameter the one the parts use?)`,
+		"MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\nkind: NodeConfig\n":                                                                          "decoding user-data: no part begins with the Content-Type's boundary line --b (the body has no line starting with --)",
 	}
 	for in, want := range cases {
 		_, err := Decode([]byte(in))
