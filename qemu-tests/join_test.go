@@ -271,6 +271,14 @@ metadata:
 // (etcd, kube-apiserver, controller-manager, scheduler) by TLS bootstrap,
 // goes Ready, runs a pod from an image imported from the node image, and
 // then powers off in order: kubelet, pods, containerd.
+//
+// Between the pod and the power-off, the subtests check on the same node
+// what needs a joined node and nothing else of its own (each was once a
+// test with a node and a control plane of its own, a minute of TCG
+// apiece): netfilter on demand, the host's limits, and services killed and
+// restarted (kills last, as they change the PIDs the others read). The
+// arm64 suite runs TestJoin without them (its -run pattern selects no
+// subtest of TestJoin): they test berth's logic, the same on both arches.
 func TestJoin(t *testing.T) {
 	dir := qemu.ImageDir(t)
 	cluster := startControlPlane(t)
@@ -281,6 +289,7 @@ func TestJoin(t *testing.T) {
 	cfg.MemoryMB = 2048
 	cfg.Timeout = 20 * time.Minute
 	cfg.NICs = []qemu.NIC{{HostFwd: []string{qemu.FwdKubelet}}}
+	cfg.Shell = true
 	vm := qemu.Start(t, cfg)
 	qemuStart := time.Now()
 
@@ -342,6 +351,10 @@ func TestJoin(t *testing.T) {
 	figure(t, "QEMU start to node registered %.1f s, Ready %.1f s, pod Running %.1f s (wall)",
 		registeredAfter.Seconds(), readyAfter.Seconds(), runningAfter.Seconds())
 
+	t.Run("NetfilterOnDemand", func(t *testing.T) { netfilterOnDemand(t, cluster, vm, rep) })
+	t.Run("HostLimits", func(t *testing.T) { hostLimits(t, cluster, vm, rep) })
+	t.Run("ServiceRestarts", func(t *testing.T) { serviceRestarts(t, vm, rep) })
+
 	// Orderly power-off: kubelet first, then the pods, then containerd.
 	if err := vm.PowerDown(); err != nil {
 		t.Fatal(err)
@@ -354,16 +367,9 @@ func TestJoin(t *testing.T) {
 	expectShutdownInOrder(t, vm)
 }
 
-// bootJoined boots a node against a running control plane and returns it
-// once the boot report is out and OK.
-func bootJoined(t *testing.T, cluster *testCluster, shell bool) (*qemu.VM, map[string]any) {
-	t.Helper()
-	vm, rep, _ := bootJoinedWith(t, cluster, cluster.nodeConfig(), shell)
-	return vm, rep
-}
-
-// bootJoinedWith is bootJoined with the given NodeConfig as user data; it
-// also returns the IMDS stand-in, for tests that change its answers.
+// bootJoinedWith boots a node with the given NodeConfig as user data
+// against a running control plane and returns it once the boot report is
+// out and OK, with the IMDS stand-in, for tests that change its answers.
 func bootJoinedWith(t *testing.T, cluster *testCluster, nodeConfig string, shell bool) (*qemu.VM, map[string]any, *imdsserver.Server) {
 	t.Helper()
 	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfig))
@@ -409,20 +415,7 @@ func servicePIDs(t *testing.T, rep map[string]any) map[string]supervise.Status {
 	return out
 }
 
-// TestJoinedNode boots one node joined to the test cluster and checks, in
-// turn, what needs a joined node and nothing else of its own: netfilter on
-// demand, the host's limits, and services killed and restarted (kills
-// last, as they change the PIDs the others read). Each was a test with a
-// node and a control plane of its own, a minute of TCG apiece.
-func TestJoinedNode(t *testing.T) {
-	cluster := startControlPlane(t)
-	vm, rep := bootJoined(t, cluster, true)
-	t.Run("NetfilterOnDemand", func(t *testing.T) { netfilterOnDemand(t, cluster, vm, rep) })
-	t.Run("HostLimits", func(t *testing.T) { hostLimits(t, cluster, vm, rep) })
-	t.Run("ServiceRestarts", func(t *testing.T) { serviceRestarts(t, vm, rep) })
-}
-
-// serviceRestarts (TestJoinedNode): kill -9 of containerd, then of
+// serviceRestarts (TestJoin): kill -9 of containerd, then of
 // kubelet, inside the guest: each is restarted, /run/berth/boot.json counts
 // the restarts, and no zombie is left behind.
 func serviceRestarts(t *testing.T, vm *qemu.VM, rep map[string]any) {

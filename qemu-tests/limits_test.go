@@ -10,7 +10,7 @@ import (
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
-// hostLimits (TestJoinedNode): on a joined node, the sysctls of the plan are in
+// hostLimits (TestJoin): on a joined node, the sysctls of the plan are in
 // /proc/sys (nf_conntrack's and br_netfilter's included, their modules
 // loaded by the apply phase) and none was left out of the report;
 // containerd and kubelet run with their units' rlimits; a pod's processes
@@ -42,7 +42,7 @@ func hostLimits(t *testing.T, cluster *testCluster, vm *qemu.VM, rep map[string]
 	}
 
 	// The PIDs as boot.json has them now, not at the report: in
-	// TestJoinedNode other checks ran first, and a service that restarted
+	// TestJoin other checks ran first, and a service that restarted
 	// by itself since then has a new PID.
 	svc := servicePIDs(t, faultBootJSON(t, vm))
 	for name, want := range map[string][]string{

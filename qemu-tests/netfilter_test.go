@@ -66,7 +66,7 @@ func procModules(t *testing.T, vm *qemu.VM) []string {
 	return mods
 }
 
-// netfilterOnDemand (TestJoinedNode): a node joined to a cluster has the host's iptables with FORWARD's policy
+// netfilterOnDemand (TestJoin): a node joined to a cluster has the host's iptables with FORWARD's policy
 // ACCEPT and kubelet's hint chains, and what kube-proxy (its three modes),
 // the VPC CNI, Cilium and Calico do to netfilter and links works with no
 // module preloaded: the kernel asks berth's /sbin/modprobe for each module
