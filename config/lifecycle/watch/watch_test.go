@@ -14,7 +14,11 @@ import (
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
 
-const interval = 50 * time.Millisecond
+// interval is the watcher's poll interval here, which also bounds each
+// round: at 50 ms a round starved for a moment on a loaded 2-core host
+// (a -race run beside a TCG guest) ran out, and "no notice, no error"
+// failed for want of CPU, not of a correct watcher.
+const interval = 500 * time.Millisecond
 
 // rig is a watcher against the IMDS stand-in, with what it called back.
 type rig struct {
