@@ -111,6 +111,8 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 		var m map[string]any
 		if err := toml.Unmarshal([]byte(cc), &m); err != nil {
 			ps.errorf("spec.containerd.config", "invalid TOML: %v", err)
+		} else {
+			containerdConfigProblems(ps, m)
 		}
 	}
 
@@ -137,6 +139,44 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 		}
 	}
 	return ps.problems()
+}
+
+// ContainerdSocket is where berth's containerd listens: kubelet's
+// --container-runtime-endpoint and berth's readiness probe name it
+// (runtime/containerd.Socket, which a test holds equal to this).
+const ContainerdSocket = "/run/containerd/containerd.sock"
+
+// containerdConfigProblems checks the keys of the user's containerd TOML
+// that containerd would refuse, or that would move containerd away from
+// what berth and kubelet expect.
+func containerdConfigProblems(ps *problems, m map[string]any) {
+	if v, ok := m["version"]; ok {
+		// containerd 2.x reads versions 2 and 3 (version 1 went in 2.0)
+		// and refuses to start on anything else; 1.7 reads 2.
+		if n, isInt := v.(int64); !isInt || n != 2 && n != 3 {
+			ps.errorf("spec.containerd.config: version", "want 2 or 3 (the config versions containerd reads), got %s", tomlValue(v))
+		}
+	}
+	if g, ok := m["grpc"].(map[string]any); ok {
+		if a, ok := g["address"]; ok && a != ContainerdSocket {
+			ps.errorf("spec.containerd.config: [grpc] address", "berth owns containerd's socket, %s: kubelet's --container-runtime-endpoint and berth's readiness probe use it; remove the key (got %s)", ContainerdSocket, tomlValue(a))
+		}
+	}
+}
+
+// tomlValue shows a decoded TOML value as the user wrote it, bounded.
+func tomlValue(v any) string {
+	var s string
+	switch v := v.(type) {
+	case string:
+		s = strconv.Quote(v)
+	default:
+		s = fmt.Sprint(v)
+	}
+	if len(s) > 80 {
+		s = strings.ToValidUTF8(s[:80], "") + "..."
+	}
+	return s
 }
 
 // CheckValues are the checks of every NodeConfig string berth puts into a

@@ -3,6 +3,7 @@ package containerd
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/berth-node/berth/config/nodeconfig"
 	"maps"
 	"math"
 	"reflect"
@@ -315,4 +316,12 @@ func sameTOML(a, b any) bool {
 		return ok && (a == bf || math.IsNaN(a) && math.IsNaN(bf))
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// nodeconfig refuses a user [grpc] address other than berth's socket,
+// and names it; the two must be the same path.
+func TestSocketIsTheOneNodeConfigGuards(t *testing.T) {
+	if Socket != nodeconfig.ContainerdSocket {
+		t.Errorf("containerd.Socket %q, nodeconfig.ContainerdSocket %q", Socket, nodeconfig.ContainerdSocket)
+	}
 }
