@@ -355,6 +355,23 @@ func TestJoin(t *testing.T) {
 	t.Run("HostLimits", func(t *testing.T) { hostLimits(t, cluster, vm, rep) })
 	t.Run("ServiceRestarts", func(t *testing.T) { serviceRestarts(t, vm, rep) })
 
+	// The kubelet the kills left takes its shutdown inhibitor a few seconds
+	// after it is ready, as the first one did; a power button pressed
+	// before then finds no inhibitor (on AL2023 too), and the order checked
+	// below is graceful shutdown's.
+	waitFor(t, vm, "the running kubelet's shutdown inhibitor", 2*time.Minute, func() (bool, string) {
+		ready, taken := -1, -1
+		for i, l := range vm.Lines() {
+			switch {
+			case kubeletReadyLine.MatchString(l.Text):
+				ready = i
+			case inhibitorTakenLine.MatchString(l.Text):
+				taken = i
+			}
+		}
+		return taken > ready, fmt.Sprintf("last kubelet ready line %d, last inhibitor taken line %d", ready, taken)
+	})
+
 	// Orderly power-off: kubelet first, then the pods, then containerd.
 	if err := vm.PowerDown(); err != nil {
 		t.Fatal(err)
@@ -366,6 +383,11 @@ func TestJoin(t *testing.T) {
 	figure(t, "system_powerdown to QEMU exit: %.1f s", time.Since(down).Seconds())
 	expectShutdownInOrder(t, vm)
 }
+
+var (
+	kubeletReadyLine   = regexp.MustCompile(`services: service ready service=kubelet `)
+	inhibitorTakenLine = regexp.MustCompile(`logind: inhibitor taken who=kubelet `)
+)
 
 // bootJoinedWith boots a node with the given NodeConfig as user data
 // against a running control plane and returns it once the boot report is

@@ -12,11 +12,13 @@ import (
 )
 
 // Graces shorter than a node's 2m30s keep the test quick: the normal pod
-// gets 40s - 10s, the critical ones 10s. kubelet releases its inhibitor
-// when its work is done, not at the grace's end: 15.5 to 19.9 s after the
-// signal on an unloaded 2-core host. With 20s the grace ran out under a CPU
-// hog before kubelet had reported the pods terminated (make
-// test-qemu-busy).
+// gets 40s - 10s, the critical ones 10s. kubelet 1.35 spends each group's
+// whole period waiting for its pods' projected volumes to unmount (they do
+// not while the pods exist: "Failed while waiting for all the volumes
+// belonging to Pods in this group to unmount"), so the inhibitor goes at
+// the grace's end. With 20s - 8s the critical pod's status reached the API
+// only just in time unloaded, and not at all under make test-qemu-busy's
+// hog; 30 s for the normal pod marks it in time under the hog too.
 const (
 	gracefulPeriod  = 40 * time.Second
 	gracefulCrit    = 10 * time.Second
