@@ -90,15 +90,16 @@ func (r *rig) snapshot() ([]lifecycle.Notice, lifecycle.Status, string) {
 	return append([]lifecycle.Notice(nil), r.shutdowns...), r.status, r.logs.String()
 }
 
-// waitFor polls cond for up to 5 s.
+// waitFor polls cond for up to 30 s: a bound, not a timing (ten polls at
+// the rig's interval take 5 s).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if cond() {
 			return
 		}
 	}
-	t.Fatalf("%s: not within 5 s", what)
+	t.Fatalf("%s: not within 30 s", what)
 }
 
 // No notice: 404s, no callback, no error lines. A spot notice appears:
