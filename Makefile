@@ -71,26 +71,23 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt -l found:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## test: everything CI runs, in four steps:
+## test: everything CI runs, in four steps; in two of them two jobs run
+## side by side (-j2), so that one's idle core is the other's:
 ##   1. lint, alone (gofmt and go vet fail fast);
-##   2. test-build-amd64, two builds at a time (-j2): everything the amd64
-##      QEMU suite boots, serves or pulls;
-##   3. test-qemu beside test-unit and test-build-arm64 (-j3): the amd64
-##      QEMU suite at normal priority, one guest at a time; a TCG guest
-##      keeps 1.26 to 1.36 of the 2 cores busy (measured over four tests),
-##      and the unit tier (-race, at UNIT_NICE 10) and then the arm64
-##      cross-builds (at nice 19) run in what it leaves idle. The unit tier
-##      ran beside the amd64 builds before (step 2 took 20.2 min cold, the
-##      builds alone take about 13); the suite leaves about 0.7 of a core
-##      idle for its 33 minutes, room for both;
+##   2. test-unit beside test-build-amd64: the unit tier (-race) at
+##      normal priority, the amd64 builds at nice 19 filling its gaps;
+##   3. test-qemu beside test-build-arm64: the amd64 QEMU suite while the
+##      arm64 half cross-builds at nice 19 in what the guests leave idle (a
+##      TCG guest keeps 1.26 to 1.36 of the 2 cores busy, measured over four
+##      tests); the builds cost the guests little;
 ##   4. test-qemu-arm64, alone: its builds are done, its 4 tests boot. Its
 ##      guests beside the amd64 suite's starved (an aarch64 TCG guest is
 ##      hungrier): kubelet's housekeeping took 20 s and the demo pod's
 ##      sandbox timed out.
 ## test-build still builds both halves at once, for a warm-up or a check.
 test: deps lint
-	+$(MAKE) --no-print-directory -j2 --output-sync=line test-build-amd64
-	+$(MAKE) --no-print-directory -j3 --output-sync=line UNIT_NICE='nice -n 10' test-qemu test-unit test-build-arm64
+	+$(MAKE) --no-print-directory -j2 --output-sync=line test-unit test-build-amd64
+	+$(MAKE) --no-print-directory -j2 --output-sync=line test-qemu test-build-arm64
 	+$(MAKE) --no-print-directory test-qemu-arm64
 
 ## test-build: everything test-qemu and test-qemu-arm64 boot, serve or
@@ -115,11 +112,9 @@ test-build-arm64: kube etcd
 ## kernel package: the image's module resolution is tested against it. The full verbose
 ## log is build/unit-tests.log; shown are the package results, each failed
 ## test's own output (tools/failed-tests.awk), and any skip (the host network tests skip only where the machine has no
-## network namespaces, and say so loudly). UNIT_NICE prefixes go test
-## (make test sets nice -n 10: the tier runs beside the QEMU suite).
-UNIT_NICE ?=
+## network namespaces, and say so loudly).
 test-unit: kernel
-	@mkdir -p $(BUILD); set +e; $(UNIT_NICE) $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -vx '$(MODULE)/qemu-tests') > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
+	@mkdir -p $(BUILD); set +e; $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -vx '$(MODULE)/qemu-tests') > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(ok |FAIL|panic:)|!!! SKIPPED|^\s*--- SKIP' $(BUILD)/unit-tests.log || true; \
 	if [ $$rc -ne 0 ]; then \
 	  awk -f tools/failed-tests.awk $(BUILD)/unit-tests.log | head -400; \
@@ -247,7 +242,7 @@ test-qemu-busy: image-test etcd test-components-node test-components-images $(TE
 ## modalias, the guest is aarch64), TestHostPrograms (the sysroot's
 ## iptables, nft, ipset, mkfs, mount run), TestDiskBoot's verified root (UKI
 ## on linuxaa64.efi.stub, verity root, data partition by the arm64
-## mkfs.ext4) and TestJoin without its subtests (joins the host's amd64 control plane, runs the
+## mkfs.ext4) and TestJoin (joins the host's amd64 control plane, runs the
 ## demo pod, then system_powerdown: the ACPI power button, services stopped
 ## in order, power off). TestPowerDown (the same power button with nothing
 ## running) and TestDiskBoot's second boot and corrupted root test berth's
