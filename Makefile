@@ -247,7 +247,7 @@ test-qemu-busy: image-test etcd test-components-node test-components-images $(TE
 ## modalias, the guest is aarch64), TestHostPrograms (the sysroot's
 ## iptables, nft, ipset, mkfs, mount run), TestDiskBoot's verified root (UKI
 ## on linuxaa64.efi.stub, verity root, data partition by the arm64
-## mkfs.ext4) and TestJoin (joins the host's amd64 control plane, runs the
+## mkfs.ext4) and TestJoin without its subtests (joins the host's amd64 control plane, runs the
 ## demo pod, then system_powerdown: the ACPI power button, services stopped
 ## in order, power off). TestPowerDown (the same power button with nothing
 ## running) and TestDiskBoot's second boot and corrupted root test berth's
