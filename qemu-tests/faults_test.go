@@ -1082,9 +1082,9 @@ func msDuration(s string) time.Duration {
 // that berth merges but containerd rejects: a string where containerd wants
 // an int (oom_score = "high"), a type berth does not check yet. (A config
 // version from the future, version = 99, served here until berth's own
-// check refused it before containerd could.) containerd crash-loops on the supervisor's backoff, its own
-// error line reaches the console, kubelet waits for it, and the node says
-// why it is not joining.
+// check refused it before containerd could.) containerd crash-loops on the
+// supervisor's backoff, its own error line reaches the console, kubelet
+// waits for it, and the node says why it is not joining.
 func TestFaultContainerdConfig(t *testing.T) {
 	userCfg := "  containerd:\n    config: |\n      oom_score = \"high\"\n"
 	_, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, userCfg)))

@@ -392,14 +392,13 @@ var (
 // bootJoinedWith boots a node with the given NodeConfig as user data
 // against a running control plane and returns it once the boot report is
 // out and OK, with the IMDS stand-in, for tests that change its answers.
-func bootJoinedWith(t *testing.T, cluster *testCluster, nodeConfig string, shell bool) (*qemu.VM, map[string]any, *imdsserver.Server) {
+func bootJoinedWith(t *testing.T, cluster *testCluster, nodeConfig string) (*qemu.VM, map[string]any, *imdsserver.Server) {
 	t.Helper()
 	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfig))
 	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
 	cfg.MemoryMB = 2048
 	cfg.Timeout = 15 * time.Minute
 	cfg.NICs = []qemu.NIC{{HostFwd: []string{qemu.FwdKubelet}}}
-	cfg.Shell = shell
 	vm := qemu.Start(t, cfg)
 	rep, err := vm.Report(bootTimeout)
 	if err != nil {

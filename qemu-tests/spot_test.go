@@ -14,7 +14,7 @@ import (
 func TestSpotInterruption(t *testing.T) {
 	cluster := startControlPlane(t)
 	info := cluster.Info()
-	vm, _, srv := bootJoinedWith(t, cluster, cluster.nodeConfig(), false)
+	vm, _, srv := bootJoinedWith(t, cluster, cluster.nodeConfig())
 	if _, err := vm.Expect(regexp.MustCompile(`lifecycle: watching IMDS for lifecycle notices .*spot=shutdown`), time.Minute); err != nil {
 		t.Fatalf("the lifecycle watcher did not start: %v", err)
 	}

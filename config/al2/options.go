@@ -92,13 +92,13 @@ func ReadOptions(args []string) (Options, error) {
 		}
 		name, _, inline := strings.Cut(a, "=")
 		if _, ok := Lookup(name); !ok {
-			return o, fmt.Errorf("bootstrap.sh option %s: AL2's bootstrap.sh has no such option", shorten(name))
+			return o, fmt.Errorf("bootstrap.sh option %s: AL2's bootstrap.sh has no such option", quoteClipped(name))
 		}
 		if inline {
 			// bootstrap.sh's case matched whole words: "--opt=value"
 			// fell to its unknown-option branch and became the cluster
 			// name. Say so rather than guess.
-			return o, fmt.Errorf("bootstrap.sh option %s: AL2's bootstrap.sh takes the value as the next word (%s VALUE), not after '='", shorten(name), name)
+			return o, fmt.Errorf("bootstrap.sh option %s: AL2's bootstrap.sh takes the value as the next word (%s VALUE), not after '='", quoteClipped(name), name)
 		}
 		if i+1 >= len(args) {
 			return o, fmt.Errorf("bootstrap.sh option %s has no value", name)
@@ -114,14 +114,4 @@ func ReadOptions(args []string) (Options, error) {
 	}
 	o.ClusterName, o.Extra = positional[0], positional[1:]
 	return o, nil
-}
-
-// shorten bounds a word taken from the input before it goes into a
-// message.
-func shorten(s string) string {
-	const limit = 64
-	if len(s) <= limit {
-		return fmt.Sprintf("%q", s)
-	}
-	return fmt.Sprintf("%q...", strings.ToValidUTF8(s[:limit], ""))
 }

@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -89,10 +90,7 @@ func Read(script []byte) (*Invocation, error) {
 	var notRun []Line
 	depth := 0
 	for _, c := range cmds {
-		words, err := rawWords(c)
-		if err != nil {
-			return nil, err
-		}
+		words := rawWords(c)
 		if len(words) == 0 {
 			continue
 		}
@@ -121,7 +119,7 @@ func Read(script []byte) (*Invocation, error) {
 		if inv != nil {
 			return nil, &Error{c.line, fmt.Sprintf("a second bootstrap.sh invocation (the first is on line %d): berth reads one", inv.Line)}
 		}
-		if depth > 0 || words[0].raw == "then" || words[0].raw == "do" || words[0].raw == "else" {
+		if depth > 0 {
 			return nil, &Error{c.line, "bootstrap.sh runs inside an if, a loop, a case or a function: berth runs no shell and reads only a top-level invocation"}
 		}
 		inv = &Invocation{Line: c.line, Program: prog}
@@ -305,14 +303,14 @@ func heredocDelimiter(s string) string {
 // word is one shell word as written, quotes kept, for expand.
 type word struct {
 	raw string
-	// quoted: some of it was inside quotes, so an assignment-looking
-	// word such as "A=b" is a command word, not an assignment... only when
-	// the quote comes before the '='.
+	// quotedName: a quote opens before any '=', so the word is a command
+	// word even if it reads like an assignment ("A=b" or 'A'=b); A="b c"
+	// is still an assignment.
 	quotedName bool
 }
 
 // rawWords splits a command into its words, quotes kept.
-func rawWords(c command) ([]word, error) {
+func rawWords(c command) []word {
 	var (
 		out    []word
 		cur    strings.Builder
@@ -380,7 +378,7 @@ func rawWords(c command) ([]word, error) {
 	if in {
 		out = append(out, word{raw: cur.String(), quotedName: qName})
 	}
-	return out, nil
+	return out
 }
 
 type assignment struct{ name, value string }
@@ -534,13 +532,16 @@ func expand(raw string, vars map[string]variable, line int) (string, error) {
 	return out.String(), nil
 }
 
-// shortRaw bounds a piece of the script quoted in a message.
-func shortRaw(s string) string {
+// clip bounds a piece of the script before it goes into a message.
+func clip(s string) string {
 	if len(s) > 64 {
 		return strings.ToValidUTF8(s[:64], "") + "..."
 	}
 	return s
 }
+
+// quoteClipped is clip, quoted.
+func quoteClipped(s string) string { return strconv.Quote(clip(s)) }
 
 var (
 	plainVar = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*`)
@@ -562,7 +563,7 @@ func varRef(s string, line int) (name, def string, hasDef bool, n int, err error
 			if end < 0 {
 				return "", "", false, 0, &Error{line, "a ${ with no closing }"}
 			}
-			return "", "", false, 0, &Error{line, fmt.Sprintf("${%s}: berth expands only ${NAME} and ${NAME:-default}", shortRaw(s[1:end]))}
+			return "", "", false, 0, &Error{line, fmt.Sprintf("${%s}: berth expands only ${NAME} and ${NAME:-default}", clip(s[1:end]))}
 		}
 		name = s[m[2]:m[3]]
 		if m[4] >= 0 {

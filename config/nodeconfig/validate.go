@@ -164,19 +164,13 @@ func containerdConfigProblems(ps *problems, m map[string]any) {
 	}
 }
 
-// tomlValue shows a decoded TOML value as the user wrote it, bounded.
+// tomlValue shows a decoded TOML value as the user wrote it; the problem's
+// message is bounded where every problem is (bounded).
 func tomlValue(v any) string {
-	var s string
-	switch v := v.(type) {
-	case string:
-		s = strconv.Quote(v)
-	default:
-		s = fmt.Sprint(v)
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
 	}
-	if len(s) > 80 {
-		s = strings.ToValidUTF8(s[:80], "") + "..."
-	}
-	return s
+	return fmt.Sprint(v)
 }
 
 // CheckValues are the checks of every NodeConfig string berth puts into a

@@ -523,9 +523,10 @@ var reportRE = regexp.MustCompile(`BERTH-REPORT (\{.*\})\s*$`)
 // (a copy through /dev/kmsg may be truncated) and returns the object.
 func (vm *VM) Report(timeout time.Duration) (map[string]any, error) {
 	var rep map[string]any
-	// A report line that came but did not decode is the likelier cause of
-	// a wait that ran out than a node that never reported, and the
-	// console tail alone hides it (the line is kilobytes long).
+	// A report line that came but did not decode (a kernel line cut into
+	// it, say) would make the wait run out as a node that never reported
+	// does, and the console tail alone hides which (the line is kilobytes
+	// long).
 	var broken []string
 	_, err := vm.console.wait(0, time.Now().Add(timeout), func(l Line) bool {
 		i := strings.Index(l.Text, "BERTH-REPORT ")
