@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/mounts/localstorage"
 	"github.com/berth-node/berth/network"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
@@ -110,13 +111,19 @@ func section(t *testing.T, rep map[string]any, name string, v any) {
 // A node boots on QEMU's user network by DHCP, reads its metadata and its
 // MIME user data from an IMDSv2 stand-in on the host, renders the kubelet
 // and containerd files, and the boot report says where everything came from.
+// Its user data asks for RAID0 over instance-store disks it does not have
+// (only an EBS stand-in is attached): the storage phase is skipped and says
+// why, and the EBS disk is untouched after power-off (this boot once was
+// a storage test of its own, TestStorageNoDisks).
 func TestConfigFromIMDS(t *testing.T) {
 	dir := qemu.ImageDir(t)
-	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, "")))
+	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, "  instance:\n    localStorage:\n      strategy: RAID0\n")))
+	disks := newStorageNode(t, 0)
 	cfg := qemu.ImageConfig(dir, "berth.imds="+imdsURL)
 	cfg.Shell = true
 	cfg.Timeout = vmTimeout
 	cfg.NICs = []qemu.NIC{{}}
+	cfg.Disks = append(cfg.Disks, qemu.Disk{Path: disks.ebs, Interface: "nvme", Serial: "vol0ebsstandin"})
 	vm := qemu.Start(t, cfg)
 
 	rep, err := vm.Report(bootTimeout)
@@ -190,6 +197,13 @@ func TestConfigFromIMDS(t *testing.T) {
 			t.Errorf("GET %s without a token", r.Path)
 		}
 	}
+
+	var st localstorage.Result
+	section(t, rep, "storage", &st)
+	if st.Status != localstorage.StatusSkipped || !strings.Contains(st.Reason, "no instance-store disks") {
+		t.Errorf("storage with RAID0 asked and only an EBS disk: %+v; want skipped, saying there are no instance-store disks", st)
+	}
+	disks.powerOff(t, vm)
 }
 
 // Static network config from the kernel command line, and an invalid

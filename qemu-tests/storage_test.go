@@ -203,15 +203,8 @@ func TestStorageMount(t *testing.T) {
 	node.powerOff(t, vm)
 }
 
-// No instance-store disk: the phase is skipped and the report says why.
-func TestStorageNoDisks(t *testing.T) {
-	node := newStorageNode(t, 0)
-	vm, res := node.boot(t, "RAID0")
-	if res.Status != localstorage.StatusSkipped || !strings.Contains(res.Reason, "no instance-store disks") {
-		t.Fatalf("storage: %+v", res)
-	}
-	node.powerOff(t, vm)
-}
+// No instance-store disk (RAID0 asked, only an EBS disk attached) is
+// TestConfigFromIMDS's boot: the phase is skipped and the report says why.
 
 // A matched disk holding a filesystem berth did not make is left alone:
 // the error names the disk and what it found, and the node falls back to

@@ -51,7 +51,7 @@ const (
 
 // noise are kubelet errors that say nothing about why a node does not
 // join. Each was logged, before registration, by nodes that then
-// registered (TestJoin, TestJoinEKSAuth, TestJoin/ServiceRestarts,
+// registered (TestJoin, then called TestJoinEKSAuth, TestJoin/ServiceRestarts,
 // TestHostContract): they are kubelet starting up, not failing.
 var noise = []struct {
 	msg string // prefix of the message
