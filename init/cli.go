@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"sort"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 // env is what a subcommand gets: no globals, so each is testable.
 type env struct {
 	ctx    context.Context
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	log    *slog.Logger
@@ -39,6 +41,7 @@ func commands() []command {
 		{name: "check", summary: "validate NodeConfig files and print every problem", run: cmdCheck},
 		{name: "analyze", summary: "blame, critical chain and boot chart (--svg) from a boot report (default " + report.DefaultPath + ")", run: cmdAnalyze},
 		{name: "render", summary: "write the files a node would get, offline, under --out", run: cmdRender},
+		{name: "convert", summary: "print the NodeConfig that user data means (MIME, an AL2 bootstrap.sh script...), with what was not carried over", run: cmdConvert},
 		{name: "modprobe", summary: "load kernel modules with their dependencies (the kernel runs it as " + modprobePath + ")", run: cmdModprobe},
 		{name: "eks-token", summary: "print an EKS token from the instance role (kubelet's exec credential plugin)", run: cmdEKSToken},
 		{name: "ecr-credential-provider", summary: "kubelet's image credential provider for ECR (request on stdin)", run: cmdECRCredentialProvider},
@@ -60,7 +63,7 @@ func runCLI(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	out := bootlog.NewOutput()
 	out.Attach(stderr, nil)
-	e := env{ctx: ctx, stdout: stdout, stderr: stderr, log: slog.New(bootlog.New(out, bootlog.Options{}))}
+	e := env{ctx: ctx, stdin: os.Stdin, stdout: stdout, stderr: stderr, log: slog.New(bootlog.New(out, bootlog.Options{}))}
 
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)

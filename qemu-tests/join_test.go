@@ -411,7 +411,13 @@ var (
 // out and OK, with the IMDS stand-in, for tests that change its answers.
 func bootJoinedWith(t *testing.T, cluster *testCluster, nodeConfig string) (*qemu.VM, map[string]any, *imdsserver.Server) {
 	t.Helper()
-	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfig))
+	return bootJoinedWithUserData(t, mimeUserData(nodeConfig))
+}
+
+// bootJoinedWithUserData is bootJoinedWith with the user data as given.
+func bootJoinedWithUserData(t *testing.T, userData []byte) (*qemu.VM, map[string]any, *imdsserver.Server) {
+	t.Helper()
+	srv, imdsURL := startIMDS(t, userData)
 	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
 	cfg.MemoryMB = 2048
 	cfg.Timeout = 15 * time.Minute

@@ -44,7 +44,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
-			opts, err := ReadOptions(inv.Args)
+			opts, err := OptionsOf(inv)
 			if err != nil {
 				t.Fatalf("ReadOptions: %v", err)
 			}
@@ -170,6 +170,85 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("an argument of %d bytes", len(a))
 			}
 		}
-		_, _ = ReadOptions(inv.Args)
+		for name, v := range inv.Env {
+			if _, read := EnvVars[name]; !read || len(v) > MaxExpanded+len(script) {
+				t.Fatalf("environment %s of %d bytes: want a variable bootstrap.sh reads, bounded", name, len(v))
+			}
+		}
+		if o, err := OptionsOf(inv); err == nil {
+			for name := range o.Set {
+				if _, ok := Lookup(name); !ok {
+					t.Fatalf("option %q is not bootstrap.sh's", name)
+				}
+			}
+		}
 	})
+}
+
+// TestEnvironment: bootstrap.sh took an option from its environment when
+// no argument gave it, so what the script exported (or set on the
+// invocation's line) counts, an argument wins, and a variable that was
+// only set, not exported, stays the script's own.
+func TestEnvironment(t *testing.T) {
+	script := `#!/bin/bash
+export DNS_CLUSTER_IP=10.100.0.10 SERVICE_IPV4_CIDR=10.100.0.0/16
+LOCAL_DISKS=raid0
+declare -x KUBELET_EXTRA_ARGS='--node-labels=a=b'
+USE_MAX_PODS=false
+export USE_MAX_PODS
+CLUSTER_ID=not-exported
+IP_FAMILY=ipv4 /etc/eks/bootstrap.sh c --kubelet-extra-args '--v=2'
+`
+	inv, err := Read([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := OptionsOf(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"--dns-cluster-ip":     "10.100.0.10",
+		"--kubelet-extra-args": "--v=2", // the argument wins
+		"--use-max-pods":       "false",
+		"--ip-family":          "ipv4",
+	}
+	if len(o.Set) != len(want) {
+		t.Errorf("options %v, want %v", o.Set, want)
+	}
+	for k, v := range want {
+		if o.Set[k] != v {
+			t.Errorf("%s = %q, want %q (options %v)", k, o.Set[k], v, o.Set)
+		}
+	}
+	if o.FromEnv["--dns-cluster-ip"] != "DNS_CLUSTER_IP" || o.FromEnv["--ip-family"] != "IP_FAMILY" || o.FromEnv["--kubelet-extra-args"] != "" {
+		t.Errorf("FromEnv %v", o.FromEnv)
+	}
+	if o.Env["SERVICE_IPV4_CIDR"] != "10.100.0.0/16" || len(o.Env) != 1 {
+		t.Errorf("Env %v, want SERVICE_IPV4_CIDR only", o.Env)
+	}
+}
+
+// TestREADMEListsEveryOption: the README's table of bootstrap.sh options
+// is Table, row for row, so the two cannot drift.
+func TestREADMEListsEveryOption(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "| `--") {
+			rows = append(rows, l)
+		}
+	}
+	if len(rows) != len(Table) {
+		t.Errorf("README has %d option rows, Table %d", len(rows), len(Table))
+	}
+	for i, o := range Table {
+		want := "| `" + o.Name + "` | " + string(o.Fate) + " | " + o.Why + " |"
+		if i >= len(rows) || rows[i] != want {
+			t.Errorf("README row %d: want\n%s", i, want)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package al2
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -22,6 +23,45 @@ type Options struct {
 	// Extra lists positional words after the cluster name, which
 	// bootstrap.sh ignored.
 	Extra []string `json:"extra"`
+	// FromEnv names, for each option in Set that the script gave through
+	// bootstrap.sh's environment rather than its arguments (EnvVars), the
+	// variable that gave it.
+	FromEnv map[string]string `json:"fromEnv,omitempty"`
+	// Env holds the variables bootstrap.sh read that no option sets
+	// (SERVICE_IPV4_CIDR, PAUSE_CONTAINER_IMAGE), as the script exported
+	// them.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// OptionsOf reads inv's arguments (ReadOptions) and then, as AL2's
+// bootstrap.sh did after its option loop, takes each option no argument
+// set from the variable of its environment that stands for it.
+func OptionsOf(inv *Invocation) (Options, error) {
+	o, err := ReadOptions(inv.Args)
+	if err != nil {
+		return o, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(inv.Env)) {
+		v := inv.Env[name]
+		opt := EnvVars[name]
+		if opt == "" {
+			if o.Env == nil {
+				o.Env = map[string]string{}
+			}
+			o.Env[name] = v
+			continue
+		}
+		if _, set := o.Set[opt]; set {
+			continue // the argument wins, as in bootstrap.sh
+		}
+		o.Set[opt] = v
+		o.Order = append(o.Order, opt)
+		if o.FromEnv == nil {
+			o.FromEnv = map[string]string{}
+		}
+		o.FromEnv[opt] = name
+	}
+	return o, nil
 }
 
 // Option names bootstrap.sh's options, each with how berth takes it.
@@ -58,12 +98,12 @@ var Table = []Option{
 	{"--enable-local-outpost", Refused, "local Outpost clusters are not supported; \"false\" is accepted"},
 	{"--ip-family", Honoured, "ipv4 or ipv6; must agree with the service CIDR"},
 	{"--kubelet-extra-args", Honoured, "spec.kubelet.flags, split and checked as NodeConfig's flags"},
-	{"--local-disks", Honoured, "spec.instance.localStorage.strategy: raid0 → RAID0, mount → Mount"},
+	{"--local-disks", Honoured, "spec.instance.localStorage.strategy: raid0 → RAID0, mount → Mount (and raid10 → RAID10)"},
 	{"--mount-bpf-fs", Honoured, "berth always mounts bpffs; \"false\" is refused"},
 	{"--pause-container-account", Ignored, "the image carries its pause image, imported at boot"},
 	{"--pause-container-version", Ignored, "the image carries its pause image, imported at boot"},
 	{"--service-ipv6-cidr", Honoured, "spec.cluster.cidr (implies --ip-family ipv6)"},
-	{"--use-max-pods", Honoured, "\"false\" leaves maxPods to --kubelet-extra-args' --max-pods or kubelet's default, as AL2"},
+	{"--use-max-pods", Honoured, "\"true\" (the default): maxPods from the instance type, as AL2; \"false\": kubelet's default, 110, which AL2 left in place (a --max-pods in --kubelet-extra-args wins over either, as on AL2)"},
 }
 
 // Lookup returns the table's entry for name.

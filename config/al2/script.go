@@ -17,7 +17,9 @@ package al2
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -54,6 +56,10 @@ type Invocation struct {
 	// NotRun lists the script's other commands, in order, assignments
 	// included (the invocation's Args hold what it took from them).
 	NotRun []Line
+	// Env holds the variables bootstrap.sh reads from its environment
+	// (EnvVars) that the script exported earlier or set on the
+	// invocation's own line (NAME=value /etc/eks/bootstrap.sh ...).
+	Env map[string]string
 }
 
 // Error is a script berth cannot read; it names the line.
@@ -99,19 +105,34 @@ func Read(script []byte) (*Invocation, error) {
 			if len(vars)+len(assigns) > MaxVars {
 				return nil, &Error{c.line, fmt.Sprintf("more than %d variable assignments (al2.MaxVars)", MaxVars)}
 			}
+			exported := words[0].raw == "export" || words[0].raw == "declare" && slices.ContainsFunc(words[1:], func(w word) bool {
+				return strings.HasPrefix(w.raw, "-") && strings.Contains(w.raw, "x")
+			})
 			for _, a := range assigns {
 				v, err := expand(a.value, vars, c.line)
+				exp := exported || vars[a.name].exported
 				if err != nil {
 					// Only an error if the invocation uses it.
-					vars[a.name] = variable{err: err}
+					vars[a.name] = variable{err: err, exported: exp}
 				} else {
-					vars[a.name] = variable{value: v, set: true}
+					vars[a.name] = variable{value: v, set: true, exported: exp}
 				}
 			}
 			notRun = append(notRun, Line{c.line, c.text})
 			continue
 		}
-		prog, args, ok := bootstrapCommand(words)
+		if words[0].raw == "export" && len(words) > 1 {
+			// export NAME [NAME...]: names assigned before (or later).
+			for _, w := range words[1:] {
+				if v := vars[w.raw]; assignRE.MatchString(w.raw + "=") {
+					v.exported = true
+					vars[w.raw] = v
+				}
+			}
+			notRun = append(notRun, Line{c.line, c.text})
+			continue
+		}
+		prefix, prog, args, ok := bootstrapCommand(words)
 		if !ok {
 			notRun = append(notRun, Line{c.line, c.text})
 			continue
@@ -122,13 +143,32 @@ func Read(script []byte) (*Invocation, error) {
 		if depth > 0 {
 			return nil, &Error{c.line, "bootstrap.sh runs inside an if, a loop, a case or a function: berth runs no shell and reads only a top-level invocation"}
 		}
-		inv = &Invocation{Line: c.line, Program: prog}
+		inv = &Invocation{Line: c.line, Program: prog, Env: map[string]string{}}
 		for _, w := range args {
 			v, err := expand(w.raw, vars, c.line)
 			if err != nil {
 				return nil, err
 			}
 			inv.Args = append(inv.Args, v)
+		}
+		for _, name := range slices.Sorted(maps.Keys(vars)) {
+			v := vars[name]
+			if _, read := EnvVars[name]; !read || !v.exported {
+				continue
+			}
+			if v.err != nil {
+				return nil, v.err
+			}
+			inv.Env[name] = v.value
+		}
+		for _, a := range prefix {
+			v, err := expand(a.value, vars, c.line)
+			if err != nil {
+				return nil, err
+			}
+			if _, read := EnvVars[a.name]; read {
+				inv.Env[a.name] = v
+			}
 		}
 	}
 	if inv == nil {
@@ -142,6 +182,36 @@ type variable struct {
 	value string
 	set   bool
 	err   error
+	// exported: bootstrap.sh, a child process, sees it.
+	exported bool
+}
+
+// EnvVars are the variables AL2's bootstrap.sh read from its environment
+// when no option set them ("${VAR:-default}" after its option loop), each
+// with the option it stands for; SERVICE_IPV4_CIDR and
+// PAUSE_CONTAINER_IMAGE have no option (terraform-aws-eks exports the
+// first).
+var EnvVars = map[string]string{
+	"USE_MAX_PODS":            "--use-max-pods",
+	"B64_CLUSTER_CA":          "--b64-cluster-ca",
+	"APISERVER_ENDPOINT":      "--apiserver-endpoint",
+	"SERVICE_IPV4_CIDR":       "",
+	"DNS_CLUSTER_IP":          "--dns-cluster-ip",
+	"KUBELET_EXTRA_ARGS":      "--kubelet-extra-args",
+	"API_RETRY_ATTEMPTS":      "--aws-api-retry-attempts",
+	"CONTAINERD_CONFIG_FILE":  "--containerd-config-file",
+	"PAUSE_CONTAINER_VERSION": "--pause-container-version",
+	"PAUSE_CONTAINER_ACCOUNT": "--pause-container-account",
+	"PAUSE_CONTAINER_IMAGE":   "",
+	"IP_FAMILY":               "--ip-family",
+	"SERVICE_IPV6_CIDR":       "--service-ipv6-cidr",
+	"ENABLE_LOCAL_OUTPOST":    "--enable-local-outpost",
+	"CLUSTER_ID":              "--cluster-id",
+	"LOCAL_DISKS":             "--local-disks",
+	"MOUNT_BPF_FS":            "--mount-bpf-fs",
+	"DOCKER_CONFIG_JSON":      "--docker-config-json",
+	"ENABLE_DOCKER_BRIDGE":    "--enable-docker-bridge",
+	"CONTAINER_RUNTIME":       "--container-runtime",
 }
 
 // split cuts the script into simple commands. Heredoc bodies stay with
@@ -409,10 +479,16 @@ func assignments(words []word) ([]assignment, bool) {
 }
 
 // bootstrapCommand reports whether words run bootstrap.sh, directly or
-// through exec, sudo, bash or sh, and returns the program word and its
-// arguments.
-func bootstrapCommand(words []word) (string, []word, bool) {
+// through exec, sudo, bash or sh, and returns the assignments before it
+// (its environment), the program word and its arguments.
+func bootstrapCommand(words []word) ([]assignment, string, []word, bool) {
+	var prefix []assignment
 	for len(words) > 0 {
+		if m := assignRE.FindString(words[0].raw); m != "" && !words[0].quotedName {
+			prefix = append(prefix, assignment{name: m[:len(m)-1], value: words[0].raw[len(m):]})
+			words = words[1:]
+			continue
+		}
 		switch w := words[0].raw; {
 		case w == "exec" || w == "sudo" || w == "bash" || w == "sh" || w == "/bin/bash" || w == "/bin/sh" || w == "/usr/bin/env" || w == "env":
 			words = words[1:]
@@ -420,12 +496,12 @@ func bootstrapCommand(words []word) (string, []word, bool) {
 				words = words[1:]
 			}
 		case w == "bootstrap.sh" || strings.HasSuffix(w, "/bootstrap.sh") || unquote(w) == "bootstrap.sh" || strings.HasSuffix(unquote(w), "/bootstrap.sh"):
-			return unquote(w), words[1:], true
+			return prefix, unquote(w), words[1:], true
 		default:
-			return "", nil, false
+			return nil, "", nil, false
 		}
 	}
-	return "", nil, false
+	return nil, "", nil, false
 }
 
 // unquote removes quotes from a word with no expansions in it.

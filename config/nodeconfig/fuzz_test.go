@@ -2,8 +2,13 @@ package nodeconfig
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -89,4 +94,31 @@ func checkCapped(t *testing.T, ps []Problem) {
 			t.Errorf("problem of %d bytes", len(p.Message)+len(p.Path)+len(p.Source))
 		}
 	}
+}
+
+// FuzzLoadAL2: a user-data script that runs bootstrap.sh, through Load:
+// no panic, problems capped, the lines not run capped and clipped, and a
+// script read without error is used under its part's name.
+func FuzzLoadAL2(f *testing.F) {
+	f.Add("set -ex\nCA=Zm9v\n/etc/eks/bootstrap.sh c --b64-cluster-ca $CA --dns-cluster-ip 10.100.0.10 --kubelet-extra-args '--node-labels=a=b'\n")
+	f.Add("export SERVICE_IPV4_CIDR=172.20.0.0/16\nIP_FAMILY=IPv6 exec /etc/eks/bootstrap.sh c --use-max-pods false --local-disks raid0\n")
+	f.Add("exec > >(tee /var/log/x|logger) 2>&1\n/etc/eks/bootstrap.sh 'c' --apiserver-endpoint 'https://x' \\\n --service-ipv6-cidr fd00::/108\nyum -y install x\n")
+	f.Fuzz(func(t *testing.T, body string) {
+		data := []byte("#!/bin/bash\n" + body)
+		res, _ := Load(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), []Source{{Name: UserDataSource, Data: data}})
+		checkCapped(t, res.Problems)
+		if len(res.NotRun) > MaxNotRun {
+			t.Fatalf("%d lines not run, over MaxNotRun", len(res.NotRun))
+		}
+		for _, l := range res.NotRun {
+			if len(l.Text) > 200+len("…") || strings.ContainsFunc(l.Text, unicode.IsControl) {
+				t.Fatalf("not-run line %q: want clipped, no control characters", l.Text)
+			}
+		}
+		for _, u := range res.Used {
+			if !strings.HasPrefix(u, "user-data, bootstrap.sh on line ") {
+				t.Fatalf("used %q", u)
+			}
+		}
+	})
 }

@@ -11,7 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/berth-node/berth/config/al2"
 	"github.com/berth-node/berth/config/userdata"
 )
 
@@ -49,6 +52,11 @@ type Result struct {
 	Used []string `json:"used"`
 	// Skipped lists user-data parts that were not NodeConfigs.
 	Skipped []Skipped `json:"skipped,omitempty"`
+	// NotRun lists the commands of an Amazon Linux 2 script part other
+	// than its bootstrap.sh invocation, which berth read (Used names it):
+	// berth runs no shell, and the operator must move what they did into
+	// the NodeConfig or the image. At most MaxNotRun, each clipped.
+	NotRun []NotRun `json:"notRun,omitempty"`
 	// Problems lists everything found, errors and warnings, in order: the
 	// first MaxProblems, then, if there were more, one line counting the
 	// rest (its Omitted is set).
@@ -81,6 +89,15 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 			continue
 		}
 		for _, part := range parts {
+			if part.IsShellScript() && al2.IsBootstrapScript(part.Data) {
+				source, cfg, ps := readAL2(log, part, res)
+				found.add(ps...)
+				if cfg != nil {
+					docs = append(docs, Document{Source: source, Config: cfg})
+					res.Used = append(res.Used, source)
+				}
+				continue
+			}
 			if !part.IsNodeConfig() {
 				log.Info("skipping "+part.Source+": "+part.Skip, "source", part.Source, "contentType", part.ContentType)
 				res.Skipped = append(res.Skipped, Skipped{Source: part.Source, Reason: part.Skip})
@@ -127,6 +144,61 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 		}
 	}
 	return res, Errors(res.Problems)
+}
+
+// NotRun is a command of a script part that berth did not run.
+type NotRun struct {
+	Source string `json:"source"`
+	Line   int    `json:"line"`
+	Text   string `json:"text"`
+}
+
+// MaxNotRun caps Result.NotRun and the console lines about it; a script
+// of thousands of commands is hostile or generated, and the count says so.
+const MaxNotRun = 32
+
+// readAL2 reads the bootstrap.sh invocation of an Amazon Linux 2 script
+// part as a NodeConfig (FromAL2), records and logs the script's other
+// commands as not run, and returns the NodeConfig's source name. cfg is
+// nil when the script cannot be read.
+func readAL2(log *slog.Logger, part userdata.Document, res *Result) (string, *NodeConfig, []Problem) {
+	inv, err := al2.Read(part.Data)
+	if err != nil {
+		return part.Source, nil, []Problem{{Severity: SeverityError, Source: part.Source,
+			Message: "reading its Amazon Linux 2 bootstrap.sh invocation (berth runs no shell; it reads the arguments): " + err.Error()}}
+	}
+	source := al2Source(part.Source, inv.Line)
+	for i, l := range inv.NotRun {
+		if i == MaxNotRun {
+			log.Warn(fmt.Sprintf("not run: %d more commands of %s", len(inv.NotRun)-i, part.Source), "source", part.Source)
+			break
+		}
+		text := truncateText(l.Text, 200)
+		res.NotRun = append(res.NotRun, NotRun{Source: part.Source, Line: l.N, Text: text})
+		log.Warn(fmt.Sprintf("not run: %s line %d: %s", part.Source, l.N, text), "source", part.Source, "line", l.N)
+	}
+	o, err := al2.OptionsOf(inv)
+	if err != nil {
+		return source, nil, []Problem{{Severity: SeverityError, Source: source, Message: err.Error()}}
+	}
+	cfg, ps := FromAL2(source, o)
+	return source, cfg, ps
+}
+
+// truncateText clips s to n bytes on a rune boundary, marking the cut,
+// with control characters (a script's tabs, or worse) as U+FFFD: the text
+// goes to the console.
+func truncateText(s string, n int) string {
+	cut := ""
+	if len(s) > n {
+		s, cut = strings.ToValidUTF8(s[:n], ""), "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, s) + cut
 }
 
 func asProblem(source string, err error) Problem {

@@ -85,7 +85,7 @@ func TestCheck(t *testing.T) {
 	for _, want := range []string{
 		"error: " + dir + "/missing.yaml: reading NodeConfig " + dir + "/missing.yaml: open",
 		"error: merged config: spec.cluster.name: required, and no config source sets it",
-		"error: merged config: spec.cluster.cidr: required, and no config source sets it",
+		"error: merged config: spec.cluster.cidr: required (or spec.kubelet.config.clusterDNS), and no config source sets it",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Check problems lack %q:\n%s", want, got)

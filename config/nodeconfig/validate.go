@@ -126,6 +126,9 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 	if _, _, err := UserMaxPods(s.Kubelet.Config); err != nil {
 		ps.errorf("spec.kubelet.config.maxPods", "%v", err)
 	}
+	if _, _, err := UserClusterDNS(s.Kubelet.Config); err != nil {
+		ps.errorf("spec.kubelet.config.clusterDNS", "%v", err)
+	}
 	if raw, ok := s.Kubelet.Config["cgroupDriver"]; ok {
 		var d string
 		if json.Unmarshal(raw, &d) == nil && d != "cgroupfs" {
@@ -368,17 +371,23 @@ func ValidateMerged(cfg *NodeConfig) []Problem {
 		cfg = &NodeConfig{}
 	}
 	c := &cfg.Spec.Cluster
+	// berth needs the service CIDR for the cluster DNS address and the IP
+	// family, so kubelet's clusterDNS stands in for it (a berth
+	// extension, which nodeadm refuses): an AL2 bootstrap.sh gives the
+	// address (--dns-cluster-ip), never the CIDR.
+	_, dnsSet := cfg.Spec.Kubelet.Config["clusterDNS"]
 	for _, f := range []struct {
 		path string
 		set  bool
+		or   string
 	}{
-		{"spec.cluster.name", c.Name != ""},
-		{"spec.cluster.apiServerEndpoint", c.APIServerEndpoint != ""},
-		{"spec.cluster.certificateAuthority", len(c.CertificateAuthority) > 0},
-		{"spec.cluster.cidr", c.CIDR != ""},
+		{"spec.cluster.name", c.Name != "", ""},
+		{"spec.cluster.apiServerEndpoint", c.APIServerEndpoint != "", ""},
+		{"spec.cluster.certificateAuthority", len(c.CertificateAuthority) > 0, ""},
+		{"spec.cluster.cidr", c.CIDR != "" || dnsSet, " (or spec.kubelet.config.clusterDNS)"},
 	} {
 		if !f.set {
-			ps.errorf(f.path, "required, and no config source sets it")
+			ps.errorf(f.path, "required%s, and no config source sets it", f.or)
 		}
 	}
 	if c.EnableOutpost != nil && *c.EnableOutpost && c.ID == "" {

@@ -167,7 +167,7 @@ func TestValidateMerged(t *testing.T) {
 		"error: merged config: spec.cluster.name: required, and no config source sets it",
 		"error: merged config: spec.cluster.apiServerEndpoint: required, and no config source sets it",
 		"error: merged config: spec.cluster.certificateAuthority: required, and no config source sets it",
-		"error: merged config: spec.cluster.cidr: required, and no config source sets it",
+		"error: merged config: spec.cluster.cidr: required (or spec.kubelet.config.clusterDNS), and no config source sets it",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("empty config:\n got %q\nwant %q", got, want)

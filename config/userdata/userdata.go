@@ -71,7 +71,9 @@ type Document struct {
 	// Data is the decoded content.
 	Data []byte
 	// Skip, when not empty, says why this document is not a NodeConfig,
-	// for the caller's log line; Data is then left empty.
+	// for the caller's log line. Data is then left empty, but for a shell
+	// script (IsShellScript), whose text is kept: an Amazon Linux 2 node's
+	// script runs bootstrap.sh, whose arguments berth reads (config/al2).
 	Skip string
 	// MistypedNodeConfig marks a skipped part whose content is a NodeConfig
 	// all the same (typed text/plain, or with no type): nodeadm skips it
@@ -83,6 +85,23 @@ type Document struct {
 // IsNodeConfig reports whether the document should be parsed as a
 // NodeConfig.
 func (d Document) IsNodeConfig() bool { return d.Skip == "" }
+
+// IsShellScript reports whether the document is a shell script: typed
+// text/x-shellscript (or one of cloud-init's per-boot, per-instance and
+// per-once variants), or text/plain or untyped and starting with "#!", as
+// cloud-init would run it.
+func (d Document) IsShellScript() bool {
+	return isShellScript(d.ContentType) ||
+		d.ContentType == "text/plain" && bytes.HasPrefix(bytes.TrimSpace(d.Data), []byte("#!"))
+}
+
+func isShellScript(contentType string) bool {
+	switch contentType {
+	case "text/x-shellscript", "text/x-shellscript-per-boot", "text/x-shellscript-per-instance", "text/x-shellscript-per-once":
+		return true
+	}
+	return false
+}
 
 // Decode decodes user data fetched from IMDS; sources are named "user-data".
 // Data over MaxUserDataSize is refused: EC2 allows no more.
@@ -164,6 +183,9 @@ func (d *decoder) layer(name, partType string, data []byte, depth int) error {
 		doc.Data = data
 	} else {
 		doc.Skip = skipReason(ct)
+		if isShellScript(ct) {
+			doc.Data = data
+		}
 	}
 	d.docs = append(d.docs, doc)
 	return nil
@@ -381,11 +403,17 @@ func (d *decoder) entity(name, number string, hdr textproto.MIMEHeader, body []b
 	}
 	if mediaType != NodeConfigContentType {
 		doc := Document{Source: where, ContentType: mediaType, Skip: skipReason(mediaType)}
+		if isShellScript(mediaType) {
+			doc.Data = body
+		}
 		if mediaType == "text/plain" {
 			// cloud-init runs untyped parts by their content, so say what
 			// this one would have been.
 			if sniffed := sniffPlain(bytes.TrimSpace(body)); sniffed != NodeConfigContentType {
 				doc.Skip = skipReason(sniffed)
+				if isShellScript(sniffed) {
+					doc.Data = body
+				}
 			} else if nodeConfigKind.Match(body) {
 				doc.MistypedNodeConfig = true
 				typed := "typed " + mediaType

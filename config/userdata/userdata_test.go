@@ -284,8 +284,8 @@ func TestNotMistakenForMIME(t *testing.T) {
 		}
 	}
 	docs, err := DecodeNamed("/etc/berth/config.d/10.yaml", []byte("#!/bin/sh\n"))
-	if err != nil || len(docs) != 1 || docs[0].Source != "/etc/berth/config.d/10.yaml" || docs[0].Skip != "berth runs no scripts" || docs[0].Data != nil {
-		t.Errorf("named script: %v %+v", err, docs)
+	if err != nil || len(docs) != 1 || docs[0].Source != "/etc/berth/config.d/10.yaml" || docs[0].Skip != "berth runs no scripts" || string(docs[0].Data) != "#!/bin/sh\n" || !docs[0].IsShellScript() {
+		t.Errorf("named script, skipped with its text kept for config/al2: %v %+v", err, docs)
 	}
 }
 

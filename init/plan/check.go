@@ -9,7 +9,6 @@ import (
 
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/internal/syntax"
-	"github.com/berth-node/berth/runtime/kubelet"
 )
 
 // checkInputs checks every string from the NodeConfig, the instance
@@ -53,7 +52,7 @@ func checkInputs(in Inputs) error {
 		name, _ := IMDSHostname(md.LocalHostname)
 		check("instance metadata local-hostname", name, syntax.NodeName)
 	}
-	ipv6, _ := kubelet.IsIPv6CIDR(spec.Cluster.CIDR)
+	_, ipv6, _ := nodeconfig.ClusterDNSOf(spec)
 	switch {
 	case in.Host.NodeIP != "":
 		check("host facts: node IP", in.Host.NodeIP, syntax.IPNoZone)

@@ -230,10 +230,9 @@ func Build(in Inputs) (*Plan, error) {
 // the CA and the machine ID.
 func (b *builder) cluster() error {
 	var err error
-	if b.p.ClusterDNS, err = nodeconfig.ClusterDNS(b.spec.Cluster.CIDR); err != nil {
+	if b.p.ClusterDNS, b.ipv6, err = nodeconfig.ClusterDNSOf(b.spec); err != nil {
 		return fmt.Errorf("spec.%w", err)
 	}
-	b.ipv6, _ = kubelet.IsIPv6CIDR(b.spec.Cluster.CIDR)
 	if b.in.Instance.InstanceID == "" || b.in.Instance.AvailabilityZone == "" {
 		return fmt.Errorf("instance metadata: instance-id %q and placement/availability-zone %q are both needed for the provider ID", b.in.Instance.InstanceID, b.in.Instance.AvailabilityZone)
 	}
@@ -269,7 +268,7 @@ func (b *builder) node() error {
 	case b.ipv6 && len(b.in.Instance.IPv6s) > 0:
 		b.p.NodeIP = b.in.Instance.IPv6s[0]
 	case b.ipv6:
-		return fmt.Errorf("instance metadata: spec.cluster.cidr %s is IPv6 but the instance has no IPv6 address", b.spec.Cluster.CIDR)
+		return fmt.Errorf("instance metadata: the cluster's services are IPv6 (cluster DNS %s) but the instance has no IPv6 address", b.p.ClusterDNS)
 	case b.in.Instance.LocalIPv4 != "":
 		b.p.NodeIP = b.in.Instance.LocalIPv4
 	default:

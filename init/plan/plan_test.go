@@ -55,6 +55,14 @@ func goldenCases() []goldenCase {
 	twoCPU := Host{CPUs: 2, MemoryMiB: 7680}
 	return []goldenCase{
 		{name: "eksctl", userData: "eksctl.txt", host: twoCPU},
+		// Amazon Linux 2 scripts, read as NodeConfigs (config/al2): each
+		// renders as its hand-written equivalent does
+		// (TestAL2RendersAsNodeConfig).
+		{name: "al2-karpenter", userData: "al2-karpenter.txt", host: twoCPU},
+		{name: "al2-mng", userData: "al2-mng.txt", host: twoCPU},
+		{name: "al2-terraform", userData: "al2-terraform.txt", instance: func(m *imds.Metadata) {
+			m.InstanceType = "m5d.large"
+		}, host: twoCPU},
 		{name: "karpenter", userData: "karpenter.txt", host: twoCPU},
 		{name: "ipv6", userData: "ipv6.yaml", host: twoCPU, instance: func(m *imds.Metadata) {
 			m.IPv6s = []string{"2600:1f14:abc:de00:1234:5678:9abc:def0"}
@@ -139,6 +147,47 @@ func (c goldenCase) inputs(t testing.TB) Inputs {
 		c.manifest(in.Manifest)
 	}
 	return in
+}
+
+// TestAL2RendersAsNodeConfig: each AL2 script renders the same files as
+// the NodeConfig written by hand beside it, which is what the script
+// means on an AL2023 node (and what `berth convert` is to print).
+func TestAL2RendersAsNodeConfig(t *testing.T) {
+	n := 0
+	for _, c := range goldenCases() {
+		if !strings.HasPrefix(c.name, "al2-") {
+			continue
+		}
+		n++
+		t.Run(c.name, func(t *testing.T) {
+			eq := c
+			eq.userData = strings.TrimSuffix(c.userData, ".txt") + ".yaml"
+			render := func(gc goldenCase) map[string][]byte {
+				out := t.TempDir()
+				var summary bytes.Buffer
+				if _, err := Render(gc.inputs(t), out, &summary); err != nil {
+					t.Fatalf("%s: %v", gc.userData, err)
+				}
+				tree := readTree(t, out)
+				tree["summary"] = bytes.ReplaceAll(summary.Bytes(), []byte(out), []byte("OUT"))
+				return tree
+			}
+			got, want := render(c), render(eq)
+			for path, w := range want {
+				if !bytes.Equal(got[path], w) {
+					t.Errorf("%s: %s renders\n%s\n%s renders\n%s", path, c.userData, got[path], eq.userData, w)
+				}
+			}
+			for path := range got {
+				if _, ok := want[path]; !ok {
+					t.Errorf("%s: rendered from %s only", path, c.userData)
+				}
+			}
+		})
+	}
+	if n < 3 {
+		t.Errorf("%d AL2 cases, want the 3 shapes", n)
+	}
 }
 
 // TestGolden renders every case and compares each file under the output
