@@ -12,6 +12,8 @@ import (
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/network"
+	"github.com/berth-node/berth/runtime/awsauth/creds"
+	"github.com/berth-node/berth/runtime/awsauth/eksapi"
 )
 
 // configTimeout bounds the whole config phase: IMDS metadata and user
@@ -29,13 +31,14 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 	// must still take the node down in order.
 	defer b.startLifecycle(ctx, ov)
 	var userData []byte
+	var c *imds.Client
+	ctx, cancel := context.WithTimeout(ctx, configTimeout)
+	defer cancel()
 	if ov.Off {
 		rep.IMDS = "off"
 	} else {
 		rep.IMDS = cmp.Or(ov.Endpoint, imds.EndpointIPv4)
-		ctx, cancel := context.WithTimeout(ctx, configTimeout)
-		defer cancel()
-		c := imds.New(imds.Options{Logger: log, Endpoints: ov.Endpoints()})
+		c = imds.New(imds.Options{Logger: log, Endpoints: ov.Endpoints()})
 		defer func() { rep.Calls = c.Timings(); c.Close() }()
 		md, err := c.Metadata(ctx)
 		if err != nil {
@@ -69,6 +72,9 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 		return nil
 	}
 	res, err := nodeconfig.Load(ctx, log, srcs)
+	if err == nil && res.DescribeCluster != nil {
+		err = describeCluster(ctx, log, c, b.node.instance, res)
+	}
 	rep.Result = res
 	if res != nil {
 		b.node.config = res
@@ -82,4 +88,35 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// describeCluster reads what an Amazon Linux 2 script left out (the
+// cluster's endpoint, CA and service CIDR) from EKS's DescribeCluster with
+// the instance role, as its bootstrap.sh did, and completes res with it
+// (nodeconfig.FillFromEKS). AWS_ENDPOINT_URL_EKS in the NodeConfig's
+// spec.instance.environment points the call elsewhere, as it would the
+// SDKs.
+func describeCluster(ctx context.Context, log *slog.Logger, c *imds.Client, md *imds.Metadata, res *nodeconfig.Result) error {
+	req := res.DescribeCluster
+	if c == nil || md == nil {
+		return fmt.Errorf("%s: the script gives no API server endpoint or CA, and with berth.imds=off there is no instance role to ask eks:DescribeCluster %s with", req.Source, req.Cluster)
+	}
+	cr, err := c.RoleCredentials(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: eks:DescribeCluster %s needs the instance role's credentials: %w", req.Source, req.Cluster, err)
+	}
+	client := &eksapi.Client{
+		Endpoint: cmp.Or(res.Config.Spec.Instance.Environment[eksapi.EndpointEnv], eksapi.Endpoint(md.Region, eksapi.Domain(md.Region))),
+		Region:   md.Region,
+		Creds:    creds.AWS(cr),
+	}
+	start := time.Now()
+	cl, err := client.DescribeCluster(ctx, req.Cluster)
+	if err != nil {
+		return fmt.Errorf("%s: reading the cluster's endpoint and CA, as AL2's bootstrap.sh did: %w", req.Source, err)
+	}
+	log.Info("config: cluster described by EKS", "cluster", req.Cluster, "endpoint", cl.Endpoint, "serviceIpv4Cidr", cl.ServiceIPv4CIDR,
+		"serviceIpv6Cidr", cl.ServiceIPv6CIDR, "ipFamily", cl.IPFamily, "status", cl.Status, "duration_ms", time.Since(start).Milliseconds())
+	return nodeconfig.FillFromEKS(res, nodeconfig.DescribedCluster{Endpoint: cl.Endpoint, CertificateAuthority: cl.CertificateAuthority,
+		ServiceIPv4CIDR: cl.ServiceIPv4CIDR, ServiceIPv6CIDR: cl.ServiceIPv6CIDR, IPFamily: cl.IPFamily, ID: cl.ID})
 }

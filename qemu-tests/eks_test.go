@@ -1,15 +1,19 @@
 package qemutests
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/awsstub"
+	"github.com/berth-node/berth/qemu-tests/awsstub/eks"
 	"github.com/berth-node/berth/qemu-tests/clusterimages"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
@@ -20,8 +24,9 @@ import (
 // guest reaches the registry stand-in behind it at 10.0.2.2.
 const ecrRegistry = "111122223333.dkr.ecr.us-west-2.amazonaws.com"
 
-// eksNode is the EKS way of joining, set up on the host: the node joins
-// with nothing but its instance role. kubelet's kubeconfig runs `berth
+// eksNode is the EKS way of joining, set up on the host, from the user
+// data of the EKS CloudFormation template's AL2 node group (see
+// startEKSNode): the node joins with nothing but its instance role. kubelet's kubeconfig runs `berth
 // eks-token`, which presigns STS GetCallerIdentity with the role
 // credentials from IMDS; kube-apiserver asks an EKS-style authenticator,
 // which checks the token with an STS stand-in that verifies SigV4 and maps
@@ -79,25 +84,42 @@ func startEKSNode(t *testing.T) *eksNode {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The EKS CloudFormation node group's user data: bootstrap.sh with the
+	// cluster's name and kubelet's extra arguments only, so berth asks
+	// EKS's DescribeCluster (the stand-in, with the instance role) for the
+	// endpoint, the CA and the service CIDR, as AL2's bootstrap.sh did.
+	// The NodeConfig part holds what the test rig needs and no AL2 script
+	// can say: the registry mirrors and the stand-ins' endpoints.
+	ca, err := base64.StdEncoding.DecodeString(info.CertificateAuthority)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack.EKS.SetCluster(eks.Cluster{Name: "berth-qemu", ID: "berth-qemu-id", Status: "ACTIVE", Endpoint: info.APIServerEndpoint,
+		CertificateAuthority:    &eks.CertificateAuthority{Data: base64.StdEncoding.EncodeToString(ca)},
+		KubernetesNetworkConfig: &eks.KubernetesNetworkConfig{ServiceIpv4Cidr: info.ServiceCIDR, IPFamily: "ipv4"}})
+	script := `#!/bin/bash
+set -o xtrace
+/etc/eks/bootstrap.sh berth-qemu --kubelet-extra-args '--node-labels=berth.dev/from=cloudformation'
+/opt/aws/bin/cfn-signal --exit-code $? --stack berth --resource NodeGroup --region us-west-2
+`
 	nodeConfig := fmt.Sprintf(`apiVersion: node.eks.aws/v1alpha1
 kind: NodeConfig
 metadata:
   annotations:
     berth.dev/registry-mirrors: '%s'
 spec:
-  cluster:
-    name: berth-qemu
-    apiServerEndpoint: %s
-    certificateAuthority: %s
-    cidr: %s
   instance:
     environment:
       AWS_ENDPOINT_URL_ECR: %s
-`, mirrors, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR, ecrURL.String())
-	if strings.Contains(nodeConfig, "bootstrap") || strings.Contains(nodeConfig, inst.Role.SecretAccessKey) {
+      AWS_ENDPOINT_URL_EKS: %s
+`, mirrors, ecrURL.String(), awsstub.GuestURL(stack.EKSURL))
+	if strings.Contains(nodeConfig+script, "bootstrap-token") || strings.Contains(nodeConfig+script, inst.Role.SecretAccessKey) {
 		t.Fatal("the user data must carry no bootstrap token and no credentials")
 	}
-	srv, err := imdsserver.New(imdsserver.Config{Instance: inst, UserData: mimeUserData(nodeConfig)})
+	userData := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"==BOUNDARY==\"\n\n" +
+		"--==BOUNDARY==\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n" + script + "\n" +
+		"--==BOUNDARY==\nContent-Type: application/node.eks.aws\n\n" + nodeConfig + "\n--==BOUNDARY==--\n"
+	srv, err := imdsserver.New(imdsserver.Config{Instance: inst, UserData: []byte(userData)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +155,31 @@ func (e *eksNode) checkFiles(t *testing.T, vm *qemu.VM) {
 }
 
 // checkAuthenticated: a Ready node got there through the authenticator
-// and STS stand-ins.
+// and STS stand-ins, with the cluster that DescribeCluster gave.
 func (e *eksNode) checkAuthenticated(t *testing.T) {
 	t.Helper()
 	if len(e.stack.Authenticator.Requests()) == 0 || len(e.stack.STS.Requests()) == 0 {
 		t.Fatal("the node is Ready but the authenticator and STS stand-ins saw no request")
+	}
+	if r := e.stack.EKS.Requests(); len(r) != 1 || r[0].Path != "/clusters/berth-qemu" || r[0].Status != 200 {
+		t.Errorf("DescribeCluster requests %+v: want one, answered", r)
+	}
+}
+
+// checkDescribed: the boot report's config says the cluster came from
+// DescribeCluster for the script part, and the script's other commands
+// were not run.
+func (e *eksNode) checkDescribed(t *testing.T, rep map[string]any) {
+	t.Helper()
+	var c report.Config
+	section(t, rep, "config", &c)
+	const part = "user-data part 1 (text/x-shellscript)"
+	if c.Result == nil || !slices.Equal(c.Result.Used, []string{part + ", bootstrap.sh on line 3", "user-data part 2 (application/node.eks.aws)",
+		"eks:DescribeCluster berth-qemu (for " + part + ", bootstrap.sh on line 3)"}) {
+		t.Errorf("config sources used: %+v", c.Result)
+	}
+	if c.Result != nil && (len(c.Result.NotRun) != 2 || c.Result.NotRun[1].Line != 4 || !strings.HasPrefix(c.Result.NotRun[1].Text, "/opt/aws/bin/cfn-signal")) {
+		t.Errorf("not run: %+v, want set -o xtrace and cfn-signal", c.Result.NotRun)
 	}
 }
 

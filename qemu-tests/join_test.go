@@ -269,8 +269,10 @@ metadata:
 
 // A node boots from nothing but its user data and its instance role, joins
 // a real control plane (etcd, kube-apiserver, controller-manager,
-// scheduler) the EKS way (eksNode: `berth eks-token`, an authenticator and
-// STS stand-in; the other joined tests use a bootstrap token and TLS
+// scheduler) the EKS way (eksNode: user data of the EKS CloudFormation
+// template's AL2 node group, the cluster read from a DescribeCluster
+// stand-in, `berth eks-token`, an authenticator and STS stand-in; the
+// other joined tests use NodeConfig user data, a bootstrap token and TLS
 // bootstrap), goes Ready, runs a pod from an image imported from the node
 // image (and, in the ECRPull subtest, one pulled from an ECR-style registry
 // with `berth ecr-credential-provider`'s credentials), and then powers off
@@ -332,6 +334,7 @@ func TestJoin(t *testing.T) {
 		figure(t, "kubelet healthy %d ms, first import from %d ms (guest clock)", healthyAt, svc.Images[0].StartMs)
 	}
 	figure(t, "kernel start to kubelet exec: %d ms (guest clock)", svc.KernelToKubeletMs)
+	eks.checkDescribed(t, rep)
 	eks.checkFiles(t, vm)
 
 	a := api{c: cluster.Client(), base: info.HostEndpoint}

@@ -197,6 +197,8 @@ declare -x KUBELET_EXTRA_ARGS='--node-labels=a=b'
 USE_MAX_PODS=false
 export USE_MAX_PODS
 CLUSTER_ID=not-exported
+export CONTAINER_RUNTIME LOCAL_DISKS_TOO
+CONTAINER_RUNTIME=
 IP_FAMILY=ipv4 /etc/eks/bootstrap.sh c --kubelet-extra-args '--v=2'
 `
 	inv, err := Read([]byte(script))

@@ -43,6 +43,9 @@ func OptionsOf(inv *Invocation) (Options, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(inv.Env)) {
 		v := inv.Env[name]
+		if v == "" {
+			continue // "${VAR:-default}": empty is unset
+		}
 		opt := EnvVars[name]
 		if opt == "" {
 			if o.Env == nil {

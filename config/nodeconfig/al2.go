@@ -1,6 +1,7 @@
 package nodeconfig
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -176,4 +177,73 @@ func quote(v string) string { return strconv.Quote(truncate(v)) }
 // invocation, for messages and the report's used list.
 func al2Source(part string, line int) string {
 	return fmt.Sprintf("%s, bootstrap.sh on line %d", part, line)
+}
+
+// DescribeClusterRequest is a cluster to read from EKS's DescribeCluster,
+// as AL2's bootstrap.sh did when its options gave no API server endpoint
+// or no CA (the EKS CloudFormation node group template gives neither).
+type DescribeClusterRequest struct {
+	Cluster string `json:"cluster"`
+	// Source is the script part that asked, for messages.
+	Source string `json:"source"`
+	// IPFamily is the script's --ip-family, which wins over the
+	// cluster's; empty when not given.
+	IPFamily string `json:"ipFamily,omitempty"`
+}
+
+// DescribedCluster is what DescribeCluster answered, as FillFromEKS needs
+// it (runtime/awsauth/eksapi makes the call).
+type DescribedCluster struct {
+	Endpoint             string
+	CertificateAuthority []byte
+	ServiceIPv4CIDR      string
+	ServiceIPv6CIDR      string
+	IPFamily             string
+	ID                   string
+}
+
+// FillFromEKS completes a Result whose DescribeCluster was pending with
+// the answer, as bootstrap.sh used it: the endpoint and the CA where the
+// user data gave none (bootstrap.sh replaced both when either was
+// missing; berth keeps what a NodeConfig part says), the answer's cluster
+// ID, and without a service CIDR or DNS address from the user data the
+// answer's CIDR of the script's --ip-family, else of the cluster's. Then
+// the merged config is validated, and the error is Load's: non-nil when
+// any problem is an error.
+func FillFromEKS(res *Result, c DescribedCluster) error {
+	req := res.DescribeCluster
+	if req == nil {
+		return fmt.Errorf("no DescribeCluster was pending")
+	}
+	cl := &res.Config.Spec.Cluster
+	src := fmt.Sprintf("eks:DescribeCluster %s (for %s)", req.Cluster, req.Source)
+	if cl.APIServerEndpoint == "" {
+		cl.APIServerEndpoint = c.Endpoint
+	}
+	if len(cl.CertificateAuthority) == 0 {
+		cl.CertificateAuthority = c.CertificateAuthority
+	}
+	if c.ID != "" {
+		cl.ID = c.ID
+	}
+	var found problemList
+	found.add(res.Problems...)
+	if _, dnsSet := res.Config.Spec.Kubelet.Config["clusterDNS"]; cl.CIDR == "" && !dnsSet {
+		family := cmp.Or(req.IPFamily, strings.ToLower(c.IPFamily), "ipv4")
+		cidr := c.ServiceIPv4CIDR
+		if family == "ipv6" {
+			cidr = c.ServiceIPv6CIDR
+		}
+		if cidr == "" || cidr == "None" {
+			found.add(Problem{Severity: SeverityError, Source: src, Path: "spec.cluster.cidr",
+				Message: fmt.Sprintf("the cluster has no %s service CIDR, and the user data gives no --dns-cluster-ip: add it to the bootstrap.sh options, or spec.cluster.cidr in a NodeConfig part", family)})
+		} else {
+			cl.CIDR = cidr
+		}
+	}
+	res.Used = append(res.Used, src)
+	res.DescribeCluster = nil
+	found.add(ValidateMerged(res.Config)...)
+	res.Problems = found.problems()
+	return Errors(res.Problems)
 }

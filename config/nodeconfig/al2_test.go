@@ -176,3 +176,52 @@ func TestLoadAL2Script(t *testing.T) {
 		t.Errorf("a script without bootstrap.sh: skipped %v, not run %v", res.Skipped, res.NotRun)
 	}
 }
+
+// TestDescribeClusterPending: the CloudFormation template's script names
+// the cluster only; Load leaves the merged config unvalidated with a
+// warning that says berth will call DescribeCluster, and FillFromEKS
+// completes it from the answer as bootstrap.sh did. A NodeConfig part
+// with the endpoint and CA makes the call unneeded.
+func TestDescribeClusterPending(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	script := "#!/bin/bash\nset -o xtrace\n/etc/eks/bootstrap.sh prod --kubelet-extra-args '--node-labels=nodegroup=ng'\n/opt/aws/bin/cfn-signal --exit-code $? --stack s --resource NodeGroup --region us-west-2\n"
+	res, err := Load(context.Background(), quiet, []Source{{Name: UserDataSource, Data: []byte(script)}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	req := res.DescribeCluster
+	if req == nil || req.Cluster != "prod" || req.Source != "user-data, bootstrap.sh on line 3" {
+		t.Fatalf("DescribeCluster pending: %+v", req)
+	}
+	if got := strs(res.Problems); len(got) != 2 || !strings.Contains(got[1], "eks:DescribeCluster \"prod\" with the instance role at boot") {
+		t.Errorf("problems %q: want the --dns-cluster-ip warning and the DescribeCluster one", got)
+	}
+	ca, _ := base64.StdEncoding.DecodeString(testCA(t))
+	err = FillFromEKS(res, DescribedCluster{Endpoint: "https://ABC.gr7.us-west-2.eks.amazonaws.com", CertificateAuthority: ca,
+		ServiceIPv4CIDR: "172.20.0.0/16", ServiceIPv6CIDR: "fd00::/108", IPFamily: "ipv4", ID: "id-1"})
+	if err != nil {
+		t.Fatalf("FillFromEKS: %v", err)
+	}
+	if c := res.Config.Spec.Cluster; c.APIServerEndpoint != "https://ABC.gr7.us-west-2.eks.amazonaws.com" || c.CIDR != "172.20.0.0/16" || c.ID != "id-1" || res.DescribeCluster != nil ||
+		!slices.Contains(res.Used, "eks:DescribeCluster prod (for user-data, bootstrap.sh on line 3)") {
+		t.Errorf("filled: %+v, used %q", c, res.Used)
+	}
+
+	// An IPv6 cluster with no IPv6 CIDR in the answer: an error naming
+	// the call and what to add.
+	res, _ = Load(context.Background(), quiet, []Source{{Name: UserDataSource, Data: []byte(script)}})
+	err = FillFromEKS(res, DescribedCluster{Endpoint: "https://x", CertificateAuthority: ca, IPFamily: "ipv6"})
+	if err == nil || !slices.ContainsFunc(strs(res.Problems), func(s string) bool {
+		return strings.HasPrefix(s, "error: eks:DescribeCluster prod (for user-data, bootstrap.sh on line 3): spec.cluster.cidr: the cluster has no ipv6 service CIDR")
+	}) {
+		t.Errorf("no CIDR in the answer: %v %q", err, strs(res.Problems))
+	}
+
+	// Another part gives the endpoint and CA: no call.
+	nc := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    apiServerEndpoint: https://x.eks.amazonaws.com\n    certificateAuthority: " + testCA(t) + "\n    cidr: 10.100.0.0/16\n"
+	mime := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/x-shellscript\n\n" + script + "\n--B\nContent-Type: application/node.eks.aws\n\n" + nc + "\n--B--\n"
+	res, err = Load(context.Background(), quiet, []Source{{Name: UserDataSource, Data: []byte(mime)}})
+	if err != nil || res.DescribeCluster != nil {
+		t.Errorf("with a NodeConfig part giving them: %v, pending %+v", err, res.DescribeCluster)
+	}
+}

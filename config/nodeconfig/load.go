@@ -52,6 +52,12 @@ type Result struct {
 	Used []string `json:"used"`
 	// Skipped lists user-data parts that were not NodeConfigs.
 	Skipped []Skipped `json:"skipped,omitempty"`
+	// DescribeCluster, when set, is a cluster an Amazon Linux 2 script
+	// named without its endpoint or CA, which bootstrap.sh then read from
+	// EKS's DescribeCluster. The caller makes that call and gives the
+	// answer to FillFromEKS; until then the merged config is not validated
+	// (Problems holds the documents' own problems only).
+	DescribeCluster *DescribeClusterRequest `json:"describeCluster,omitempty"`
 	// NotRun lists the commands of an Amazon Linux 2 script part other
 	// than its bootstrap.sh invocation, which berth read (Used names it):
 	// berth runs no shell, and the operator must move what they did into
@@ -136,7 +142,20 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 		merged = &NodeConfig{}
 	}
 	res.Config = merged
-	found.add(Validate(docs, merged)...)
+	for _, d := range docs {
+		found.add(ValidateDocument(d.Source, d.Config)...)
+	}
+	if req := res.DescribeCluster; req != nil {
+		if c := merged.Spec.Cluster; c.APIServerEndpoint != "" && len(c.CertificateAuthority) > 0 {
+			res.DescribeCluster = nil
+		} else {
+			found.add(Problem{Severity: SeverityWarning, Source: req.Source, Path: "bootstrap.sh --apiserver-endpoint, --b64-cluster-ca",
+				Message: fmt.Sprintf("not both given, nor by another part: berth reads the cluster's endpoint, CA and service CIDR from eks:DescribeCluster %s with the instance role at boot, as AL2's bootstrap.sh did (its one AWS call for config outside IMDS)", quote(req.Cluster))})
+		}
+	}
+	if res.DescribeCluster == nil {
+		found.add(ValidateMerged(merged)...)
+	}
 	res.Problems = found.problems()
 	for _, p := range res.Problems {
 		if p.Severity == SeverityWarning {
@@ -182,6 +201,12 @@ func readAL2(log *slog.Logger, part userdata.Document, res *Result) (string, *No
 		return source, nil, []Problem{{Severity: SeverityError, Source: source, Message: err.Error()}}
 	}
 	cfg, ps := FromAL2(source, o)
+	_, hasEndpoint := o.Set["--apiserver-endpoint"]
+	_, hasCA := o.Set["--b64-cluster-ca"]
+	if !hasEndpoint || !hasCA {
+		// Load decides after the merge: another part may give them.
+		res.DescribeCluster = &DescribeClusterRequest{Cluster: o.ClusterName, Source: source, IPFamily: strings.ToLower(o.Set["--ip-family"])}
+	}
 	return source, cfg, ps
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-node/berth/qemu-tests/awsstub/authenticator"
 	"github.com/berth-node/berth/qemu-tests/awsstub/ecr"
+	"github.com/berth-node/berth/qemu-tests/awsstub/eks"
 	"github.com/berth-node/berth/qemu-tests/awsstub/registry"
 	"github.com/berth-node/berth/qemu-tests/awsstub/sigv4"
 	"github.com/berth-node/berth/qemu-tests/awsstub/sts"
@@ -50,10 +51,13 @@ type Stack struct {
 	STS           *sts.Server
 	Authenticator *authenticator.Server
 	ECR           *ecr.Server
-	Registry      *registry.Server
+	// EKS answers DescribeCluster for ClusterName: CREATING (no endpoint,
+	// no CA) until the test gives it its control plane's (EKS.SetCluster).
+	EKS      *eks.Server
+	Registry *registry.Server
 	// Host URLs (http://127.0.0.1:port, the webhook https). ECRPublicURL
 	// is ECR's Public API (ECR.Public), for AWS_ENDPOINT_URL_ECR_PUBLIC.
-	STSURL, WebhookURL, ECRURL, ECRPublicURL, RegistryURL string
+	STSURL, WebhookURL, ECRURL, ECRPublicURL, EKSURL, RegistryURL string
 	// WebhookCA signs the webhook's certificate (controlplane.Options.TokenWebhookCA).
 	WebhookCA []byte
 	stops     []func()
@@ -124,6 +128,13 @@ func Start(cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	if s.ECRPublicURL, err = start("ecr-public", s.ECR.StartPublic); err != nil {
+		return nil, err
+	}
+	if s.EKS, err = eks.New(eks.Config{Credentials: creds, Region: in.Region, Cluster: eks.Cluster{Name: cfg.ClusterName, Status: "CREATING"},
+		Clock: cfg.Clock, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if s.EKSURL, err = start("eks", s.EKS.Start); err != nil {
 		return nil, err
 	}
 	s.Registry = registry.New(registry.Config{Realm: s.ECR.RegistryHost(), Authorize: s.ECR.ValidCredentials, Logger: cfg.Logger})
