@@ -49,6 +49,20 @@ type goldenCase struct {
 	instance func(*imds.Metadata)
 	manifest func(*manifest.Manifest)
 	host     Host
+	// eks answers the DescribeCluster an AL2 script without endpoint or
+	// CA leaves pending (the node's config phase makes the call).
+	eks func(t testing.TB) nodeconfig.DescribedCluster
+}
+
+// eksAnswer is a DescribeCluster answer for the cluster of the AL2
+// scripts, with testdata/ca.crt.
+func eksAnswer(t testing.TB) nodeconfig.DescribedCluster {
+	ca, err := os.ReadFile(filepath.Join("testdata", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodeconfig.DescribedCluster{Endpoint: "https://ABCDEF0123456789.gr7.us-west-2.eks.amazonaws.com", CertificateAuthority: ca,
+		ServiceIPv4CIDR: "172.20.0.0/16", IPFamily: "ipv4", ID: "0123abcd"}
 }
 
 func goldenCases() []goldenCase {
@@ -63,6 +77,7 @@ func goldenCases() []goldenCase {
 		{name: "al2-terraform", userData: "al2-terraform.txt", instance: func(m *imds.Metadata) {
 			m.InstanceType = "m5d.large"
 		}, host: twoCPU},
+		{name: "al2-cloudformation", userData: "al2-cloudformation.txt", eks: eksAnswer, host: twoCPU},
 		{name: "karpenter", userData: "karpenter.txt", host: twoCPU},
 		{name: "ipv6", userData: "ipv6.yaml", host: twoCPU, instance: func(m *imds.Metadata) {
 			m.IPv6s = []string{"2600:1f14:abc:de00:1234:5678:9abc:def0"}
@@ -136,6 +151,12 @@ func (c goldenCase) inputs(t testing.TB) Inputs {
 	}
 	res, err := nodeconfig.Load(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)),
 		[]nodeconfig.Source{{Name: nodeconfig.UserDataSource, Data: data}})
+	if err == nil && res.DescribeCluster != nil {
+		if c.eks == nil {
+			t.Fatalf("%s leaves DescribeCluster pending; give the case an eks answer", c.userData)
+		}
+		err = nodeconfig.FillFromEKS(res, c.eks(t))
+	}
 	if err != nil {
 		t.Fatalf("loading %s: %v", c.userData, err)
 	}
@@ -161,7 +182,7 @@ func TestAL2RendersAsNodeConfig(t *testing.T) {
 		n++
 		t.Run(c.name, func(t *testing.T) {
 			eq := c
-			eq.userData = strings.TrimSuffix(c.userData, ".txt") + ".yaml"
+			eq.userData, eq.eks = strings.TrimSuffix(c.userData, ".txt")+".yaml", nil
 			render := func(gc goldenCase) map[string][]byte {
 				out := t.TempDir()
 				var summary bytes.Buffer
@@ -185,8 +206,8 @@ func TestAL2RendersAsNodeConfig(t *testing.T) {
 			}
 		})
 	}
-	if n < 3 {
-		t.Errorf("%d AL2 cases, want the 3 shapes", n)
+	if n < 4 {
+		t.Errorf("%d AL2 cases, want the 4 shapes", n)
 	}
 }
 
