@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -297,5 +298,25 @@ func BenchmarkRenderToDisk(b *testing.B) {
 		if _, err := Render(in, out, io.Discard); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRenderedFilesBounded: a file over MaxRenderedFile, or files over
+// MaxRendered in all, stop the plan with the path and the bound named.
+func TestRenderedFilesBounded(t *testing.T) {
+	p := &Plan{Files: []File{{Path: "/etc/containerd/config.toml", Data: make([]byte, MaxRenderedFile+1)}}}
+	if err := p.checkRendered(); err == nil || !strings.Contains(err.Error(), "plan file /etc/containerd/config.toml: 1048577 bytes, over the 1048576-byte bound") {
+		t.Errorf("one big file: %v", err)
+	}
+	p = &Plan{}
+	for i := range 5 {
+		p.Files = append(p.Files, File{Path: fmt.Sprintf("/etc/f%d", i), Data: make([]byte, MaxRenderedFile)})
+	}
+	if err := p.checkRendered(); err == nil || !strings.Contains(err.Error(), "plan files: 5242880 bytes in all, over the 4194304-byte bound (plan.MaxRendered)") {
+		t.Errorf("many files: %v", err)
+	}
+	p.Files = p.Files[:4]
+	if err := p.checkRendered(); err != nil {
+		t.Errorf("at the bounds: %v", err)
 	}
 }

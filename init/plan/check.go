@@ -123,8 +123,28 @@ func (p *Plan) checkRendered() error {
 			bad(f.name, err)
 		}
 	}
+	total := 0
+	for _, f := range p.Files {
+		total += len(f.Data)
+		if len(f.Data) > MaxRenderedFile {
+			errs = append(errs, fmt.Errorf("plan file %s: %d bytes, over the %d-byte bound on one rendered file (plan.MaxRenderedFile); the user data's share of it (spec.containerd.config, baseRuntimeSpec, kubelet.config) is what grew", f.Path, len(f.Data), MaxRenderedFile))
+		}
+	}
+	if total > MaxRendered {
+		errs = append(errs, fmt.Errorf("plan files: %d bytes in all, over the %d-byte bound (plan.MaxRendered)", total, MaxRendered))
+	}
 	return errors.Join(errs...)
 }
+
+// Bounds on what the plan writes, beside the bounds on what nodeconfig
+// reads: real files are a few KiB (a CA bundle tens), and a node's /etc
+// is a tmpfs in PID 1's memory, so a document that re-encodes larger
+// than it read (a YAML alias fanned out, deep nesting) stops here, named,
+// before anything is written.
+const (
+	MaxRenderedFile = 1 << 20
+	MaxRendered     = 4 << 20
+)
 
 // oneLine makes a warning fit on its line of plan.txt and the boot
 // report: warnings quote inputs (a CEL error quotes the expression over
