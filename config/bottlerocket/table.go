@@ -29,9 +29,9 @@ const (
 	Refused  Fate = "refused"
 )
 
-// Table is every setting this package knows, in the order of
-// Bottlerocket's settings reference (kubernetes first, then the other
-// namespaces alphabetically). A key under settings that no row covers is
+// Table is every setting this package knows: settings.kubernetes first,
+// grouped by what each sets, then Bottlerocket's other namespaces in
+// alphabetical order. A key under settings that no row covers is
 // unknown: a warning naming its path, because a setting added by a newer
 // Bottlerocket must not stop a node that berth could configure anyway.
 var Table = []Setting{
