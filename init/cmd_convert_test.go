@@ -17,20 +17,21 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/convert")
 
-// TestConvertAL2: `berth convert` of each AL2 shape prints a NodeConfig
+// TestConvertAL2: `berth convert` of each AL2 shape (and of Bottlerocket
+// settings) prints a NodeConfig
 // that, read back as user data, is the configuration the script gave
-// (so the two render the same files: plan's TestAL2RendersAsNodeConfig),
+// (so the two render the same files: plan's TestForeignUserDataRendersAsNodeConfig),
 // with what was not carried over in comments; the output is golden.
 func TestConvertAL2(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, name := range []string{"al2-karpenter", "al2-mng", "al2-terraform"} {
+	for _, name := range []string{"al2-karpenter.txt", "al2-mng.txt", "al2-terraform.txt", "bottlerocket-karpenter.toml"} {
 		t.Run(name, func(t *testing.T) {
-			in := filepath.Join("plan", "testdata", "userdata", name+".txt")
+			in := filepath.Join("plan", "testdata", "userdata", name)
 			var stdout, stderr bytes.Buffer
 			if code := runCLI([]string{"convert", in}, &stdout, &stderr); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
-			golden := filepath.Join("testdata", "convert", name+".yaml")
+			golden := filepath.Join("testdata", "convert", strings.TrimSuffix(strings.TrimSuffix(name, ".txt"), ".toml")+".yaml")
 			if *updateGolden {
 				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
 					t.Fatal(err)
@@ -58,7 +59,7 @@ func TestConvertAL2(t *testing.T) {
 			if !reflect.DeepEqual(a.Config, b.Config) {
 				t.Errorf("the converted NodeConfig reads back as\n%+v\nnot\n%+v", b.Config.Spec, a.Config.Spec)
 			}
-			if len(b.NotRun) != 0 || !strings.Contains(stdout.String(), "#   read: ") {
+			if len(b.NotRun) != 0 || !strings.Contains(stdout.String(), "#   read: ") || len(b.Problems) != 0 {
 				t.Errorf("converted output: not run %v; or no comment naming what was read", b.NotRun)
 			}
 		})

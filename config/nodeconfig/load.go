@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/berth-node/berth/config/al2"
+	"github.com/berth-node/berth/config/bottlerocket"
 	"github.com/berth-node/berth/config/userdata"
 )
 
@@ -109,6 +110,15 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 				res.Skipped = append(res.Skipped, Skipped{Source: part.Source, Reason: part.Skip})
 				if part.MistypedNodeConfig {
 					found.add(Problem{Severity: SeverityWarning, Source: part.Source, Message: "skipped: " + part.Skip})
+				}
+				continue
+			}
+			if bottlerocket.IsSettings(part.Data) {
+				source, cfg, ps := readBottlerocket(part.Source, part.Data)
+				found.add(ps...)
+				if cfg != nil {
+					docs = append(docs, Document{Source: source, Config: cfg})
+					res.Used = append(res.Used, source)
 				}
 				continue
 			}

@@ -71,13 +71,17 @@ func goldenCases() []goldenCase {
 		{name: "eksctl", userData: "eksctl.txt", host: twoCPU},
 		// Amazon Linux 2 scripts, read as NodeConfigs (config/al2): each
 		// renders as its hand-written equivalent does
-		// (TestAL2RendersAsNodeConfig).
+		// (TestForeignUserDataRendersAsNodeConfig).
 		{name: "al2-karpenter", userData: "al2-karpenter.txt", host: twoCPU},
 		{name: "al2-mng", userData: "al2-mng.txt", host: twoCPU},
 		{name: "al2-terraform", userData: "al2-terraform.txt", instance: func(m *imds.Metadata) {
 			m.InstanceType = "m5d.large"
 		}, host: twoCPU},
 		{name: "al2-cloudformation", userData: "al2-cloudformation.txt", eks: eksAnswer, host: twoCPU},
+		// Bottlerocket settings TOML (config/bottlerocket), Karpenter's.
+		{name: "bottlerocket-karpenter", userData: "bottlerocket-karpenter.toml", instance: func(m *imds.Metadata) {
+			m.InstanceType = "m5.xlarge"
+		}, host: Host{CPUs: 4, MemoryMiB: 15360}},
 		{name: "karpenter", userData: "karpenter.txt", host: twoCPU},
 		{name: "ipv6", userData: "ipv6.yaml", host: twoCPU, instance: func(m *imds.Metadata) {
 			m.IPv6s = []string{"2600:1f14:abc:de00:1234:5678:9abc:def0"}
@@ -170,19 +174,20 @@ func (c goldenCase) inputs(t testing.TB) Inputs {
 	return in
 }
 
-// TestAL2RendersAsNodeConfig: each AL2 script renders the same files as
-// the NodeConfig written by hand beside it, which is what the script
-// means on an AL2023 node (and what `berth convert` is to print).
-func TestAL2RendersAsNodeConfig(t *testing.T) {
+// TestForeignUserDataRendersAsNodeConfig: each AL2 script and
+// Bottlerocket settings document renders the same files as the NodeConfig
+// written by hand beside it, which is what it means on an AL2023 node (and
+// what `berth convert` prints).
+func TestForeignUserDataRendersAsNodeConfig(t *testing.T) {
 	n := 0
 	for _, c := range goldenCases() {
-		if !strings.HasPrefix(c.name, "al2-") {
+		if !strings.HasPrefix(c.name, "al2-") && !strings.HasPrefix(c.name, "bottlerocket-") {
 			continue
 		}
 		n++
 		t.Run(c.name, func(t *testing.T) {
 			eq := c
-			eq.userData, eq.eks = strings.TrimSuffix(c.userData, ".txt")+".yaml", nil
+			eq.userData, eq.eks = strings.TrimSuffix(strings.TrimSuffix(c.userData, ".txt"), ".toml")+".yaml", nil
 			render := func(gc goldenCase) map[string][]byte {
 				out := t.TempDir()
 				var summary bytes.Buffer
@@ -206,8 +211,8 @@ func TestAL2RendersAsNodeConfig(t *testing.T) {
 			}
 		})
 	}
-	if n < 4 {
-		t.Errorf("%d AL2 cases, want the 4 shapes", n)
+	if n < 5 {
+		t.Errorf("%d cases, want the 4 AL2 shapes and Bottlerocket's", n)
 	}
 }
 

@@ -1,0 +1,79 @@
+package nodeconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/berth-node/berth/config/bottlerocket"
+)
+
+// bootstrapTokenAnnotation requests a bootstrap-token join; init/plan
+// owns its meaning (plan.BootstrapTokenAnnotation).
+const bootstrapTokenAnnotation = "berth.dev/bootstrap-token"
+
+// FromBottlerocket is the NodeConfig a Bottlerocket settings document
+// means (config/bottlerocket reads and decides each setting), with its
+// problems named by source and settings path: the cluster, kubelet's
+// config and flags, the registry mirrors and a bootstrap token as berth's
+// annotations, the resolver and the proxy environment.
+func FromBottlerocket(source string, s *bottlerocket.Settings) (*NodeConfig, []Problem) {
+	var out problemList
+	for _, p := range s.Problems {
+		sev := SeverityWarning
+		if p.Severity == bottlerocket.SeverityError {
+			sev = SeverityError
+		}
+		msg := p.Message
+		if p.Line > 0 {
+			msg = fmt.Sprintf("%s (line %d)", msg, p.Line)
+		}
+		out.add(Problem{Severity: sev, Source: source, Path: p.Path, Message: msg, Unknown: p.Unknown})
+	}
+	cfg := &NodeConfig{APIVersion: APIVersion, Kind: Kind}
+	sp := &cfg.Spec
+	sp.Cluster = ClusterDetails{Name: s.Cluster.Name, APIServerEndpoint: s.Cluster.APIServerEndpoint, CertificateAuthority: s.Cluster.CertificateAuthority}
+	doc, err := s.Kubelet.Config.Document()
+	if err != nil {
+		out.add(Problem{Severity: SeverityError, Source: source, Path: "settings.kubernetes", Message: "writing kubelet's config: " + err.Error()})
+	} else if len(doc) > 0 {
+		sp.Kubelet.Config = doc
+	}
+	sp.Kubelet.Flags = s.Kubelet.Flags()
+	if len(s.FeatureGates) > 0 {
+		sp.FeatureGates = map[Feature]bool{}
+		for k, v := range s.FeatureGates {
+			sp.FeatureGates[Feature(k)] = v
+		}
+	}
+	sp.Instance.Network = NetworkOptions{Nameservers: s.Instance.Nameservers, Domains: s.Instance.SearchDomains}
+	if len(s.Instance.Environment) > 0 {
+		sp.Instance.Environment = maps.Clone(s.Instance.Environment)
+	}
+	ann := map[string]string{}
+	if s.Cluster.BootstrapToken != "" {
+		ann[bootstrapTokenAnnotation] = s.Cluster.BootstrapToken
+	}
+	if len(s.RegistryMirrors) > 0 {
+		b, _ := json.Marshal(s.RegistryMirrors) // strings always marshal
+		ann[RegistryMirrorsAnnotation] = string(b)
+	}
+	if len(ann) > 0 {
+		b, _ := json.Marshal(ann)
+		cfg.Metadata = map[string]json.RawMessage{"annotations": b}
+	}
+	return cfg, out.problems()
+}
+
+// readBottlerocket reads a user-data document that is Bottlerocket
+// settings TOML as a NodeConfig, named "<part> (Bottlerocket settings)";
+// cfg is nil when the document cannot be read at all.
+func readBottlerocket(part string, data []byte) (string, *NodeConfig, []Problem) {
+	source := part + " (Bottlerocket settings)"
+	s, err := bottlerocket.Read(data)
+	if err != nil {
+		return source, nil, []Problem{{Severity: SeverityError, Source: source, Message: err.Error()}}
+	}
+	cfg, ps := FromBottlerocket(source, s)
+	return source, cfg, ps
+}
