@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -118,6 +119,25 @@ func FuzzLoadAL2(f *testing.F) {
 		for _, u := range res.Used {
 			if !strings.HasPrefix(u, "user-data, bootstrap.sh on line ") {
 				t.Fatalf("used %q", u)
+			}
+		}
+	})
+}
+
+// FuzzLoadBottlerocket: Bottlerocket settings TOML through Load: no
+// panic, problems capped, and every problem of a settings document named
+// by its source.
+func FuzzLoadBottlerocket(f *testing.F) {
+	f.Add("[settings.kubernetes]\ncluster-name = 'c'\napi-server = 'https://x'\ncluster-dns-ip = ['10.100.0.10']\nmax-pods = 29\n[settings.kubernetes.node-taints]\nk = ['v:NoSchedule']\n")
+	f.Add("[settings.container-registry]\nmirrors = [{registry = 'docker.io', endpoint = ['https://m']}]\n[settings.host-containers.admin]\nenabled = true\n")
+	f.Fuzz(func(t *testing.T, doc string) {
+		res, _ := Load(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), []Source{{Name: UserDataSource, Data: []byte(doc)}})
+		checkCapped(t, res.Problems)
+		if slices.Contains(res.Used, "user-data (Bottlerocket settings)") {
+			for _, p := range res.Problems {
+				if p.Source != "user-data (Bottlerocket settings)" && p.Source != MergedSource && p.Source != SeveralSources {
+					t.Fatalf("problem %s: not named by its source", p)
+				}
 			}
 		}
 	})
