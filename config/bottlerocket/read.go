@@ -534,9 +534,12 @@ func (r *reader) dnsKey(p, key string, v any) bool {
 func (r *reader) kernelKey(p, key string, v any) bool {
 	switch key {
 	case "sysctl":
-		r.s.Instance.Sysctls = r.stringMap(p, v, sysctlKey, nil)
+		// Ignored, but a bad name or value is still an error.
+		r.stringMap(p, v, sysctlKey, nil)
+		r.fate(p, "settings.kernel.sysctl")
 	case "modules":
 		r.modules(p, v)
+		r.fate(p, "settings.kernel.modules")
 	case "lockdown", "hugepages", "drivers":
 		r.fate(p, "settings.kernel."+key)
 	default:
@@ -545,13 +548,14 @@ func (r *reader) kernelKey(p, key string, v any) bool {
 	return true
 }
 
-// modules reads settings.kernel.modules: name -> {allowed, autoload}.
+// modules checks settings.kernel.modules: name -> {allowed, autoload}.
+// berth does not apply it (Table), but a bad name or value, or a module
+// both loaded and blocked, is still an error.
 func (r *reader) modules(p string, v any) {
 	t, ok := r.table(p, v)
 	if !ok {
 		return
 	}
-	in := &r.s.Instance
 	for _, name := range sortedKeys(t) {
 		np := join(p, name)
 		if err := moduleName(name); err != nil {
@@ -576,13 +580,8 @@ func (r *reader) modules(p string, v any) {
 				r.unknown(kp, "")
 			}
 		}
-		switch {
-		case !allowed && autoload:
+		if !allowed && autoload {
 			r.errorf(np, "autoload = true with allowed = false: a module cannot be both loaded and blocked")
-		case !allowed:
-			in.BlockModules = append(in.BlockModules, name)
-		case autoload:
-			in.LoadModules = append(in.LoadModules, name)
 		}
 	}
 }
@@ -591,7 +590,9 @@ func (r *reader) modules(p string, v any) {
 func (r *reader) networkKey(p, key string, v any) bool {
 	switch key {
 	case "hostname":
-		r.s.Instance.Hostname, _ = r.str(p, v, hostname)
+		// Ignored, but a bad hostname is still an error.
+		r.str(p, v, hostname)
+		r.fate(p, "settings.network.hostname")
 	case "https-proxy":
 		r.proxyGiven = true
 		r.httpsProxy, _ = r.str(p, v, proxyURL)
@@ -610,7 +611,9 @@ func (r *reader) networkKey(p, key string, v any) bool {
 func (r *reader) ntpKey(p, key string, v any) bool {
 	switch key {
 	case "time-servers":
-		r.s.Instance.NTPServers = r.timeServers(p, v)
+		// Ignored, but a bad server is still an error.
+		r.timeServers(p, v)
+		r.fate(p, "settings.ntp.time-servers")
 	case "options", "logging":
 		r.fate(p, "settings.ntp."+key)
 	default:
@@ -619,11 +622,12 @@ func (r *reader) ntpKey(p, key string, v any) bool {
 	return true
 }
 
-// timeServers reads settings.ntp.time-servers in Bottlerocket's three
+// timeServers checks settings.ntp.time-servers in Bottlerocket's three
 // forms: a list of servers, a list of {address, directive, options}
-// tables, or a table of such tables by name. berth takes the addresses.
-func (r *reader) timeServers(p string, v any) []string {
-	var out []string
+// tables, or a table of such tables by name. berth does not apply it
+// (Table), so directive and options pass unremarked: the setting as a
+// whole is ignored with a warning.
+func (r *reader) timeServers(p string, v any) {
 	object := func(op string, o any) {
 		t, ok := r.table(op, o)
 		if !ok {
@@ -636,11 +640,9 @@ func (r *reader) timeServers(p string, v any) []string {
 			kp := join(op, k)
 			switch k {
 			case "address":
-				if a, ok := r.str(kp, t[k], timeServer); ok {
-					out = append(out, a)
-				}
+				r.str(kp, t[k], timeServer)
 			case "directive", "options":
-				r.warnf(kp, "ignored: berth's NTP client asks each server directly and takes no chrony options")
+				// Taken as they are: the whole setting is ignored.
 			default:
 				r.unknown(kp, "")
 			}
@@ -652,14 +654,14 @@ func (r *reader) timeServers(p string, v any) []string {
 		tables := slices.ContainsFunc(l, func(e any) bool { _, ok := e.(map[string]any); return ok })
 		if strs && tables {
 			r.errorf(p, "mixes server names and tables; use one form")
-			return nil
+			return
 		}
 		for i, e := range l {
 			ep := indexed(p, i)
 			if _, ok := e.(map[string]any); ok {
 				object(ep, e)
-			} else if a, ok := r.str(ep, e, timeServer); ok {
-				out = append(out, a)
+			} else {
+				r.str(ep, e, timeServer)
 			}
 		}
 	case map[string]any:
@@ -669,7 +671,6 @@ func (r *reader) timeServers(p string, v any) []string {
 	default:
 		r.errorf(p, "want a list of servers, got %s", describe(v))
 	}
-	return out
 }
 
 // hostContainer reads one settings.host-containers.NAME: admin and
@@ -754,8 +755,6 @@ func (r *reader) finish() {
 		}
 		s.Instance.Environment = env
 	}
-	slices.Sort(s.Instance.LoadModules)
-	slices.Sort(s.Instance.BlockModules)
 
 	ps := r.problems
 	slices.SortStableFunc(ps, func(a, b Problem) int {

@@ -248,31 +248,18 @@ func (c KubeletConfig) Document() (map[string]json.RawMessage, error) {
 	return doc, nil
 }
 
-// Instance is what the settings ask of the machine.
+// Instance is what the settings ask of the machine. The machine settings
+// berth does not apply from user data yet (settings.network.hostname,
+// settings.ntp.time-servers, settings.kernel.sysctl and
+// settings.kernel.modules) have no field here: they are checked and
+// ignored with a warning (see Table).
 type Instance struct {
-	// Hostname is the machine's hostname (settings.network.hostname), as
-	// berth.hostname on the kernel command line sets it; it is not the
-	// node's name (Kubelet.HostnameOverride).
-	Hostname string `json:"hostname,omitempty"`
 	// Nameservers is spec.instance.network.nameservers
 	// (settings.dns.name-servers).
 	Nameservers []string `json:"nameservers,omitempty"`
 	// SearchDomains is spec.instance.network.domains
 	// (settings.dns.search-list).
 	SearchDomains []string `json:"searchDomains,omitempty"`
-	// NTPServers are hostnames or IP addresses to take the time from
-	// before any other, as berth.ntp on the kernel command line gives
-	// them (settings.ntp.time-servers).
-	NTPServers []string `json:"ntpServers,omitempty"`
-	// Sysctls are kernel parameters, by dotted or slashed name, to write
-	// before kubelet starts (settings.kernel.sysctl).
-	Sysctls map[string]string `json:"sysctls,omitempty"`
-	// LoadModules are kernel modules to load before kubelet starts, sorted
-	// (settings.kernel.modules.NAME.autoload).
-	LoadModules []string `json:"loadModules,omitempty"`
-	// BlockModules are kernel modules never to load, sorted
-	// (settings.kernel.modules.NAME.allowed = false).
-	BlockModules []string `json:"blockModules,omitempty"`
 	// Environment is spec.instance.environment: HTTPS_PROXY, https_proxy,
 	// NO_PROXY and no_proxy, as Bottlerocket sets them for containerd and
 	// kubelet (settings.network.https-proxy and no-proxy).
