@@ -655,3 +655,27 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestREADMEListsEverySetting: the README's table of Bottlerocket settings
+// is Table, row for row, so the two cannot drift.
+func TestREADMEListsEverySetting(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "| `settings.") {
+			rows = append(rows, l)
+		}
+	}
+	if len(rows) != len(Table) {
+		t.Errorf("README has %d setting rows, Table %d", len(rows), len(Table))
+	}
+	for i, s := range Table {
+		want := "| `" + s.Key + "` | " + string(s.Fate) + " | " + s.Why + " |"
+		if i >= len(rows) || rows[i] != want {
+			t.Errorf("README row %d: want\n%s", i, want)
+		}
+	}
+}
