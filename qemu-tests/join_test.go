@@ -409,16 +409,10 @@ var (
 	inhibitorTakenLine = regexp.MustCompile(`logind: inhibitor taken who=kubelet `)
 )
 
-// bootJoinedWith boots a node with the given NodeConfig as user data
-// against a running control plane and returns it once the boot report is
-// out and OK, with the IMDS stand-in, for tests that change its answers.
-func bootJoinedWith(t *testing.T, cluster *testCluster, nodeConfig string) (*qemu.VM, map[string]any, *imdsserver.Server) {
-	t.Helper()
-	return bootJoinedWithUserData(t, mimeUserData(nodeConfig))
-}
-
-// bootJoinedWithUserData is bootJoinedWith with the user data as given.
-func bootJoinedWithUserData(t *testing.T, userData []byte) (*qemu.VM, map[string]any, *imdsserver.Server) {
+// bootJoined boots a node with the given user data, to join a running
+// control plane, and returns it once the boot report is out and OK, with
+// the IMDS stand-in, for tests that change its answers.
+func bootJoined(t *testing.T, userData []byte) (*qemu.VM, map[string]any, *imdsserver.Server) {
 	t.Helper()
 	srv, imdsURL := startIMDS(t, userData)
 	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)

@@ -39,7 +39,7 @@ func TestGracefulNodeShutdown(t *testing.T) {
       shutdownGracePeriod: %s
       shutdownGracePeriodCriticalPods: %s
 `, gracefulPeriod, gracefulCrit)
-	vm, _, _ := bootJoinedWith(t, cluster, ud)
+	vm, _, _ := bootJoined(t, mimeUserData(ud))
 	a := api{c: cluster.Client(), base: info.HostEndpoint}
 	node := "ip-10-0-2-15.us-west-2.compute.internal"
 	waitNodeReady(t, vm, a, node)

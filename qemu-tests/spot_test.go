@@ -52,7 +52,7 @@ K8S_CLUSTER_DNS_IP=%s
 func TestSpotInterruption(t *testing.T) {
 	cluster := startControlPlane(t)
 	info := cluster.Info()
-	vm, rep, srv := bootJoinedWithUserData(t, al2UserData(t, cluster))
+	vm, rep, srv := bootJoined(t, al2UserData(t, cluster))
 	if _, err := vm.Expect(regexp.MustCompile(`lifecycle: watching IMDS for lifecycle notices .*spot=shutdown`), time.Minute); err != nil {
 		t.Fatalf("the lifecycle watcher did not start: %v", err)
 	}
