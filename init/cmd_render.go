@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/internal/redact"
+	"github.com/berth-node/berth/runtime/awsauth/eksapi"
 )
 
 // renderSecretsHelp says what --show-secrets does not cover, so nobody
@@ -45,6 +47,7 @@ func cmdRender(e env, args []string) int {
 	out := fs.String("out", "", "directory to write the node's files under (required; the real files, never redacted, with the node's modes)")
 	cpus := fs.Int("cpus", runtime.NumCPU(), "CPU count of the node, for kubeReserved")
 	nodeIP := fs.String("node-ip", "", "override the node IP from instance metadata")
+	describe := fs.String("describe-cluster", "", "EKS DescribeCluster's answer as JSON (aws eks describe-cluster --name NAME), for user data that leaves the cluster's endpoint and CA to it; with --imds, render asks EKS as the node would")
 	showSecrets := fs.Bool("show-secrets", false, "show secret values (registry auth, tokens, Authorization headers, env values with secret-looking names) in what is printed and in plan.txt")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: berth render [--config FILE]... [--imds URL | --metadata FILE] [--manifest FILE] [--show-secrets] --out DIR")
@@ -71,10 +74,11 @@ func cmdRender(e env, args []string) int {
 
 	var srcs []nodeconfig.Source
 	var md *imds.Metadata
+	var c *imds.Client
+	ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
+	defer cancel()
 	if *imdsURL != "" {
-		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
-		defer cancel()
-		c := imds.New(imds.Options{Endpoints: []string{*imdsURL}, Logger: e.log})
+		c = imds.New(imds.Options{Endpoints: []string{*imdsURL}, Logger: e.log})
 		defer c.Close()
 		var err error
 		if md, err = c.Metadata(ctx); err != nil {
@@ -102,6 +106,16 @@ func cmdRender(e env, args []string) int {
 		return fail(fmt.Errorf("no NodeConfig: give --config FILE or an IMDS with user data"))
 	}
 	res, err := nodeconfig.Load(e.ctx, e.log, srcs)
+	if err == nil && res.DescribeCluster != nil {
+		switch {
+		case *describe != "":
+			err = fillFromAnswer(*describe, res)
+		case c != nil:
+			err = describeCluster(ctx, e.log, c, md, res)
+		default:
+			err = fmt.Errorf("%s leaves the cluster's endpoint and CA to eks:DescribeCluster %s at boot: give render the answer (--describe-cluster FILE) or an IMDS with the instance role (--imds URL)", res.DescribeCluster.Source, res.DescribeCluster.Cluster)
+		}
+	}
 	if res != nil {
 		for _, p := range res.Problems {
 			fmt.Fprintln(e.stderr, show(p.String()))
@@ -126,4 +140,19 @@ func cmdRender(e env, args []string) int {
 		return fail(err)
 	}
 	return 0
+}
+
+// fillFromAnswer completes res with a saved DescribeCluster answer, as the
+// node completes it with EKS's (describeCluster).
+func fillFromAnswer(path string, res *nodeconfig.Result) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading the DescribeCluster answer: %w", err)
+	}
+	cl, err := eksapi.ParseDescribeCluster(b)
+	if err != nil {
+		return fmt.Errorf("DescribeCluster answer %s: %w", path, err)
+	}
+	return nodeconfig.FillFromEKS(res, nodeconfig.DescribedCluster{Endpoint: cl.Endpoint, CertificateAuthority: cl.CertificateAuthority,
+		ServiceIPv4CIDR: cl.ServiceIPv4CIDR, ServiceIPv6CIDR: cl.ServiceIPv6CIDR, IPFamily: cl.IPFamily, ID: cl.ID})
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,8 +76,15 @@ func TestCheckAndRenderAgree(t *testing.T) {
 			if err := os.WriteFile(md, []byte(strings.Replace(renderMetadata, `"region"`, `"ipv6s":["2600:1f14:aaaa::1"],"region"`, 1)), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			// The answer the node would get from DescribeCluster, for user
+			// data that leaves the cluster to it (AL2's CloudFormation
+			// shape); render needs it given offline, and takes it only then.
+			ans := filepath.Join(t.TempDir(), "describe-cluster.json")
+			if err := os.WriteFile(ans, describeAnswer(t), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			var rout, rerr bytes.Buffer
-			renderCode := runCLI([]string{"render", "--metadata", md, "--cpus", "2", "--out", filepath.Join(t.TempDir(), "out"), "--config", f}, &rout, &rerr)
+			renderCode := runCLI([]string{"render", "--metadata", md, "--describe-cluster", ans, "--cpus", "2", "--out", filepath.Join(t.TempDir(), "out"), "--config", f}, &rout, &rerr)
 			rendered := rout.String() + rerr.String()
 			if (checkCode == 0) != (renderCode == 0) {
 				t.Fatalf("check exit %d, render exit %d\ncheck:\n%s\nrender:\n%s", checkCode, renderCode, checked, rendered)
@@ -89,5 +98,46 @@ func TestCheckAndRenderAgree(t *testing.T) {
 				t.Errorf("check accepted the bad input:\n%s", checked)
 			}
 		})
+	}
+}
+
+// describeAnswer is a DescribeCluster answer, as `aws eks describe-cluster`
+// prints it, with plan's test CA.
+func describeAnswer(t *testing.T) []byte {
+	t.Helper()
+	ca, err := os.ReadFile("plan/testdata/ca.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]any{"cluster": map[string]any{
+		"name": "my-cluster", "endpoint": "https://ABCDEF0123456789.gr7.us-west-2.eks.amazonaws.com", "status": "ACTIVE",
+		"certificateAuthority":    map[string]string{"data": base64.StdEncoding.EncodeToString(ca)},
+		"kubernetesNetworkConfig": map[string]string{"serviceIpv4Cidr": "172.20.0.0/16", "ipFamily": "ipv4"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRenderPendingDescribeCluster: user data that leaves the cluster to
+// DescribeCluster renders with the answer given, and without it fails
+// naming the call and what to give.
+func TestRenderPendingDescribeCluster(t *testing.T) {
+	code, printed, out := runRender(t, "--config", "plan/testdata/userdata/al2-cloudformation.txt")
+	if code != 1 || !strings.Contains(printed, "leaves the cluster's endpoint and CA to eks:DescribeCluster my-cluster at boot: give render the answer (--describe-cluster FILE)") {
+		t.Errorf("without the answer: exit %d\n%s", code, printed)
+	}
+	ans := filepath.Join(t.TempDir(), "answer.json")
+	if err := os.WriteFile(ans, describeAnswer(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, printed, out = runRender(t, "--config", "plan/testdata/userdata/al2-cloudformation.txt", "--describe-cluster", ans)
+	if code != 0 {
+		t.Fatalf("with the answer: exit %d\n%s", code, printed)
+	}
+	kc, err := os.ReadFile(filepath.Join(out, "var/lib/kubelet/kubeconfig"))
+	if err != nil || !strings.Contains(string(kc), "https://ABCDEF0123456789.gr7.us-west-2.eks.amazonaws.com") {
+		t.Errorf("kubeconfig %s: %v", kc, err)
 	}
 }
