@@ -1,10 +1,13 @@
 package report
 
 import (
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/berth-node/berth/internal/safe"
 )
 
 func TestReadLiveCountsThisProcess(t *testing.T) {
@@ -40,7 +43,7 @@ func TestReadLiveCountsThisProcess(t *testing.T) {
 	var started sync.WaitGroup
 	for range parked {
 		started.Add(1)
-		go func() { started.Done(); <-stop }()
+		safe.Go(slog.New(slog.DiscardHandler), "parked", func() { started.Done(); <-stop }, nil)
 	}
 	started.Wait()
 	after, err := ReadLive(8)
