@@ -153,6 +153,5 @@ func fillFromAnswer(path string, res *nodeconfig.Result) error {
 	if err != nil {
 		return fmt.Errorf("DescribeCluster answer %s: %w", path, err)
 	}
-	return nodeconfig.FillFromEKS(res, nodeconfig.DescribedCluster{Endpoint: cl.Endpoint, CertificateAuthority: cl.CertificateAuthority,
-		ServiceIPv4CIDR: cl.ServiceIPv4CIDR, ServiceIPv6CIDR: cl.ServiceIPv6CIDR, IPFamily: cl.IPFamily, ID: cl.ID})
+	return nodeconfig.FillFromEKS(res, cl.Described())
 }

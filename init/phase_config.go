@@ -117,6 +117,5 @@ func describeCluster(ctx context.Context, log *slog.Logger, c *imds.Client, md *
 	}
 	log.Info("config: cluster described by EKS", "cluster", req.Cluster, "endpoint", cl.Endpoint, "serviceIpv4Cidr", cl.ServiceIPv4CIDR,
 		"serviceIpv6Cidr", cl.ServiceIPv6CIDR, "ipFamily", cl.IPFamily, "status", cl.Status, "duration_ms", time.Since(start).Milliseconds())
-	return nodeconfig.FillFromEKS(res, nodeconfig.DescribedCluster{Endpoint: cl.Endpoint, CertificateAuthority: cl.CertificateAuthority,
-		ServiceIPv4CIDR: cl.ServiceIPv4CIDR, ServiceIPv6CIDR: cl.ServiceIPv6CIDR, IPFamily: cl.IPFamily, ID: cl.ID})
+	return nodeconfig.FillFromEKS(res, cl.Described())
 }

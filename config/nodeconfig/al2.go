@@ -33,20 +33,16 @@ func FromAL2(source string, o al2.Options) (*NodeConfig, []Problem) {
 	cfg := &NodeConfig{APIVersion: APIVersion, Kind: Kind}
 	c := &cfg.Spec.Cluster
 	c.Name = o.ClusterName
-	opt := func(name string) (string, bool) {
-		v, ok := o.Set[name]
-		return v, ok
-	}
 	at := func(name string) string {
 		if v, ok := o.FromEnv[name]; ok {
 			return "bootstrap.sh " + name + " (from $" + v + ")"
 		}
 		return "bootstrap.sh " + name
 	}
-	if v, ok := opt("--apiserver-endpoint"); ok {
+	if v, ok := o.Set["--apiserver-endpoint"]; ok {
 		c.APIServerEndpoint = v
 	}
-	if v, ok := opt("--b64-cluster-ca"); ok {
+	if v, ok := o.Set["--b64-cluster-ca"]; ok {
 		ca, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
 		if err != nil {
 			ps.errorf(at("--b64-cluster-ca"), "not base64 (%v): want the cluster's CA bundle in PEM, base64-encoded, as DescribeCluster's certificateAuthority.data", err)
@@ -54,23 +50,23 @@ func FromAL2(source string, o al2.Options) (*NodeConfig, []Problem) {
 			c.CertificateAuthority = ca
 		}
 	}
-	if v, ok := opt("--cluster-id"); ok {
+	if v, ok := o.Set["--cluster-id"]; ok {
 		c.ID = v
 	}
-	if v, ok := opt("--enable-local-outpost"); ok && v != "false" {
+	if v, ok := o.Set["--enable-local-outpost"]; ok && v != "false" {
 		ps.errorf(at("--enable-local-outpost"), "%s: berth does not join local clusters on Outposts; only \"false\" is accepted", quote(v))
 	}
-	if v, ok := opt("--container-runtime"); ok && v != "containerd" {
+	if v, ok := o.Set["--container-runtime"]; ok && v != "containerd" {
 		ps.errorf(at("--container-runtime"), "%s: containerd is berth's only runtime (AL2 dropped dockershim with Kubernetes 1.24)", quote(v))
 	}
-	if _, ok := opt("--containerd-config-file"); ok {
+	if _, ok := o.Set["--containerd-config-file"]; ok {
 		ps.errorf(at("--containerd-config-file"), "names a file on the AMI, which a berth image does not have: put the TOML in a NodeConfig part's spec.containerd.config")
 	}
-	if v, ok := opt("--mount-bpf-fs"); ok && v != "true" {
+	if v, ok := o.Set["--mount-bpf-fs"]; ok && v != "true" {
 		ps.errorf(at("--mount-bpf-fs"), "%s: berth always mounts bpffs at /sys/fs/bpf; only \"true\" is accepted", quote(v))
 	}
 	kubeletConfig := InlineDocument{}
-	switch v, _ := opt("--use-max-pods"); v {
+	switch v := o.Set["--use-max-pods"]; v {
 	case "", "true":
 		// berth's maxPods from the instance type, as AL2's from
 		// eni-max-pods.txt.
@@ -82,7 +78,7 @@ func FromAL2(source string, o al2.Options) (*NodeConfig, []Problem) {
 	default:
 		ps.errorf(at("--use-max-pods"), "%s: want true or false", quote(v))
 	}
-	if v, ok := opt("--local-disks"); ok {
+	if v, ok := o.Set["--local-disks"]; ok {
 		switch v {
 		case "raid0":
 			cfg.Spec.Instance.LocalStorage.Strategy = LocalStorageRAID0
@@ -103,12 +99,12 @@ func FromAL2(source string, o al2.Options) (*NodeConfig, []Problem) {
 	if _, ok := o.Env["PAUSE_CONTAINER_IMAGE"]; ok {
 		ps.warnf("bootstrap.sh $PAUSE_CONTAINER_IMAGE", "ignored: the image carries its pause image, imported at boot")
 	}
-	family, famSet := opt("--ip-family")
+	family, famSet := o.Set["--ip-family"]
 	family = strings.ToLower(family) // as bootstrap.sh did
 	if famSet && family != "ipv4" && family != "ipv6" {
 		ps.errorf(at("--ip-family"), "%s: want ipv4 or ipv6", quote(family))
 	}
-	v6cidr, v6Set := opt("--service-ipv6-cidr")
+	v6cidr, v6Set := o.Set["--service-ipv6-cidr"]
 	if v6Set {
 		if p, err := netip.ParsePrefix(v6cidr); err != nil || !p.Addr().Is6() {
 			ps.errorf(at("--service-ipv6-cidr"), "%s is not an IPv6 CIDR", quote(v6cidr))
@@ -116,7 +112,7 @@ func FromAL2(source string, o al2.Options) (*NodeConfig, []Problem) {
 			c.CIDR = v6cidr
 		}
 	}
-	if _, dnsSet := opt("--dns-cluster-ip"); family == "ipv6" && !v6Set && !dnsSet {
+	if _, dnsSet := o.Set["--dns-cluster-ip"]; family == "ipv6" && !v6Set && !dnsSet {
 		ps.errorf(at("--ip-family"), "ipv6 needs --service-ipv6-cidr or --dns-cluster-ip, as AL2's bootstrap.sh required")
 	}
 	if famSet && family == "ipv4" && v6Set {
@@ -134,7 +130,7 @@ func FromAL2(source string, o al2.Options) (*NodeConfig, []Problem) {
 			c.CIDR = v4
 		}
 	}
-	if v, ok := opt("--dns-cluster-ip"); ok {
+	if v, ok := o.Set["--dns-cluster-ip"]; ok {
 		var dns []string
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
@@ -161,7 +157,7 @@ func FromAL2(source string, o al2.Options) (*NodeConfig, []Problem) {
 	if len(kubeletConfig) > 0 {
 		cfg.Spec.Kubelet.Config = kubeletConfig
 	}
-	if v, ok := opt("--kubelet-extra-args"); ok && strings.TrimSpace(v) != "" {
+	if v, ok := o.Set["--kubelet-extra-args"]; ok && strings.TrimSpace(v) != "" {
 		// One element: flagwords splits it as systemd split AL2's
 		// $KUBELET_EXTRA_ARGS, and ValidateDocument checks the words.
 		cfg.Spec.Kubelet.Flags = []string{v}

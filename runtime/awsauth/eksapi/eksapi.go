@@ -24,6 +24,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/berth-node/berth/config/nodeconfig"
 )
 
 const (
@@ -93,6 +95,12 @@ type retryable struct{ error }
 
 func (r retryable) Unwrap() error { return r.error }
 
+// Described is cl as nodeconfig.FillFromEKS takes it.
+func (cl Cluster) Described() nodeconfig.DescribedCluster {
+	return nodeconfig.DescribedCluster{Endpoint: cl.Endpoint, CertificateAuthority: cl.CertificateAuthority,
+		ServiceIPv4CIDR: cl.ServiceIPv4CIDR, ServiceIPv6CIDR: cl.ServiceIPv6CIDR, IPFamily: cl.IPFamily, ID: cl.ID}
+}
+
 // DescribeCluster returns the named cluster, retrying what EKS answers
 // with throttling or a 5xx, and failed connections, until c.Timeout.
 // Errors name the call, the cluster and the endpoint.
@@ -107,18 +115,22 @@ func (c *Client) DescribeCluster(ctx context.Context, name string) (Cluster, err
 	if pause == nil {
 		pause = func(n int) time.Duration { return time.Second << min(n, 4) }
 	}
+	var last error
 	for attempt := 0; ; attempt++ {
 		cl, err := c.once(ctx, name)
 		if err == nil {
 			return cl, nil
 		}
-		err = fmt.Errorf("eks:DescribeCluster %s at %s (region %s): %w", name, c.Endpoint, c.Region, err)
+		// A call the deadline cut says less than the answer before it.
+		if last == nil || ctx.Err() == nil {
+			last = fmt.Errorf("eks:DescribeCluster %s at %s (region %s): %w", name, c.Endpoint, c.Region, err)
+		}
 		if !errors.As(err, new(retryable)) {
-			return Cluster{}, err
+			return Cluster{}, last
 		}
 		select {
 		case <-ctx.Done():
-			return Cluster{}, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1, timeout)
+			return Cluster{}, fmt.Errorf("%w (gave up after %d attempts in %s)", last, attempt+1, timeout)
 		case <-time.After(pause(attempt)):
 		}
 	}

@@ -77,7 +77,7 @@ func TestDescribeClusterRetriesThenGivesUp(t *testing.T) {
 		_, _ = w.Write([]byte(`{"message":"boom"}`))
 	}))
 	defer srv.Close()
-	c := &Client{Endpoint: srv.URL, Region: "us-west-2", Creds: awsCreds(roleCreds), Timeout: 300 * time.Millisecond,
+	c := &Client{Endpoint: srv.URL, Region: "us-west-2", Creds: awsCreds(roleCreds), Timeout: 2 * time.Second,
 		Retry: func(int) time.Duration { return 20 * time.Millisecond }}
 	_, err := c.DescribeCluster(context.Background(), "prod")
 	if err == nil || !strings.Contains(err.Error(), "ServerException: boom") || !strings.Contains(err.Error(), "gave up after") || n.Load() < 3 {
