@@ -116,10 +116,7 @@ spec:
 	if strings.Contains(nodeConfig+script, "bootstrap-token") || strings.Contains(nodeConfig+script, inst.Role.SecretAccessKey) {
 		t.Fatal("the user data must carry no bootstrap token and no credentials")
 	}
-	userData := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"==BOUNDARY==\"\n\n" +
-		"--==BOUNDARY==\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n" + script + "\n" +
-		"--==BOUNDARY==\nContent-Type: application/node.eks.aws\n\n" + nodeConfig + "\n--==BOUNDARY==--\n"
-	srv, err := imdsserver.New(imdsserver.Config{Instance: inst, UserData: []byte(userData)})
+	srv, err := imdsserver.New(imdsserver.Config{Instance: inst, UserData: scriptAndNodeConfig(script, nodeConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,9 +52,15 @@ func testCA(t *testing.T) string {
 // mimeUserData wraps NodeConfig YAML the way eksctl and Karpenter do: MIME
 // multipart with a shell part berth must skip.
 func mimeUserData(nodeConfig string) []byte {
-	return []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n" +
-		"--BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hello\n\n" +
-		"--BOUNDARY\nContent-Type: application/node.eks.aws\n\n" + nodeConfig + "\n--BOUNDARY--\n")
+	return scriptAndNodeConfig("#!/bin/bash\necho hello\n", nodeConfig)
+}
+
+// scriptAndNodeConfig is MIME multipart user data of a shell script part
+// and a NodeConfig part, in that order, as Karpenter writes it.
+func scriptAndNodeConfig(script, nodeConfig string) []byte {
+	return []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n" +
+		"--//\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n" + script + "\n" +
+		"--//\nContent-Type: application/node.eks.aws\n\n" + nodeConfig + "\n--//--\n")
 }
 
 func nodeConfigYAML(t *testing.T, extraSpec string) string {

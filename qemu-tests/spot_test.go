@@ -35,9 +35,7 @@ K8S_CLUSTER_DNS_IP=%s
 	// The cluster part of joinNodeConfig is the script's: keep the rest.
 	nc := joinNodeConfig(info, cluster.mirror)
 	nc = nc[:strings.Index(nc, "spec:")]
-	return []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n" +
-		"--//\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n" + script + "\n" +
-		"--//\nContent-Type: application/node.eks.aws\n\n" + nc + "\n--//--\n")
+	return scriptAndNodeConfig(script, nc)
 }
 
 // A spot interruption notice on a joined node running a pod: the IMDS
