@@ -516,6 +516,13 @@ func (c *Cluster) RouteKubelet(node string, hostPort int) error {
 	return c.proxy.route(node, hostPort)
 }
 
+// RouteKubeletVia makes the apiserver's connections to node's kubelet go
+// to addr (the node's IP and port 10250) through dial: a node on a
+// virtual network (vnet) that the host has no route to.
+func (c *Cluster) RouteKubeletVia(node, addr string, dial DialFunc) error {
+	return c.proxy.routeVia(node, addr, dial)
+}
+
 // Stop stops the components in reverse start order, each bounded by
 // StopTimeout, then removes the state directory unless KeepState. It is safe
 // to call more than once and from several goroutines.

@@ -74,30 +74,50 @@ type kubeletProxy struct {
 	dialTimeout time.Duration
 
 	mu     sync.Mutex
-	routes map[string]string // CONNECT target "host:port" → address to dial
+	routes map[string]kubeletRoute // by CONNECT target "host:port"
 	ln     net.Listener
 	conns  map[net.Conn]bool // open client and upstream connections, closed by close
 	wg     sync.WaitGroup
 	closed bool
 }
 
+// DialFunc dials addr ("host:port") on a network the host has no route
+// to, such as a virtual network's gateway stack (vnet.Network.DialContext).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// kubeletRoute is where a node's kubelet is: addr, dialled by dial (the
+// host's own network when nil).
+type kubeletRoute struct {
+	addr string
+	dial DialFunc
+}
+
 func newKubeletProxy(log *slog.Logger) *kubeletProxy {
-	return &kubeletProxy{log: log, dialTimeout: 10 * time.Second, routes: map[string]string{}, conns: map[net.Conn]bool{}}
+	return &kubeletProxy{log: log, dialTimeout: 10 * time.Second, routes: map[string]kubeletRoute{}, conns: map[net.Conn]bool{}}
 }
 
 // route registers the kubelet of node as reachable at 127.0.0.1:hostPort
 // (its VM's hostfwd to the guest's 10250). A later call for the same node
 // replaces the earlier.
 func (p *kubeletProxy) route(node string, hostPort int) error {
-	if node == "" {
-		return errors.New("routing a kubelet: empty node name")
-	}
 	if hostPort <= 0 || hostPort > 65535 {
 		return fmt.Errorf("routing the kubelet of %s: host port %d out of range", node, hostPort)
 	}
+	return p.routeVia(node, net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort)), nil)
+}
+
+// routeVia registers the kubelet of node as reachable at addr through
+// dial (nil: the host's network).
+func (p *kubeletProxy) routeVia(node, addr string, dial DialFunc) error {
+	if node == "" {
+		return errors.New("routing a kubelet: empty node name")
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("routing the kubelet of %s: address %q: %w", node, addr, err)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.routes[net.JoinHostPort(node, strconv.Itoa(KubeletPort))] = net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort))
+	p.routes[net.JoinHostPort(node, strconv.Itoa(KubeletPort))] = kubeletRoute{addr: addr, dial: dial}
 	return nil
 }
 
@@ -105,17 +125,17 @@ func (p *kubeletProxy) route(node string, hostPort int) error {
 var errNoRoute = errors.New("no route")
 
 // lookup decides where a CONNECT target goes.
-func (p *kubeletProxy) lookup(target string) (string, error) {
+func (p *kubeletProxy) lookup(target string) (kubeletRoute, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if addr, ok := p.routes[target]; ok {
-		return addr, nil
+	if r, ok := p.routes[target]; ok {
+		return r, nil
 	}
 	known := make([]string, 0, len(p.routes))
 	for t := range p.routes {
 		known = append(known, t)
 	}
-	return "", fmt.Errorf("%w for CONNECT %s (routes: %v; a test registers a node's kubelet with Cluster.RouteKubelet)", errNoRoute, target, known)
+	return kubeletRoute{}, fmt.Errorf("%w for CONNECT %s (routes: %v; a test registers a node's kubelet with Cluster.RouteKubelet)", errNoRoute, target, known)
 }
 
 // serve accepts CONNECT requests on ln until close.
@@ -180,13 +200,21 @@ func (p *kubeletProxy) handle(c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	target := req.RequestURI
-	addr, err := p.lookup(target)
+	r, err := p.lookup(target)
 	if err != nil {
 		p.log.Warn("egress proxy: refused", "target", target, "err", err)
 		reply(c, http.StatusBadGateway, err.Error())
 		return
 	}
-	up, err := net.DialTimeout("tcp", addr, p.dialTimeout)
+	addr := r.addr
+	var up net.Conn
+	if r.dial != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.dialTimeout)
+		up, err = r.dial(ctx, "tcp", addr)
+		cancel()
+	} else {
+		up, err = net.DialTimeout("tcp", addr, p.dialTimeout)
+	}
 	if err != nil {
 		err = fmt.Errorf("dialing %s for CONNECT %s: %w", addr, target, err)
 		p.log.Warn("egress proxy: dial failed", "target", target, "err", err)

@@ -123,6 +123,37 @@ func TestProxyRoutesByNode(t *testing.T) {
 	}
 }
 
+// A node on a network the host has no route to (vnet): the proxy dials
+// the node's own address through the dial function it was given, and
+// the tunnel carries the bytes both ways.
+func TestProxyRoutesVia(t *testing.T) {
+	p, sock := startTestProxy(t)
+	port := echoServer(t, "node-a")
+	var asked []string
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		asked = append(asked, network+" "+addr)
+		// The "virtual network" here is the host's loopback.
+		return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}
+	if err := p.routeVia("ip-192-168-127-10.us-west-2.compute.internal", "192.168.127.10:10250", dial); err != nil {
+		t.Fatal(err)
+	}
+	resp, c, br := connect(t, sock, "ip-192-168-127-10.us-west-2.compute.internal:10250")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %s", resp.Status)
+	}
+	fmt.Fprintf(c, "hello\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "node-a:hello\n" {
+		t.Errorf("through the tunnel: %q, %v", line, err)
+	}
+	if len(asked) != 1 || asked[0] != "tcp 192.168.127.10:10250" {
+		t.Errorf("the dial function was asked %q; want once, for tcp 192.168.127.10:10250", asked)
+	}
+	if err := p.routeVia("node-b", "no-port", dial); err == nil || !strings.Contains(err.Error(), "no-port") {
+		t.Errorf("routeVia with an address without a port: %v", err)
+	}
+}
+
 func TestProxyUnknownTarget(t *testing.T) {
 	p, sock := startTestProxy(t)
 	if err := p.route("node-a", echoServer(t, "node-a")); err != nil {

@@ -73,12 +73,16 @@ type Disk struct {
 	Serial    string
 }
 
-// NIC is a user-mode (slirp) network card: the guest is 10.0.2.15, the host
-// 10.0.2.2, DNS 10.0.2.3.
+// NIC is a network card: by default on QEMU's user network (slirp),
+// where the guest is 10.0.2.15, the host 10.0.2.2, DNS 10.0.2.3; with
+// Stream, on a shared virtual network (package vnet).
 type NIC struct {
 	// Model is the QEMU device, "virtio-net-pci" by default.
 	Model string
 	MAC   string
+	// Stream is the unix socket of a vnet switch to join (-netdev
+	// stream); HostFwd and GuestFwd are then unused.
+	Stream string
 	// HostFwd are slirp hostfwd rules, e.g. "tcp:127.0.0.1:10250-:10250".
 	HostFwd []string
 	// GuestFwd are slirp guestfwd rules, e.g. "tcp:10.0.2.100:80-cmd:...".
@@ -448,6 +452,9 @@ func (vm *VM) args() []string {
 		}
 		for _, g := range n.GuestFwd {
 			nd += ",guestfwd=" + g
+		}
+		if n.Stream != "" {
+			nd = "stream,id=" + id + ",server=off,addr.type=unix,addr.path=" + n.Stream
 		}
 		model := n.Model
 		if model == "" {
