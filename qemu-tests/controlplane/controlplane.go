@@ -54,6 +54,13 @@ type Options struct {
 	ServiceCIDR        string
 	ClusterCIDR        string
 	ExtraAPIServerArgs []string
+	// KubeletAddressType is the node address the apiserver dials a
+	// kubelet by (--kubelet-preferred-address-types): Hostname (the
+	// default) on QEMU's user network, where every node is 10.0.2.15;
+	// InternalIP on a virtual network (vnet), where each node has its
+	// own, as on EKS. The nodes/<n>/proxy subresource needs InternalIP:
+	// the apiserver resolves a Hostname address itself before it dials.
+	KubeletAddressType string
 	// TokenWebhookURL, when set, registers a token authentication webhook
 	// (authentication.k8s.io/v1 TokenReview) with kube-apiserver, as EKS
 	// registers its IAM authenticator. Bootstrap tokens keep working: the
@@ -159,6 +166,13 @@ func findBinary(dirs []string, name string) (string, error) {
 func (o *Options) setDefaults() error {
 	if o.AdvertiseAddress == "" {
 		o.AdvertiseAddress = DefaultAdvertiseAddress
+	}
+	switch o.KubeletAddressType {
+	case "":
+		o.KubeletAddressType = "Hostname"
+	case "Hostname", "InternalIP":
+	default:
+		return fmt.Errorf("kubelet address type %q: want Hostname or InternalIP", o.KubeletAddressType)
 	}
 	if net.ParseIP(o.AdvertiseAddress) == nil {
 		return fmt.Errorf("advertise address %q is not an IP address", o.AdvertiseAddress)
@@ -516,9 +530,10 @@ func (c *Cluster) RouteKubelet(node string, hostPort int) error {
 	return c.proxy.route(node, hostPort)
 }
 
-// RouteKubeletVia makes the apiserver's connections to node's kubelet go
-// to addr (the node's IP and port 10250) through dial: a node on a
-// virtual network (vnet) that the host has no route to.
+// RouteKubeletVia makes the apiserver's connections to a kubelet go to
+// addr (the node's IP and port 10250) through dial: a node on a virtual
+// network (vnet) that the host has no route to. node is the address the
+// apiserver names it by (KubeletAddressType): its InternalIP there.
 func (c *Cluster) RouteKubeletVia(node, addr string, dial DialFunc) error {
 	return c.proxy.routeVia(node, addr, dial)
 }

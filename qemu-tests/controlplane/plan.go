@@ -122,9 +122,10 @@ func apiServerArgs(l layout, o Options) []string {
 		"--kubelet-client-certificate=" + l.cert("apiserver-kubelet-client"),
 		"--kubelet-client-key=" + l.key("apiserver-kubelet-client"),
 		// Kubelet traffic goes through the test's CONNECT proxy to each
-		// VM's hostfwd, named by the node's Hostname address (egress.go).
+		// VM's hostfwd, named by the node's Hostname address, or to each
+		// node's InternalIP on a virtual network (egress.go).
 		"--egress-selector-config-file=" + l.egressSelectorConfig(),
-		"--kubelet-preferred-address-types=Hostname",
+		"--kubelet-preferred-address-types=" + o.KubeletAddressType,
 		"--enable-bootstrap-token-auth=true",
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",

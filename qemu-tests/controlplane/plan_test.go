@@ -174,8 +174,12 @@ func TestSetDefaults(t *testing.T) {
 	if o.Ports != (Ports{}) {
 		t.Errorf("setDefaults chose ports %+v up front", o.Ports)
 	}
-	if o.AdvertiseAddress != "10.0.2.2" || o.ReadyTimeout == 0 || o.StopTimeout == 0 || o.pickPorts == nil {
+	if o.AdvertiseAddress != "10.0.2.2" || o.KubeletAddressType != "Hostname" || o.ReadyTimeout == 0 || o.StopTimeout == 0 || o.pickPorts == nil {
 		t.Errorf("defaults not applied: %+v", o)
+	}
+	badType := Options{KubeletAddressType: "ExternalDNS"}
+	if err := badType.setDefaults(); err == nil || !strings.Contains(err.Error(), `"ExternalDNS"`) {
+		t.Errorf("kubelet address type ExternalDNS: %v", err)
 	}
 	bad := Options{AdvertiseAddress: "host.example"}
 	if err := bad.setDefaults(); err == nil {
