@@ -100,6 +100,7 @@ func TestVirtualNetworkTwoNodes(t *testing.T) {
 	qemuStart := time.Now()
 	for i, nd := range nodes {
 		cfg := qemu.ImageConfig(dir, "")
+		cfg.Name = nd.name
 		// ImageConfig turns IMDS off for QEMU's user network, which has
 		// none; this network has one at EC2's address.
 		cfg.Append = strings.Join(slices.DeleteFunc(strings.Fields(cfg.Append), func(w string) bool {

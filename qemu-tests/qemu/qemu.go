@@ -28,6 +28,9 @@ import (
 
 // Config describes one VM.
 type Config struct {
+	// Name tells apart the VMs of a test that boots several: each
+	// console log is then <test name>.<Name>.console.log.
+	Name           string
 	Kernel, Initrd string
 	// Append is the kernel command line; "console=ttyS0" is added when absent,
 	// and "berth.debugshell=ttyS1" when Shell is set (ttyAMA0 and hvc0 on
@@ -239,7 +242,7 @@ type BootOptions struct {
 // Start boots a VM and registers its cleanup with t: QEMU is killed when the
 // test ends (or at cfg.Timeout, whichever is first), and when the test has
 // failed the console tail is logged. With $BERTH_QEMU_LOGDIR set, the
-// console is also copied to <dir>/<test name>.console.log. A config with
+// console is also copied to <dir>/<test name>[.<cfg.Name>].console.log. A config with
 // no Arch (a disk made from the test image, booted by UEFI) runs on the
 // test image's architecture.
 func Start(t testing.TB, cfg Config) *VM {
@@ -251,7 +254,11 @@ func Start(t testing.TB, cfg Config) *VM {
 	var sink io.Writer
 	if logDir := os.Getenv("BERTH_QEMU_LOGDIR"); logDir != "" {
 		if err := os.MkdirAll(logDir, 0o755); err == nil {
-			name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+			name := t.Name()
+			if cfg.Name != "" {
+				name += "." + cfg.Name
+			}
+			name = strings.NewReplacer("/", "_", " ", "_").Replace(name)
 			if f, err := os.Create(filepath.Join(logDir, name+".console.log")); err == nil {
 				sink = f
 				t.Cleanup(func() { f.Close() })
