@@ -295,7 +295,7 @@ func TestVirtualNetworkTwoNodes(t *testing.T) {
 		}
 	}
 	for _, nd := range nodes {
-		if err := nd.vm.WaitExit(time.Minute); err != nil {
+		if err := nd.vm.WaitExit(powerOffBound); err != nil {
 			t.Errorf("%s: %v", nd.name, err)
 		}
 	}
