@@ -3,6 +3,7 @@ package qemutests
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/network"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
@@ -121,10 +123,10 @@ func TestVirtualNetworkTwoNodes(t *testing.T) {
 		}
 		nd.vm = qemu.Start(t, cfg)
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		safe.Go(slog.Default(), nd.name+" boot report", func() {
 			nd.rep, errs[i] = nd.vm.Report(bootTimeout)
-		}()
+			wg.Done()
+		}, func(p *safe.Panic) { errs[i] = p; wg.Done() })
 	}
 	wg.Wait()
 	for i, nd := range nodes {

@@ -49,6 +49,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/network/timesync/ntptest"
 )
 
@@ -558,10 +559,10 @@ func (n *Network) startService(s Service) error {
 				return err
 			}
 			n.wg.Add(1)
-			go func() {
+			safe.Go(n.log, "vnet: service "+s.Name+" connection", func() {
 				defer n.wg.Done()
 				n.forward(s, c)
-			}()
+			}, nil)
 		}
 	})
 	return nil
@@ -584,12 +585,12 @@ func (n *Network) forward(s Service, guest net.Conn) {
 		return
 	}
 	defer n.untrack(host)
-	splice(guest, host)
+	splice(n.log, guest, host)
 }
 
 // splice copies both ways until both directions end, passing on each
 // half-close.
-func splice(a, b net.Conn) {
+func splice(log *slog.Logger, a, b net.Conn) {
 	done := make(chan struct{}, 2)
 	half := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
@@ -600,8 +601,8 @@ func splice(a, b net.Conn) {
 		}
 		done <- struct{}{}
 	}
-	go half(a, b)
-	go half(b, a)
+	safe.Go(log, "vnet: splice", func() { half(a, b) }, nil)
+	safe.Go(log, "vnet: splice", func() { half(b, a) }, nil)
 	<-done
 	<-done
 }
@@ -634,7 +635,7 @@ func (n *Network) addCloser(c io.Closer) {
 // closing.
 func (n *Network) goServe(what string, serve func() error) {
 	n.wg.Add(1)
-	go func() {
+	safe.Go(n.log, "vnet: "+what, func() {
 		defer n.wg.Done()
 		err := serve()
 		n.mu.Lock()
@@ -643,11 +644,8 @@ func (n *Network) goServe(what string, serve func() error) {
 		if !closed && err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("vnet: server stopped", "server", what, "err", err)
 		}
-	}()
+	}, nil)
 }
-
-// Gateway is the gateway's (and DHCP and DNS server's) address.
-func (n *Network) Gateway() netip.Addr { return n.gateway }
 
 // Attach joins one guest to the switch over conn, which speaks QEMU's
 // stream protocol (a 32-bit big-endian length before each frame:
@@ -687,12 +685,12 @@ func (n *Network) Listen(path string) error {
 				return err
 			}
 			n.wg.Add(1)
-			go func() {
+			safe.Go(n.log, "vnet: guest link", func() {
 				defer n.wg.Done()
 				if err := n.Attach(context.Background(), c); err != nil && !n.isClosed() {
 					n.log.Debug("vnet: guest link ended", "err", err)
 				}
-			}()
+			}, nil)
 		}
 	})
 	return nil
@@ -725,15 +723,6 @@ func (n *Network) DialContext(ctx context.Context, network, address string) (net
 	return c, nil
 }
 
-// Node returns the node configured at ip.
-func (n *Network) Node(ip netip.Addr) (Node, bool) {
-	nd, ok := n.byIP[ip]
-	if !ok {
-		return Node{}, false
-	}
-	return *nd, true
-}
-
 // Close stops the gateway and drops every guest link.
 func (n *Network) Close() error {
 	n.mu.Lock()
@@ -762,7 +751,7 @@ func (n *Network) Close() error {
 		n.stack.Close()
 	}
 	done := make(chan struct{})
-	go func() { n.wg.Wait(); close(done) }()
+	safe.Go(n.log, "vnet: close", func() { n.wg.Wait(); close(done) }, nil)
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
