@@ -307,11 +307,12 @@ include components.mk
 ## the host's kube and etcd directories (the control plane stays amd64;
 ## the test harness finds its binaries in the subdirectories), the node's
 ## components, and images/ with that ARCH's pause and demo tarballs and
-## the cluster images TEST_IMAGES names (default all four: install-cni,
-## kube-proxy, coredns, busybox; test-qemu-arm64 asks for fewer, and the
+## the cluster images TEST_IMAGES names (default all six: install-cni,
+## kube-proxy, coredns, busybox, flannel, flannel-cni-plugin;
+## test-qemu-arm64 asks for fewer, and the
 ## test rig's clusterimages.Find takes what is there). Remade whole each
 ## time (links only; a rename puts it in place).
-TEST_IMAGES ?= install-cni kube-proxy coredns busybox
+TEST_IMAGES ?= install-cni kube-proxy coredns busybox flannel flannel-cni-plugin
 .PHONY: test-components-dir
 ifeq ($(ARCH),amd64)
 test-components-dir:
@@ -333,7 +334,10 @@ endif
 ## ARCH=arm64: the arm64 test image under qemu-system-aarch64, joining the
 ## host's amd64 control plane, with arm64 install-cni, kube-proxy, CoreDNS,
 ## busybox and demo images (TEST_COMPONENTS_DIR); output in build/arm64/demo.
-demo: deps image-test etcd cluster-images $(TEST_COMPONENTS)
+# The demo's one node runs install-cni, kube-proxy and CoreDNS: flannel's
+# images (TestCluster's two nodes) are not built for it.
+DEMO_CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy.tar coredns.tar busybox.tar)
+demo: deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(TEST_COMPONENTS)
 	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(ARCH_BUILD)/demo
 
 ## bench: boot the test image N times (default 5) without config and N times

@@ -22,6 +22,13 @@ CONTAINERD_VERSION := v2.2.3
 RUNC_VERSION       := v1.3.6
 CNI_VERSION        := v1.7.1
 COREDNS_VERSION    := v1.15.0
+# flannel, the cluster CNI across nodes (TestCluster): flanneld and
+# install-conf from components/flannel, and the flannel CNI plugin, whose
+# source components/flannel-cni holds at FLANNEL_CNI_VERSION (its doc.go
+# says why it is copied and not required).
+FLANNEL_VERSION    := v0.28.10
+FLANNEL_CNI_VERSION := v1.9.1-flannel1
+FLANNEL_CNI_COMMIT  := 4c87e5d413198ceede07f8ef6f828357ebbd00c0
 # The sandbox image containerd is configured with; the pause tarball is
 # imported under exactly this name.
 PAUSE_IMAGE        := registry.k8s.io/pause:3.10
@@ -41,7 +48,8 @@ else
 BUSYBOX_VERSION     = $(shell sed -n 's/^busybox-static:$(ARCH)=//p' $(SYSROOT)/.packages 2>/dev/null | sed 's/^[0-9]*://; s/[^A-Za-z0-9_.-]/-/g')
 endif
 CLUSTER_IMAGE_REFS  = $(CLUSTER_REGISTRY)/install-cni:$(CNI_VERSION) $(CLUSTER_REGISTRY)/kube-proxy:$(KUBE_VERSION) \
-  $(CLUSTER_REGISTRY)/coredns:$(COREDNS_VERSION) $(CLUSTER_REGISTRY)/busybox:$(BUSYBOX_VERSION)
+  $(CLUSTER_REGISTRY)/coredns:$(COREDNS_VERSION) $(CLUSTER_REGISTRY)/busybox:$(BUSYBOX_VERSION) \
+  $(CLUSTER_REGISTRY)/flannel:$(FLANNEL_VERSION) $(CLUSTER_REGISTRY)/flannel-cni-plugin:$(FLANNEL_CNI_VERSION)
 # demo.tar (above) is served under this name; the name inside the tarball is
 # only a default.
 DEMO_IMAGE_REF     := $(CLUSTER_REGISTRY)/demo:v1
@@ -58,6 +66,8 @@ CNI_DIR         := $(ARCH_COMPONENTS_DIR)/cni-plugins-$(CNI_VERSION)
 OCI_IMAGES_DIR  := $(ARCH_COMPONENTS_DIR)/images
 KUBE_PROXY_DIR  := $(ARCH_COMPONENTS_DIR)/kube-proxy-$(KUBE_VERSION)
 COREDNS_DIR     := $(ARCH_COMPONENTS_DIR)/coredns-$(COREDNS_VERSION)
+FLANNEL_DIR     := $(ARCH_COMPONENTS_DIR)/flannel-$(FLANNEL_VERSION)
+FLANNEL_CNI_DIR := $(ARCH_COMPONENTS_DIR)/flannel-cni-$(FLANNEL_CNI_VERSION)
 # amd64's kubelet is one of the kube recipe's five binaries; arm64's is built
 # alone into its own directory (the control plane stays on the host).
 ifeq ($(ARCH),amd64)
@@ -109,7 +119,7 @@ KUBE_LDFLAGS = -s -w \
   -X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR) \
   -X k8s.io/client-go/pkg/version.gitTreeState=clean
 
-.PHONY: components kube kubelet etcd containerd runc cni pause-images components-versions kube-proxy coredns cluster-images
+.PHONY: components kube kubelet etcd containerd runc cni pause-images components-versions kube-proxy coredns flannel cluster-images
 
 ifeq ($(ARCH),amd64)
 ## components: kubelet, control plane, etcd, containerd, runc, CNI plugins, pause/demo images, the cluster's images.
@@ -128,6 +138,7 @@ cni:          $(CNI_DIR)/.built
 pause-images: $(OCI_IMAGES_DIR)/pause.tar $(OCI_IMAGES_DIR)/demo.tar
 kube-proxy:   $(KUBE_PROXY_DIR)/.built
 coredns:      $(COREDNS_DIR)/.built
+flannel:      $(FLANNEL_DIR)/.built $(FLANNEL_CNI_DIR)/.built
 
 ## components-versions: print the pinned versions (for the image manifest).
 components-versions:
@@ -217,6 +228,43 @@ else
 endif
 	@rm -rf $(COREDNS_DIR) && mv $(COREDNS_DIR).tmp $(COREDNS_DIR) && touch $@
 
+# flanneld (vxlan back end only: components/flannel/main.go says why) and
+# flannel's install-conf, from their tools module, as flannel's image has
+# them; after kubelet's build (order only), as CoreDNS, since they share
+# client-go and apimachinery's packages' work for the CPU.
+$(FLANNEL_DIR)/.built: components/flannel/go.mod components/flannel/go.sum components/flannel/main.go | $(KUBELET_DIR)/.built
+	@grep -Eq '^(require )?[[:space:]]*github.com/flannel-io/flannel $(FLANNEL_VERSION)$$' components/flannel/go.mod || \
+	  { echo "flannel: components/flannel/go.mod does not require github.com/flannel-io/flannel $(FLANNEL_VERSION)"; exit 1; }
+	@rm -rf $(FLANNEL_DIR).tmp && mkdir -p $(FLANNEL_DIR).tmp
+	cd components/flannel && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath \
+	  -ldflags '-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$(FLANNEL_VERSION)' \
+	  -o $(FLANNEL_DIR).tmp/flanneld . && \
+	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' \
+	  -o $(FLANNEL_DIR).tmp/install-conf github.com/flannel-io/flannel/cmd/install_conf
+ifeq ($(ARCH),amd64)
+	@$(FLANNEL_DIR).tmp/flanneld --version 2>&1 | grep -qx '$(FLANNEL_VERSION)' || { echo "flannel: flanneld --version is not $(FLANNEL_VERSION)"; exit 1; }
+else
+	@$(call CHECK_CROSS,flannel,$(FLANNEL_DIR).tmp/flanneld $(FLANNEL_DIR).tmp/install-conf)
+endif
+	@$(GO) version -m $(FLANNEL_DIR).tmp/flanneld | grep -P '^\tdep\tgithub.com/flannel-io/flannel\t$(FLANNEL_VERSION)\t' >/dev/null || \
+	  { echo "flannel: flanneld is not built from github.com/flannel-io/flannel $(FLANNEL_VERSION)"; exit 1; }
+	@rm -rf $(FLANNEL_DIR) && mv $(FLANNEL_DIR).tmp $(FLANNEL_DIR) && touch $@
+
+# The flannel CNI plugin that flannel's manifest copies into /opt/cni/bin.
+$(FLANNEL_CNI_DIR)/.built: components/flannel-cni/go.mod components/flannel-cni/go.sum $(wildcard components/flannel-cni/*.go)
+	@grep -q 'at tag $(FLANNEL_CNI_VERSION) (commit $(FLANNEL_CNI_COMMIT);' components/flannel-cni/doc.go || \
+	  { echo "flannel-cni: components/flannel-cni/doc.go does not record tag $(FLANNEL_CNI_VERSION) at $(FLANNEL_CNI_COMMIT): copy that tag's flannel.go and flannel_linux.go and say so there"; exit 1; }
+	@rm -rf $(FLANNEL_CNI_DIR).tmp && mkdir -p $(FLANNEL_CNI_DIR).tmp
+	cd components/flannel-cni && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath \
+	  -ldflags '-s -w -X main.Program=flannel -X main.Version=$(FLANNEL_CNI_VERSION) -X main.Commit=$(FLANNEL_CNI_COMMIT)' \
+	  -o $(FLANNEL_CNI_DIR).tmp/flannel .
+ifeq ($(ARCH),amd64)
+	@CNI_COMMAND=VERSION $(FLANNEL_CNI_DIR).tmp/flannel </dev/null | grep -q '"1.0.0"' || { echo "flannel-cni: the plugin does not speak CNI 1.0.0 (CNI_COMMAND=VERSION)"; exit 1; }
+else
+	@$(call CHECK_CROSS,flannel-cni,$(FLANNEL_CNI_DIR).tmp/flannel)
+endif
+	@rm -rf $(FLANNEL_CNI_DIR) && mv $(FLANNEL_CNI_DIR).tmp $(FLANNEL_CNI_DIR) && touch $@
+
 # `go install mod@version` builds outside any module; the Makefile's
 # GOFLAGS=-mod=mod does not apply there, so it is cleared.
 CONTAINERD_BINS := containerd containerd-shim-runc-v2 ctr
@@ -297,7 +345,7 @@ $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image
 	CGO_ENABLED=0 $(GO_CROSS)$(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/demo ./components/demo
 	$(GO) run ./image/oci/cmd/mkoci$(MKOCI_ARCH) -name $(DEMO_IMAGE) -title berth-demo -version $(lastword $(subst :, ,$(DEMO_IMAGE))) -entrypoint /demo -file demo=$(OCI_IMAGES_DIR)/demo -out $@
 
-# The cluster's images (install-cni, kube-proxy, coredns, busybox), each
+# The cluster's images (install-cni, kube-proxy, coredns, busybox, flannel and its CNI plugin), each
 # from its spec in image/oci/images/ by mkoci, which resolves the shared
 # libraries of dynamically linked programs (iptables) and refuses an ELF file
 # of another machine. A tarball is rebuilt when its spec, its programs or the
@@ -308,14 +356,16 @@ $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image
 # prerequisite instead; make sysroot is run first, and it unpacks what the
 # image specs here copy as well as what the node image's does.
 comma := ,
-CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy.tar coredns.tar busybox.tar)
+CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy.tar coredns.tar busybox.tar flannel.tar flannel-cni-plugin.tar)
 MKOCI_SRCS := $(filter-out %_test.go,$(wildcard image/oci/*.go image/oci/imagespec/*.go image/oci/cmd/mkoci/*.go \
   image/assemble/*.go image/elfdeps/*.go image/spec/*.go image/fstree/*.go image/sysroot/*.go))
 # MKOCI_DIR_VARS are the specs' variables but busybox's version, which
 # make sysroot (listing the specs' host files before busybox's package is
 # unpacked) gives a stand-in.
 MKOCI_DIR_VARS = -var CNI_VERSION=$(CNI_VERSION) -var CNI_DIR=$(CNI_DIR) -var KUBE_VERSION=$(KUBE_VERSION) \
-  -var KUBE_PROXY_DIR=$(KUBE_PROXY_DIR) -var COREDNS_VERSION=$(COREDNS_VERSION) -var COREDNS_DIR=$(COREDNS_DIR)
+  -var KUBE_PROXY_DIR=$(KUBE_PROXY_DIR) -var COREDNS_VERSION=$(COREDNS_VERSION) -var COREDNS_DIR=$(COREDNS_DIR) \
+  -var FLANNEL_VERSION=$(FLANNEL_VERSION) -var FLANNEL_DIR=$(FLANNEL_DIR) \
+  -var FLANNEL_CNI_VERSION=$(FLANNEL_CNI_VERSION) -var FLANNEL_CNI_DIR=$(FLANNEL_CNI_DIR)
 MKOCI_VARS = $(MKOCI_DIR_VARS) \
   -var BUSYBOX_VERSION=$(BUSYBOX_VERSION)$(MKOCI_ARCH)$(if $(SYSROOT), -sysroot $(SYSROOT))
 MKOCI_SPEC = @mkdir -p $(OCI_IMAGES_DIR) && $(GO) run ./image/oci/cmd/mkoci -spec image/oci/images/$(1).yaml $(MKOCI_VARS) -out $@
@@ -338,6 +388,14 @@ $(OCI_IMAGES_DIR)/kube-proxy.tar: image/oci/images/kube-proxy.yaml $(KUBE_PROXY_
 
 $(OCI_IMAGES_DIR)/coredns.tar: image/oci/images/coredns.yaml $(COREDNS_DIR)/.built $(MKOCI_SRCS)
 	$(call MKOCI_SPEC,coredns)
+
+$(OCI_IMAGES_DIR)/flannel.tar: image/oci/images/flannel.yaml $(FLANNEL_DIR)/.built $(MKOCI_SRCS) \
+  $(wildcard $(SYSROOT)/usr/sbin/xtables-nft-multi) $(MKOCI_HOST_DEPS)
+	$(call MKOCI_SPEC,flannel)
+
+$(OCI_IMAGES_DIR)/flannel-cni-plugin.tar: image/oci/images/flannel-cni-plugin.yaml $(FLANNEL_CNI_DIR)/.built $(MKOCI_SRCS) \
+  $(wildcard $(SYSROOT)/bin/busybox) $(MKOCI_HOST_DEPS)
+	$(call MKOCI_SPEC,flannel-cni-plugin)
 
 $(OCI_IMAGES_DIR)/busybox.tar: image/oci/images/busybox.yaml $(MKOCI_SRCS) $(wildcard $(SYSROOT)/bin/busybox) $(MKOCI_HOST_DEPS)
 	@test -n "$(BUSYBOX_VERSION)" || { echo "busybox: busybox-static is not installed: run make $(if $(SYSROOT),sysroot ARCH=$(ARCH),deps)"; exit 1; }

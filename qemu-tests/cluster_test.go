@@ -4,134 +4,321 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/internal/safe"
+	"github.com/berth-node/berth/network"
+	"github.com/berth-node/berth/qemu-tests/controlplane"
+	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/qemu-tests/vnet"
 )
 
 // clusterTimeout bounds each add-on's start under TCG: an image pull from
 // the stand-in, an unpack and a container start on 2 shared cores.
 const clusterTimeout = 6 * time.Minute
 
-// TestCluster is a real cluster on a berth node, as EKS runs one: the node
-// joins with no CNI and stays NotReady ("cni plugin not initialized") until
-// the install-cni DaemonSet (as aws-node) copies its plugins into
-// /opt/cni/bin and writes a conflist for the node's spec.podCIDR; then
-// kube-proxy (iptables mode, Debian's iptables in its image) and CoreDNS
-// (EKS's Corefile) run from images containerd pulls from the registry
-// stand-in. A ClusterIP Service in front of the demo pod is resolved and
-// fetched from a busybox pod and from the host's network; kubectl logs,
-// exec and debug node reach the kubelet through the control plane.
+// TestCluster is a real cluster of two berth nodes, as EKS runs one, on
+// one virtual network (package vnet), booted with the kernel command line
+// they have in production: no berth.imds. Each takes its own address by
+// DHCP, reads its own instance's metadata and user data at
+// 169.254.169.254, and sets its clock from 169.254.169.123 (node-a's RTC
+// is an hour behind: the step proves the answer came from there). Both
+// join the control plane, reached at its virtual address on the subnet,
+// with no CNI, and stay NotReady ("cni plugin not initialized") until
+// flannel's DaemonSet, from its upstream manifest, copies its plugin into
+// /opt/cni/bin, writes its conflist and builds its vxlan; then kube-proxy
+// (iptables mode, Debian's iptables in its image) and CoreDNS (EKS's
+// Corefile) run from images containerd pulls from the registry stand-in
+// there. Across the nodes: a pod on each resolves cluster names (CoreDNS
+// runs on one of them), fetches a Service whose only backend is on
+// node-a, and the other node's pod by its pod IP; node-b's host network
+// fetches the Service; the host reaches the NodePort through each node's
+// IP. kubectl logs, exec and debug node reach node-a's kubelet, and each
+// node's pod log and nodes/<n>/proxy work through the API server's egress
+// proxy, which dials each kubelet by its node IP through the network's
+// gateway. The nodes reach each other directly; a connection to an
+// address outside the machine is refused at once, and the network
+// records it.
 func TestCluster(t *testing.T) {
-	c := startClusterWith(t, clusterOptions{noCNI: true})
-	if err := c.images.Require("kube-proxy.tar", "coredns.tar", "busybox.tar"); err != nil {
+	dir := qemu.ImageDir(t)
+	// The host's services, as the nodes see them: one address on the
+	// subnet, as a VPC endpoint would be.
+	svcAddr := netip.MustParseAddr("192.168.127.254")
+	tc := startClusterWith(t, clusterOptions{noCNI: true, cp: controlplane.Options{AdvertiseAddress: svcAddr.String(), KubeletAddressType: "InternalIP"}})
+	if err := tc.images.Require("kube-proxy.tar", "coredns.tar", "busybox.tar"); err != nil {
 		t.Fatal(err)
 	}
-	info := c.Info()
-	nc := c.nodeConfig()
-	srv, imdsURL := startIMDS(t, mimeUserData(nc))
-	_ = srv
-	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
-	cfg.MemoryMB = 2048
-	cfg.Timeout = 25 * time.Minute
-	cfg.NICs = []qemu.NIC{{HostFwd: []string{qemu.FwdKubelet}}}
-	cfg.Shell = true
-	vm := qemu.Start(t, cfg)
-	qemuStart := time.Now()
-	since := func() float64 { return time.Since(qemuStart).Seconds() }
-	if rep, err := vm.Report(bootTimeout); err != nil {
-		t.Fatal(err)
-	} else if !reportOK(rep) {
-		t.Fatalf("boot failed: %v", rep["error"])
-	}
-	a := api{c: c.Client(), base: info.HostEndpoint}
-	node := "ip-10-0-2-15.us-west-2.compute.internal"
-	routeKubelet(t, c.Cluster, vm, node)
-
-	// 1. No CNI yet: registered, NotReady, and kubelet says why.
-	var podCIDR string
-	waitFor(t, vm, "node registered, NotReady for want of a CNI", joinTimeout, func() (bool, string) {
-		n, err := getNode(a, node)
-		if err != nil {
-			return false, err.Error()
-		}
-		podCIDR = n.Spec.PodCIDR
-		for _, cd := range n.Status.Conditions {
-			if cd.Type == "Ready" {
-				return cd.Status == "False" && strings.Contains(cd.Message, "cni plugin not initialized"), fmt.Sprintf("%+v", cd)
-			}
-		}
-		return false, "no Ready condition yet"
-	})
-	if out, err := vm.Shell("ls -A /etc/cni/net.d | wc -l", shellTimeout); err != nil || strings.TrimSpace(lastLine(out)) != "0" {
-		t.Fatalf("/etc/cni/net.d is not empty before the CNI DaemonSet (the image must not bake a CNI config): %v %q", err, out)
-	}
-	figure(t, "QEMU start to node registered and NotReady (no CNI): %.1f s", since())
-
-	// 2. The add-ons, as a new EKS cluster has them.
-	c.applyAddons(t, true, true)
-	waitNodeReady(t, vm, a, node)
-	readyAt := since()
-	figure(t, "QEMU start to node Ready (CNI installed by its DaemonSet): %.1f s", readyAt)
-	if podCIDR == "" {
-		n, err := getNode(a, node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		podCIDR = n.Spec.PodCIDR
-	}
-	conf, err := vm.Shell("cat /etc/cni/net.d/10-berth.conflist; ls -l /opt/cni/bin", shellTimeout)
+	info := tc.Info()
+	reg, err := url.Parse(tc.mirror)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if podCIDR == "" || !strings.Contains(conf, `"`+podCIDR+`"`) || !strings.Contains(conf, `"bridge"`) {
-		t.Errorf("the conflist install-cni wrote does not use the node's podCIDR %q:\n%s", podCIDR, conf)
+	regPort, err := netip.ParseAddrPort("127.0.0.1:" + reg.Port())
+	if err != nil {
+		t.Fatalf("registry stand-in %q: %v", tc.mirror, err)
 	}
-	if logs, err := kubectl(t, c.Cluster, kubectlTimeout, "logs", "-n", "kube-system", "daemonset/install-cni"); err != nil {
-		t.Errorf("kubectl logs install-cni: %v", err)
-	} else {
-		t.Logf("install-cni says:\n%s", logs)
+	apiPort := uint16(tc.Ports().APIServer)
+	services := []vnet.Service{
+		{Name: "kube-apiserver", Virtual: netip.AddrPortFrom(svcAddr, apiPort), Host: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), apiPort)},
+		{Name: "registry", Virtual: netip.AddrPortFrom(svcAddr, regPort.Port()), Host: regPort},
+	}
+	if !strings.Contains(info.APIServerEndpoint, svcAddr.String()) {
+		t.Fatalf("the API server endpoint %s is not at %s", info.APIServerEndpoint, svcAddr)
+	}
+	userData := mimeUserData(joinNodeConfig(info, reg.Scheme+"://"+netip.AddrPortFrom(svcAddr, regPort.Port()).String()))
+
+	type node struct {
+		name, ip, id string
+		mac          net.HardwareAddr
+		rtcBehind    time.Duration
+		srv          *imdsserver.Server
+		vm           *qemu.VM
+		rep          map[string]any
+		nodeName     string
+	}
+	nodes := []*node{
+		{name: "node-a", ip: "192.168.127.10", id: "i-0aaaaaaaaaaaaaaa1", mac: net.HardwareAddr{0x52, 0x54, 0x00, 0xb3, 0x27, 0x0a}, rtcBehind: time.Hour},
+		{name: "node-b", ip: "192.168.127.11", id: "i-0bbbbbbbbbbbbbbb2", mac: net.HardwareAddr{0x52, 0x54, 0x00, 0xb3, 0x27, 0x0b}},
+	}
+	var cfgNodes []vnet.Node
+	for _, nd := range nodes {
+		in := imdsserver.DefaultInstance()
+		in.InstanceID = nd.id
+		in.LocalIPv4 = nd.ip
+		in.LocalHostname = "ip-" + strings.ReplaceAll(nd.ip, ".", "-") + ".us-west-2.compute.internal"
+		in.MAC = nd.mac.String()
+		srv, err := imdsserver.New(imdsserver.Config{Instance: in, UserData: userData})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.srv = srv
+		cfgNodes = append(cfgNodes, vnet.Node{Name: nd.name, MAC: nd.mac, IP: netip.MustParseAddr(nd.ip), IMDS: srv})
+	}
+	n, err := vnet.New(vnet.Config{Nodes: cfgNodes, Services: services, SearchDomain: "us-west-2.compute.internal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	sock := filepath.Join(t.TempDir(), "vnet.sock")
+	if err := n.Listen(sock); err != nil {
+		t.Fatal(err)
 	}
 
-	// 3. kube-proxy programs Services in the host's iptables; CoreDNS
-	// becomes Ready behind kube-dns.
-	if out, err := kubectl(t, c.Cluster, clusterTimeout, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout="+clusterTimeout.String()); err != nil {
-		t.Fatalf("kube-proxy: %v\n%s", err, vm.ConsoleTail(40))
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	qemuStart := time.Now()
+	since := func() float64 { return time.Since(qemuStart).Seconds() }
+	for i, nd := range nodes {
+		cfg := qemu.ImageConfig(dir, "")
+		cfg.Name = nd.name
+		// ImageConfig turns IMDS off for QEMU's user network, which has
+		// none; this network has one at EC2's address.
+		cfg.Append = strings.Join(slices.DeleteFunc(strings.Fields(cfg.Append), func(w string) bool {
+			return strings.HasPrefix(w, "berth.imds=")
+		}), " ")
+		cfg.Shell = true
+		cfg.MemoryMB = 2048
+		// Two vCPUs each, as every other test's guest: an idle vCPU's TCG
+		// thread sleeps, so a node busy pulling or starting pods while the
+		// other waits gets both cores. With one vCPU each this test took
+		// 930 s (install-cni as the CNI); with two and flannel, 668 s.
+		cfg.CPUs = 2
+		cfg.Timeout = 25 * time.Minute
+		cfg.NICs = []qemu.NIC{{MAC: nd.mac.String(), Stream: sock}}
+		if nd.rtcBehind > 0 {
+			cfg.Extra = append(cfg.Extra, "-rtc", "base="+time.Now().UTC().Add(-nd.rtcBehind).Format("2006-01-02T15:04:05"))
+		}
+		if strings.Contains(cfg.Append, "berth.imds") {
+			t.Fatalf("the image's command line names berth.imds (%q): this test boots as production does", cfg.Append)
+		}
+		nd.vm = qemu.Start(t, cfg)
+		wg.Add(1)
+		safe.Go(slog.Default(), nd.name+" boot report", func() {
+			nd.rep, errs[i] = nd.vm.Report(bootTimeout)
+			wg.Done()
+		}, func(p *safe.Panic) { errs[i] = p; wg.Done() })
+	}
+	wg.Wait()
+	for i, nd := range nodes {
+		if errs[i] != nil {
+			t.Fatalf("%s: %v\nconsole:\n%s", nd.name, errs[i], nd.vm.ConsoleTail(40))
+		}
+		if !reportOK(nd.rep) {
+			t.Fatalf("%s: boot failed: %v", nd.name, nd.rep["error"])
+		}
+		var net network.Result
+		section(t, nd.rep, "network", &net)
+		if !slices.Contains(net.Addresses, nd.ip+"/24") || net.Gateway != "192.168.127.1" || net.DHCPServer != "192.168.127.1" {
+			t.Errorf("%s: network %+v: want %s/24 by DHCP from the gateway 192.168.127.1", nd.name, net, nd.ip)
+		}
+		if !slices.Contains(net.DNS, "192.168.127.1") || !slices.Contains(net.Search, "us-west-2.compute.internal") {
+			t.Errorf("%s: DNS %v search %v: want the gateway and the region's domain", nd.name, net.DNS, net.Search)
+		}
+		var c report.Config
+		section(t, nd.rep, "config", &c)
+		if c.IMDS != "http://169.254.169.254" {
+			t.Errorf("%s: config.imds = %q, want EC2's http://169.254.169.254", nd.name, c.IMDS)
+		}
+		wantHost := "ip-" + strings.ReplaceAll(nd.ip, ".", "-") + ".us-west-2.compute.internal"
+		if c.Hostname != wantHost || c.HostnameSource != "imds" {
+			t.Errorf("%s: hostname %q from %q, want %s from its own IMDS", nd.name, c.Hostname, c.HostnameSource, wantHost)
+		}
+		saidID := false
+		for _, l := range nd.vm.Lines() {
+			saidID = saidID || strings.Contains(l.Text, "id="+nd.id)
+		}
+		if !saidID {
+			t.Errorf("%s: the console never names instance %s (its own, not the other node's)", nd.name, nd.id)
+		}
+		if len(nd.srv.Requests()) == 0 {
+			t.Errorf("%s: its IMDS stand-in saw no request", nd.name)
+		}
+		var pl report.Plan
+		section(t, nd.rep, "plan", &pl)
+		if pl.NodeName != wantHost {
+			t.Errorf("%s: node name %q, want %s", nd.name, pl.NodeName, wantHost)
+		}
+		nd.nodeName = pl.NodeName
+		figure(t, "%s on the virtual network: DHCP %.0f ms, network phase %.0f ms", nd.name, net.Steps.DHCP, net.Steps.Total)
+	}
+
+	a := api{c: tc.Client(), base: info.HostEndpoint}
+	for _, nd := range nodes {
+		if err := tc.RouteKubeletVia(nd.ip, net.JoinHostPort(nd.ip, fmt.Sprint(controlplane.KubeletPort)), n.DialContext); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 1. No CNI yet: registered, NotReady, and kubelet says why.
+	podCIDRs := map[string]string{}
+	for _, nd := range nodes {
+		waitFor(t, nd.vm, nd.name+" registered, NotReady for want of a CNI", joinTimeout, func() (bool, string) {
+			o, err := getNode(a, nd.nodeName)
+			if err != nil {
+				return false, err.Error()
+			}
+			podCIDRs[nd.name] = o.Spec.PodCIDR
+			for _, cd := range o.Status.Conditions {
+				if cd.Type == "Ready" {
+					return cd.Status == "False" && strings.Contains(cd.Message, "cni plugin not initialized"), fmt.Sprintf("%+v", cd)
+				}
+			}
+			return false, "no Ready condition yet"
+		})
+		if out, err := nd.vm.Shell("ls -A /etc/cni/net.d | wc -l", shellTimeout); err != nil || strings.TrimSpace(lastLine(out)) != "0" {
+			t.Fatalf("%s: /etc/cni/net.d is not empty before the CNI DaemonSet (the image must not bake a CNI config): %v %q", nd.name, err, out)
+		}
+	}
+	figure(t, "QEMU start to both nodes registered and NotReady (no CNI): %.1f s", since())
+
+	// 2. The add-ons, as a new EKS cluster has them, with flannel as the
+	// CNI (from its upstream manifest) where EKS has aws-node.
+	tc.applyAddons(t, addonChoice{flannel: true, kubeProxy: true, coreDNS: true})
+	for _, nd := range nodes {
+		waitNodeReady(t, nd.vm, a, nd.nodeName)
+	}
+	figure(t, "QEMU start to both nodes Ready (flannel's conflist installed by its DaemonSet): %.1f s", since())
+	// kubelet says Ready once the conflist is there; flanneld's subnet
+	// and vxlan come when its pod is ready.
+	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-flannel", "rollout", "status", "daemonset/kube-flannel-ds", "--timeout="+clusterTimeout.String()); err != nil {
+		logs, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-flannel", "logs", "daemonset/kube-flannel-ds", "--tail=40")
+		t.Fatalf("flannel: %v\n%s", err, logs)
 	} else {
 		t.Log(strings.TrimSpace(out))
 	}
-	figure(t, "QEMU start to kube-proxy Running: %.1f s", since())
-	if out, err := kubectl(t, c.Cluster, clusterTimeout, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout="+clusterTimeout.String()); err != nil {
-		desc, _ := kubectl(t, c.Cluster, kubectlTimeout, "-n", "kube-system", "describe", "pods", "-l", "k8s-app=kube-dns")
+	figure(t, "QEMU start to flanneld ready on both nodes: %.1f s", since())
+	for _, nd := range nodes {
+		if podCIDRs[nd.name] == "" {
+			o, err := getNode(a, nd.nodeName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			podCIDRs[nd.name] = o.Spec.PodCIDR
+		}
+		pc, err := netip.ParsePrefix(podCIDRs[nd.name])
+		if err != nil {
+			t.Fatalf("%s: pod CIDR %q: %v", nd.name, podCIDRs[nd.name], err)
+		}
+		out, err := nd.vm.Shell("cat /etc/cni/net.d/10-flannel.conflist /run/flannel/subnet.env /sys/class/net/flannel.1/uevent; ls -l /opt/cni/bin", shellTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, `"type": "flannel"`) || !strings.Contains(out, "DEVTYPE=vxlan") {
+			t.Errorf("%s: no flannel conflist or no flannel.1 vxlan link:\n%s", nd.name, out)
+		}
+		m := regexp.MustCompile(`FLANNEL_SUBNET=(\S+)`).FindStringSubmatch(out)
+		if sub, err := netip.ParsePrefix(lastOf(m)); err != nil || !pc.Contains(sub.Addr()) {
+			t.Errorf("%s: flannel's subnet %q is not in the node's pod CIDR %s:\n%s", nd.name, lastOf(m), pc, out)
+		}
+	}
+	if podCIDRs["node-a"] == podCIDRs["node-b"] {
+		t.Errorf("both nodes have pod CIDR %q: the controller-manager gives each its own", podCIDRs["node-a"])
+	}
+
+	// 3. kube-proxy programs Services in each host's iptables; CoreDNS
+	// becomes Ready behind kube-dns.
+	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout="+clusterTimeout.String()); err != nil {
+		t.Fatalf("kube-proxy: %v\nnode-a:\n%s\nnode-b:\n%s", err, nodes[0].vm.ConsoleTail(30), nodes[1].vm.ConsoleTail(30))
+	} else {
+		t.Log(strings.TrimSpace(out))
+	}
+	figure(t, "QEMU start to kube-proxy Running on both nodes: %.1f s", since())
+	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout="+clusterTimeout.String()); err != nil {
+		desc, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "describe", "pods", "-l", "k8s-app=kube-dns")
 		t.Fatalf("CoreDNS: %v\n%s", err, desc)
 	} else {
 		t.Log(strings.TrimSpace(out))
 	}
 	figure(t, "QEMU start to CoreDNS Ready: %.1f s", since())
-	var rules string
-	waitFor(t, vm, "kube-proxy's KUBE-SERVICES rules for kube-dns in the host's iptables", time.Minute, func() (bool, string) {
-		rules, err = vm.Shell("iptables -t nat -S KUBE-SERVICES", shellTimeout)
-		return err == nil && strings.Contains(rules, "kube-system/kube-dns:dns"), rules
-	})
-
-	// 4. A Service in front of the demo pod, pulled from the registry.
-	demo := demoPod("default", "demo", node)
-	spec := demo["spec"].(map[string]any)
-	ctr := spec["containers"].([]any)[0].(map[string]any)
-	ctr["image"], ctr["imagePullPolicy"] = c.images.Demo, "IfNotPresent"
-	demo["metadata"].(map[string]any)["labels"] = map[string]any{"app": "demo"}
-	if err := a.do("POST", "/api/v1/namespaces/default/pods", demo, nil); err != nil {
+	for _, nd := range nodes {
+		var rules string
+		waitFor(t, nd.vm, nd.name+": kube-proxy's KUBE-SERVICES rules for kube-dns in the host's iptables", time.Minute, func() (bool, string) {
+			rules, err = nd.vm.Shell("iptables -t nat -S KUBE-SERVICES", shellTimeout)
+			return err == nil && strings.Contains(rules, "kube-system/kube-dns:dns"), rules
+		})
+	}
+	dnsNode, err := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns", "-o", "jsonpath={.items[0].spec.nodeName}")
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("CoreDNS runs on %s: the other node's pods resolve across nodes", dnsNode)
+
+	// 4. A demo pod on each node, node-a's pulled from the registry and
+	// the only backend of a NodePort Service; a sink on node-a for the
+	// throughput figure.
+	na, nb := nodes[0], nodes[1]
+	for _, nd := range nodes {
+		demo := demoPod("default", "demo-"+nd.name, nd.nodeName)
+		if nd == na {
+			ctr := demo["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			ctr["image"], ctr["imagePullPolicy"] = tc.images.Demo, "IfNotPresent"
+			demo["metadata"].(map[string]any)["labels"] = map[string]any{"app": "demo"}
+		}
+		if err := a.do("POST", "/api/v1/namespaces/default/pods", demo, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startPod(t, tc, a, "sink", na.nodeName, false, "nc -l -p 9000 > /dev/null; echo sink-done")
 	svc := map[string]any{
 		"apiVersion": "v1", "kind": "Service",
 		"metadata": map[string]any{"name": "demo", "namespace": "default"},
 		"spec": map[string]any{
+			"type":     "NodePort",
 			"selector": map[string]any{"app": "demo"},
 			"ports":    []any{map[string]any{"name": "http", "port": 80, "targetPort": 8080}},
 		},
@@ -139,49 +326,240 @@ func TestCluster(t *testing.T) {
 	var created struct {
 		Spec struct {
 			ClusterIP string `json:"clusterIP"`
+			Ports     []struct {
+				NodePort int `json:"nodePort"`
+			} `json:"ports"`
 		} `json:"spec"`
 	}
 	if err := a.do("POST", "/api/v1/namespaces/default/services", svc, &created); err != nil {
 		t.Fatal(err)
 	}
 	clusterIP := created.Spec.ClusterIP
-	waitPodRunning(t, vm, a, "demo")
+	if len(created.Spec.Ports) != 1 || created.Spec.Ports[0].NodePort == 0 {
+		t.Fatalf("Service demo has no NodePort: %+v", created.Spec)
+	}
+	nodePort := created.Spec.Ports[0].NodePort
+	podIPs := map[string]string{}
+	for _, name := range []string{"demo-node-a", "demo-node-b", "sink"} {
+		nd := na
+		if name == "demo-node-b" {
+			nd = nb
+		}
+		waitPodRunning(t, nd.vm, a, name)
+		var p struct {
+			Status struct {
+				HostIP string `json:"hostIP"`
+				PodIP  string `json:"podIP"`
+			} `json:"status"`
+		}
+		if err := a.do("GET", "/api/v1/namespaces/default/pods/"+name, nil, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.HostIP != nd.ip {
+			t.Errorf("pod %s: hostIP %q, want its node's %s", name, p.Status.HostIP, nd.ip)
+		}
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if pc, perr := netip.ParsePrefix(podCIDRs[nd.name]); err != nil || perr != nil || !pc.Contains(ip) {
+			t.Errorf("pod %s: pod IP %q not in %s's pod CIDR %s", name, p.Status.PodIP, nd.name, podCIDRs[nd.name])
+		}
+		podIPs[name] = p.Status.PodIP
+	}
 
-	// 5. From a pod: cluster DNS names, then the Service over HTTP. The
-	// answer is the demo pod's hostname.
-	// The fetch is HTTP/1.0 through nc: Debian's busybox-static 1.35 wget
-	// segfaults (seen on the host too), while nc and nslookup work.
+	// 5. From a pod on each node: cluster DNS names (CoreDNS is on one of
+	// them), the Service (its only backend is on node-a), and the other
+	// node's demo pod by its pod IP, through flannel's vxlan. node-b's
+	// also times a ping and a 50 MiB send to node-a's sink.
+	// The fetches are HTTP/1.0 through nc: Debian's busybox-static 1.35
+	// wget segfaults (seen on the host too), while nc and nslookup work.
 	script := `set -e
 nslookup kubernetes.default.svc.cluster.local
 for i in $(seq 30); do nslookup demo.default.svc.cluster.local > /tmp/ns && break; sleep 1; done
 cat /tmp/ns
 ip=$(awk '/^Address: /{a=$2} END{print a}' /tmp/ns)
 for i in $(seq 60); do printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 "$ip" 80 > /tmp/answer && grep -q ' 200 ' /tmp/answer && break; sleep 1; done
-echo "answer: $(tail -n 1 /tmp/answer)"
+echo "service answer: $(tail -n 1 /tmp/answer)"
+for i in $(seq 30); do printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 "$PEER" 8080 > /tmp/peer && grep -q ' 200 ' /tmp/peer && break; sleep 1; done
+echo "peer answer: $(tail -n 1 /tmp/peer)"
 `
-	out := runPod(t, c, a, "dns-client", false, script)
-	svcAt := since()
-	for _, want := range []string{"answer: hello from berth demo pod demo", "10.96.0.1", clusterIP} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the busybox pod's DNS and Service answers lack %q:\n%s", want, out)
+	clients := map[string]string{}
+	for _, nd := range nodes {
+		peer := "demo-node-b"
+		extra := ""
+		if nd == nb {
+			peer = "demo-node-a"
+			// busybox's date has no %N and its dd prints no rate:
+			// /proc/uptime's hundredths time the send.
+			extra = "ping -c 5 $PEER | tail -n 1\nt0=$(cut -d' ' -f1 /proc/uptime)\n" +
+				"dd if=/dev/zero bs=64k count=800 2>/dev/null | nc -w 10 " + podIPs["sink"] + " 9000\n" +
+				"t1=$(cut -d' ' -f1 /proc/uptime)\nawk -v a=$t0 -v b=$t1 'BEGIN{printf \"sent 50 MiB in %.2f s\\n\", b-a}'\n"
+		}
+		name := "client-" + nd.name
+		startPod(t, tc, a, name, nd.nodeName, false, "PEER="+podIPs[peer]+"\n"+script+extra)
+		clients[nd.name] = name
+	}
+	for _, nd := range nodes {
+		peer := "demo-node-b"
+		if nd == nb {
+			peer = "demo-node-a"
+		}
+		out := waitPodLog(t, tc, clients[nd.name])
+		for _, want := range []string{"service answer: hello from berth demo pod demo-node-a", "peer answer: hello from berth demo pod " + peer, "10.96.0.1", clusterIP} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: the busybox pod's DNS, Service and pod-to-pod answers lack %q:\n%s", nd.name, want, out)
+			}
+		}
+		if nd == nb {
+			if m := regexp.MustCompile(`= [\d.]+/([\d.]+)/[\d.]+ ms`).FindStringSubmatch(out); m != nil {
+				figure(t, "pod to pod across nodes (flannel vxlan, TCG): ping average %s ms", m[1])
+			}
+			if m := regexp.MustCompile(`sent 50 MiB in ([\d.]+) s`).FindStringSubmatch(out); m != nil {
+				secs, _ := strconv.ParseFloat(m[1], 64)
+				figure(t, "pod to pod across nodes (flannel vxlan, TCG): 50 MiB by nc in %s s, %.1f MiB/s (the sender's clock: its last socket buffer may still be in flight)", m[1], 50/max(secs, 0.01))
+			} else {
+				t.Logf("no throughput figure in the client's log:\n%s", out)
+			}
 		}
 	}
-	figure(t, "QEMU start to the first Service request answered from a pod: %.1f s", svcAt)
+	figure(t, "QEMU start to Service, DNS and pod-to-pod answered from a pod on each node: %.1f s", since())
 
-	// 6. From the node's own network namespace (hostNetwork), by ClusterIP.
-	// nc, not wget: Debian's busybox-static 1.35 wget segfaults on a URL
-	// with an IP address (seen on the host too), while a name works.
-	out = runPod(t, c, a, "host-client", true, fmt.Sprintf(`printf 'GET / HTTP/1.0\r\nHost: demo\r\n\r\n' | nc -w 10 %s 80`, clusterIP))
-	if !strings.Contains(out, "200 OK") || !strings.Contains(out, "demo") {
-		t.Errorf("the node (hostNetwork) fetching http://%s/ got %q, want a 200 naming the demo pod", clusterIP, out)
+	// 6. From node-b's own network namespace (hostNetwork), by ClusterIP:
+	// the backend is on node-a.
+	out := runPod(t, tc, a, "host-client", nb.nodeName, true, fmt.Sprintf(`printf 'GET / HTTP/1.0\r\nHost: demo\r\n\r\n' | nc -w 10 %s 80`, clusterIP))
+	if !strings.Contains(out, "200 OK") || !strings.Contains(out, "demo-node-a") {
+		t.Errorf("node-b (hostNetwork) fetching http://%s/ got %q, want a 200 from demo-node-a", clusterIP, out)
 	}
 
-	// 7. kubectl logs, exec, and a shell on the node by kubectl debug.
-	expectKubeletReach(t, c, vm, node, "demo")
+	// 7. The NodePort from the host, through each node's IP (the host
+	// dials into the network's stack, as it reaches the kubelets).
+	for _, nd := range nodes {
+		addr := net.JoinHostPort(nd.ip, fmt.Sprint(nodePort))
+		var answer string
+		waitFor(t, nd.vm, "NodePort "+addr+" from the host", time.Minute, func() (bool, string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := n.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+				return false, err.Error()
+			}
+			b, err := io.ReadAll(c)
+			answer = string(b)
+			return strings.Contains(answer, " 200 ") && strings.Contains(answer, "demo-node-a"), fmt.Sprintf("%q %v", answer, err)
+		})
+	}
+
+	// 8. kubectl logs, exec, and a shell on the node by kubectl debug.
+	expectKubeletReach(t, tc, na.vm, na.nodeName, "demo-"+na.name)
+
+	t.Run("kubelets through the gateway", func(t *testing.T) {
+		for _, nd := range nodes {
+			// The pod's log and the node proxy: the API server to the
+			// kubelet, through the egress proxy and the gateway's stack.
+			waitFor(t, nd.vm, "pod demo-"+nd.name+"'s log", time.Minute, func() (bool, string) {
+				resp, err := a.c.Get(a.base + "/api/v1/namespaces/default/pods/demo-" + nd.name + "/log")
+				if err != nil {
+					return false, err.Error()
+				}
+				defer resp.Body.Close()
+				var b strings.Builder
+				_, _ = fmt.Fprint(&b, resp.Status, ": ")
+				buf := make([]byte, 4096)
+				k, _ := resp.Body.Read(buf)
+				b.Write(buf[:k])
+				return resp.StatusCode == 200 && strings.Contains(b.String(), "berth demo pod"), b.String()
+			})
+			resp, err := a.c.Get(a.base + "/api/v1/nodes/" + nd.nodeName + "/proxy/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 256)
+			k, _ := resp.Body.Read(buf)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(buf[:k]) != "ok" {
+				t.Errorf("nodes/%s/proxy/healthz: %s %q", nd.nodeName, resp.Status, buf[:k])
+			}
+		}
+	})
+
+	t.Run("time from 169.254.169.123", func(t *testing.T) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			out, err := na.vm.Shell("cat /run/berth/boot.json", shellTimeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &rep); err != nil {
+				t.Fatalf("boot.json: %v", err)
+			}
+			ts, _ := rep["time"].(map[string]any)
+			if ts != nil && ts["stepped"] == true {
+				if ts["server"] != vnet.TimeSyncAddr.String() {
+					t.Errorf("time section %v: want server %s", ts, vnet.TimeSyncAddr)
+				}
+				off, _ := ts["firstOffsetMs"].(float64)
+				if d := time.Duration(off * float64(time.Millisecond)); (d - na.rtcBehind).Abs() > 5*time.Second {
+					t.Errorf("first offset %.0f ms, want %s ± 5 s", off, na.rtcBehind)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no step within a minute of the report; time section: %v", ts)
+			}
+			time.Sleep(2 * time.Second)
+		}
+	})
+
+	t.Run("node to node", func(t *testing.T) {
+		out, err := na.vm.Shell("ping -c 2 -W 5 "+nb.ip+" && echo PING-OK", shellTimeout)
+		if err != nil || !strings.Contains(out, "PING-OK") {
+			t.Errorf("node-a pinging node-b (%s): %v\n%s", nb.ip, err, out)
+		}
+	})
+
+	t.Run("outside refused", func(t *testing.T) {
+		start := time.Now()
+		// busybox's nc: Debian's busybox 1.35 wget segfaults on a refused
+		// connection.
+		out, err := na.vm.Shell("nc 203.0.113.7 80 </dev/null 2>&1; echo rc=$?", shellTimeout)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "refused") || strings.Contains(out, "rc=0") {
+			t.Errorf("node-a to 203.0.113.7:80: %q: want connection refused", out)
+		}
+		if took > 15*time.Second {
+			t.Errorf("the refusal took %v: want a reset, not a timeout", took.Round(time.Second))
+		}
+		refused, _ := n.Refused()
+		var seen []string
+		for _, r := range refused {
+			seen = append(seen, r.String())
+		}
+		if !slices.Contains(seen, fmt.Sprintf("tcp %s -> 203.0.113.7:80", na.ip)) {
+			t.Errorf("the network's refusals %q lack node-a's connection to 203.0.113.7:80", seen)
+		}
+	})
 
 	for _, f := range []string{"install-cni", "kube-proxy", "coredns", "busybox"} {
 		if st, err := os.Stat(filepath.Join(componentsDir(t), "images", f+".tar")); err == nil {
 			figure(t, "image %s: %.1f MB (OCI tarball)", f, float64(st.Size())/1e6)
+		}
+	}
+
+	for _, nd := range nodes {
+		if err := nd.vm.PowerDown(); err != nil {
+			t.Errorf("%s: power-off: %v", nd.name, err)
+		}
+	}
+	for _, nd := range nodes {
+		if err := nd.vm.WaitExit(powerOffBound); err != nil {
+			t.Errorf("%s: %v", nd.name, err)
 		}
 	}
 }
@@ -206,14 +584,23 @@ func getNode(a api, name string) (nodeObject, error) {
 	return n, err
 }
 
-// runPod runs script in a busybox pod (on the host's network when
-// hostNet) to completion and returns its log.
-func runPod(t *testing.T, c *testCluster, a api, name string, hostNet bool, script string) string {
+// runPod runs script in a busybox pod on node (on the host's network
+// when hostNet) to completion and returns its log.
+func runPod(t *testing.T, c *testCluster, a api, name, node string, hostNet bool, script string) string {
+	t.Helper()
+	startPod(t, c, a, name, node, hostNet, script)
+	return waitPodLog(t, c, name)
+}
+
+// startPod creates a busybox pod on node running script (on the host's
+// network when hostNet), and does not wait.
+func startPod(t *testing.T, c *testCluster, a api, name, node string, hostNet bool, script string) {
 	t.Helper()
 	pod := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": "default"},
 		"spec": map[string]any{
+			"nodeName":                      node,
 			"restartPolicy":                 "Never",
 			"hostNetwork":                   hostNet,
 			"terminationGracePeriodSeconds": 1,
@@ -226,6 +613,11 @@ func runPod(t *testing.T, c *testCluster, a api, name string, hostNet bool, scri
 	if err := a.do("POST", "/api/v1/namespaces/default/pods", pod, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitPodLog waits for a pod startPod made to succeed and returns its log.
+func waitPodLog(t *testing.T, c *testCluster, name string) string {
+	t.Helper()
 	_, werr := kubectl(t, c.Cluster, clusterTimeout, "wait", "--for=jsonpath={.status.phase}=Succeeded", "--timeout="+clusterTimeout.String(), "pod/"+name)
 	logs, lerr := kubectlLogs(t, c.Cluster, "default", name)
 	if werr != nil {
@@ -236,6 +628,14 @@ func runPod(t *testing.T, c *testCluster, a api, name string, hostNet bool, scri
 		t.Fatal(lerr)
 	}
 	return logs
+}
+
+// lastOf is a regexp match's last group, or "" for no match.
+func lastOf(m []string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return m[len(m)-1]
 }
 
 // debugNodeShell is kubectl.Runner.DebugNodeShell with the cluster's
@@ -255,7 +655,8 @@ func debugNodeShell(t *testing.T, c *testCluster, node, commands string) (string
 // expectKubeletReach checks the API server reaches node's kubelet through
 // the control plane's egress proxy: kubectl logs and exec of the running
 // demo pod, and a shell from kubectl debug node reading the host's
-// boot.json under /host. The node's kubelet must be routed (routeKubelet).
+// boot.json under /host. The node's kubelet must be routed
+// (Cluster.RouteKubelet or RouteKubeletVia).
 func expectKubeletReach(t *testing.T, c *testCluster, vm *qemu.VM, node, pod string) {
 	t.Helper()
 	// The first call may come before kubelet has its serving certificate

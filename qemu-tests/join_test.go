@@ -77,7 +77,7 @@ type clusterOptions struct {
 // kube-scheduler on the host's loopback (the guest sees the apiserver at
 // 10.0.2.2), the registry stand-in with the cluster's images, and the CNI
 // DaemonSet (install-cni, as aws-node on EKS): without a CNI no node goes
-// Ready. kube-proxy and CoreDNS are TestCluster's (applyAddons).
+// Ready. kube-proxy, CoreDNS and flannel are TestCluster's (applyAddons).
 func startControlPlane(t *testing.T) *testCluster {
 	t.Helper()
 	return startClusterWith(t, clusterOptions{})
@@ -115,30 +115,42 @@ func startClusterWith(t *testing.T, o clusterOptions) *testCluster {
 	t.Cleanup(func() { _ = cp.Stop() })
 	c := &testCluster{Cluster: cp, images: images, mirror: mirror}
 	if !o.noCNI {
-		c.applyAddons(t, false, false)
+		c.applyAddons(t, addonChoice{})
 	}
 	return c
 }
 
-// applyAddons applies the CNI DaemonSet, and kube-proxy and CoreDNS when
-// asked, with the cluster's images.
-func (c *testCluster) applyAddons(t *testing.T, kubeProxy, coreDNS bool) {
+// addonChoice picks the add-ons applyAddons applies: the CNI is
+// install-cni, or flannel when flannel is set; kube-proxy and CoreDNS
+// only when asked.
+type addonChoice struct {
+	flannel, kubeProxy, coreDNS bool
+}
+
+// applyAddons applies the chosen add-ons with the cluster's images.
+func (c *testCluster) applyAddons(t *testing.T, o addonChoice) {
 	t.Helper()
 	a := c.Addons(c.images.InstallCNI, "", "")
 	var need []string
-	if kubeProxy {
+	if o.flannel {
+		need = append(need, "flannel.tar", "flannel-cni-plugin.tar")
+	}
+	if o.kubeProxy {
 		need = append(need, "kube-proxy.tar")
 	}
-	if coreDNS {
+	if o.coreDNS {
 		need = append(need, "coredns.tar")
 	}
 	if err := c.images.Require(need...); err != nil {
 		t.Fatal(err)
 	}
-	if kubeProxy {
+	if o.flannel {
+		a.InstallCNIImage, a.FlannelImage, a.FlannelCNIPluginImage = "", c.images.Flannel, c.images.FlannelCNIPlugin
+	}
+	if o.kubeProxy {
 		a.KubeProxyImage = c.images.KubeProxy
 	}
-	if coreDNS {
+	if o.coreDNS {
 		a.CoreDNSImage = c.images.CoreDNS
 	}
 	if err := c.ApplyAddons(context.Background(), a); err != nil {

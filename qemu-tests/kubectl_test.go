@@ -8,7 +8,6 @@ import (
 
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	kubectlpkg "github.com/berth-node/berth/qemu-tests/kubectl"
-	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
 // kubectlTimeout bounds one kubectl call under TCG: the apiserver reaches
@@ -42,20 +41,6 @@ func kubectl(t *testing.T, cluster *controlplane.Cluster, timeout time.Duration,
 func kubectlIn(t *testing.T, cluster *controlplane.Cluster, timeout time.Duration, stdin io.Reader, args ...string) (string, error) {
 	t.Helper()
 	return kubectlRunner(t, cluster).Run(context.Background(), timeout, stdin, args...)
-}
-
-// routeKubelet registers the VM's kubelet hostfwd (qemu.FwdKubelet on its
-// NIC) with the control plane's egress proxy under the node's name, so
-// kubectl logs, exec and debug reach it.
-func routeKubelet(t *testing.T, cluster *controlplane.Cluster, vm *qemu.VM, node string) {
-	t.Helper()
-	port, err := vm.HostFwdPort(controlplane.KubeletPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.RouteKubelet(node, port); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // kubectlLogs is `kubectl logs -n ns pod`.

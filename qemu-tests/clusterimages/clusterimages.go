@@ -34,6 +34,9 @@ const demoRef = Registry + "/berth/demo:v1"
 // Set is the cluster's image references and the tarballs behind them.
 type Set struct {
 	InstallCNI, KubeProxy, CoreDNS, Busybox, Demo string
+	// Flannel and FlannelCNIPlugin are flannel's two images (TestCluster's
+	// CNI across nodes).
+	Flannel, FlannelCNIPlugin string
 	// paths maps each reference to its tarball.
 	paths map[string]string
 	// missing holds, by tarball name, why an optional image is absent.
@@ -61,6 +64,8 @@ func Find(componentsDir string) (Set, error) {
 		{"kube-proxy.tar", &s.KubeProxy, true},
 		{"coredns.tar", &s.CoreDNS, true},
 		{"busybox.tar", &s.Busybox, true},
+		{"flannel.tar", &s.Flannel, true},
+		{"flannel-cni-plugin.tar", &s.FlannelCNIPlugin, true},
 	} {
 		p := filepath.Join(dir, im.file)
 		if _, err := os.Stat(p); im.optional && errors.Is(err, fs.ErrNotExist) {

@@ -33,17 +33,21 @@ func TestFindNamesEachImageByItsIndex(t *testing.T) {
 	writeImage(t, dir, "kube-proxy.tar", "registry.berth.test/berth/kube-proxy:v1.35.4")
 	writeImage(t, dir, "coredns.tar", "registry.berth.test/berth/coredns:v1.15.0")
 	writeImage(t, dir, "busybox.tar", "registry.berth.test/berth/busybox:1.35.0-4")
+	writeImage(t, dir, "flannel.tar", "registry.berth.test/berth/flannel:v0.28.10")
+	writeImage(t, dir, "flannel-cni-plugin.tar", "registry.berth.test/berth/flannel-cni-plugin:v1.9.1-flannel1")
 	writeImage(t, dir, "demo.tar", "localhost/berth-demo:v1")
 	s, err := Find(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Set{InstallCNI: "registry.berth.test/berth/install-cni:v1.7.1", KubeProxy: "registry.berth.test/berth/kube-proxy:v1.35.4",
-		CoreDNS: "registry.berth.test/berth/coredns:v1.15.0", Busybox: "registry.berth.test/berth/busybox:1.35.0-4", Demo: "registry.berth.test/berth/demo:v1"}
-	if s.InstallCNI != want.InstallCNI || s.KubeProxy != want.KubeProxy || s.CoreDNS != want.CoreDNS || s.Busybox != want.Busybox || s.Demo != want.Demo {
+		CoreDNS: "registry.berth.test/berth/coredns:v1.15.0", Busybox: "registry.berth.test/berth/busybox:1.35.0-4", Demo: "registry.berth.test/berth/demo:v1",
+		Flannel: "registry.berth.test/berth/flannel:v0.28.10", FlannelCNIPlugin: "registry.berth.test/berth/flannel-cni-plugin:v1.9.1-flannel1"}
+	if s.InstallCNI != want.InstallCNI || s.KubeProxy != want.KubeProxy || s.CoreDNS != want.CoreDNS || s.Busybox != want.Busybox || s.Demo != want.Demo ||
+		s.Flannel != want.Flannel || s.FlannelCNIPlugin != want.FlannelCNIPlugin {
 		t.Errorf("Find = %+v, want %+v", s, want)
 	}
-	if s.paths[s.Demo] != filepath.Join(dir, "demo.tar") || len(s.paths) != 5 {
+	if s.paths[s.Demo] != filepath.Join(dir, "demo.tar") || len(s.paths) != 7 {
 		t.Errorf("paths %v", s.paths)
 	}
 

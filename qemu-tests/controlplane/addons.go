@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"text/template"
 
 	"github.com/berth-node/berth/config/nodeconfig"
@@ -19,9 +20,10 @@ import (
 )
 
 // Addons are what kubeadm's addon phase and EKS's default add-ons put into a
-// new cluster, for the test control plane: the CNI installer DaemonSet (as
-// aws-node), kube-proxy and CoreDNS. ApplyAddons fills the zero address
-// fields from the cluster; renderAddons needs them all.
+// new cluster, for the test control plane: a CNI (the CNI installer
+// DaemonSet, as aws-node, or flannel), kube-proxy and CoreDNS. ApplyAddons
+// fills the zero address fields from the cluster; renderAddons needs them
+// all.
 type Addons struct {
 	// Image references, each with a tag or digest (a pull policy of
 	// IfNotPresent means nothing for an implicit :latest). A cluster has a
@@ -31,6 +33,13 @@ type Addons struct {
 	InstallCNIImage string
 	KubeProxyImage  string
 	CoreDNSImage    string
+	// FlannelImage and FlannelCNIPluginImage, given together, make the CNI
+	// flannel instead of install-cni: flannel's upstream manifest
+	// (addons/kube-flannel.yml, v0.28.10, vxlan), changed only in its
+	// image names and its pod network (ClusterCIDR). install-cni's bridge
+	// keeps each node's pods to that node; flannel routes between nodes.
+	FlannelImage          string
+	FlannelCNIPluginImage string
 	// APIServer is the API server URL as a guest dials it
 	// (Info.APIServerEndpoint): install-cni and kube-proxy run on the
 	// host's network before the kubernetes Service's ClusterIP works, since
@@ -125,19 +134,52 @@ func (c *Cluster) apply(ctx context.Context, host string, o object) error {
 	return nil
 }
 
-//go:embed addons/*.yaml
+//go:embed addons/*.yaml addons/kube-flannel.yml
 var addonTemplates embed.FS
 
 // addonFiles are rendered in this order; within a file, documents keep
-// theirs.
-var addonFiles = []string{"install-cni.yaml", "kube-proxy.yaml", "coredns.yaml"}
+// theirs. The first is the CNI: install-cni's or flannel's.
+var addonFiles = []string{"install-cni.yaml", "kube-flannel.yml", "kube-proxy.yaml", "coredns.yaml"}
 
 // addonValues are Addons checked and resolved, as the templates use them.
 type addonValues struct {
 	InstallCNIImage, KubeProxyImage, CoreDNSImage string
+	FlannelImage, FlannelCNIPluginImage           string
 	APIServer, APIServerHost, APIServerPort       string
 	ClusterCIDR, ServiceCIDR, DNSIP               string
 	CoreDNSReplicas                               int
+}
+
+// flannelManifest is flannel v0.28.10's Documentation/kube-flannel.yml,
+// kept byte for byte as upstream ships it; renderFlannel replaces these
+// strings in it, each exactly as often as upstream has it (so a manifest
+// update that moves them fails here, by name, instead of deploying
+// ghcr.io's images, which nothing here can pull).
+var flannelManifestEdits = []struct {
+	field, upstream string
+	count           int
+	value           func(addonValues) string
+}{
+	{"FlannelCNIPluginImage", "image: ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3", 1, func(v addonValues) string { return "image: " + v.FlannelCNIPluginImage }},
+	{"FlannelImage", "image: ghcr.io/flannel-io/flannel:v0.28.10", 2, func(v addonValues) string { return "image: " + v.FlannelImage }},
+	{"ClusterCIDR", `"Network": "10.244.0.0/16"`, 1, func(v addonValues) string { return `"Network": "` + v.ClusterCIDR + `"` }},
+}
+
+// renderFlannel is flannel's manifest with this cluster's images and pod
+// network.
+func renderFlannel(v addonValues) ([]byte, error) {
+	b, err := addonTemplates.ReadFile("addons/kube-flannel.yml")
+	if err != nil {
+		return nil, fmt.Errorf("reading flannel's manifest: %w", err)
+	}
+	s := string(b)
+	for _, e := range flannelManifestEdits {
+		if n := strings.Count(s, e.upstream); n != e.count {
+			return nil, fmt.Errorf("flannel's manifest addons/kube-flannel.yml has %q %d times, want %d (where %s goes): was it updated without renderFlannel?", e.upstream, n, e.count, e.field)
+		}
+		s = strings.ReplaceAll(s, e.upstream, e.value(v))
+	}
+	return []byte(s), nil
 }
 
 // renderAddons checks a and renders every add-on object, in the order they
@@ -155,7 +197,21 @@ func renderAddons(a Addons) ([]object, error) {
 	}}
 	var objs []object
 	for _, f := range addonFiles {
-		if (f == "kube-proxy.yaml" && v.KubeProxyImage == "") || (f == "coredns.yaml" && v.CoreDNSImage == "") {
+		flannel := v.FlannelImage != ""
+		if (f == "kube-proxy.yaml" && v.KubeProxyImage == "") || (f == "coredns.yaml" && v.CoreDNSImage == "") ||
+			(f == "install-cni.yaml" && flannel) || (f == "kube-flannel.yml" && !flannel) {
+			continue
+		}
+		if f == "kube-flannel.yml" {
+			b, err := renderFlannel(v)
+			if err != nil {
+				return nil, err
+			}
+			got, err := splitObjects(f, b)
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, got...)
 			continue
 		}
 		tmpl, err := template.New(f).Funcs(funcs).Option("missingkey=error").ParseFS(addonTemplates, "addons/"+f)
@@ -205,6 +261,7 @@ var addonKinds = map[string]struct {
 	resource   string
 	namespaced bool
 }{
+	"Namespace":          {"namespaces", false},
 	"ServiceAccount":     {"serviceaccounts", true},
 	"ConfigMap":          {"configmaps", true},
 	"Service":            {"services", true},
@@ -248,13 +305,22 @@ func collectionPath(body map[string]any) (string, error) {
 // host and port.
 func (a Addons) resolve() (addonValues, error) {
 	v := addonValues{
-		InstallCNIImage: a.InstallCNIImage,
-		KubeProxyImage:  a.KubeProxyImage,
-		CoreDNSImage:    a.CoreDNSImage,
-		CoreDNSReplicas: a.CoreDNSReplicas,
+		InstallCNIImage:       a.InstallCNIImage,
+		KubeProxyImage:        a.KubeProxyImage,
+		CoreDNSImage:          a.CoreDNSImage,
+		FlannelImage:          a.FlannelImage,
+		FlannelCNIPluginImage: a.FlannelCNIPluginImage,
+		CoreDNSReplicas:       a.CoreDNSReplicas,
 	}
-	for field, ref := range map[string]string{"InstallCNIImage": a.InstallCNIImage, "KubeProxyImage": a.KubeProxyImage, "CoreDNSImage": a.CoreDNSImage} {
-		if ref == "" && field != "InstallCNIImage" {
+	// The CNI is required: install-cni's image, or both of flannel's.
+	flannel := a.FlannelImage != "" || a.FlannelCNIPluginImage != ""
+	if flannel && a.InstallCNIImage != "" {
+		return v, fmt.Errorf("add-ons: InstallCNIImage %q and flannel's images both given: a cluster has one CNI", a.InstallCNIImage)
+	}
+	for field, ref := range map[string]string{"InstallCNIImage": a.InstallCNIImage, "KubeProxyImage": a.KubeProxyImage, "CoreDNSImage": a.CoreDNSImage,
+		"FlannelImage": a.FlannelImage, "FlannelCNIPluginImage": a.FlannelCNIPluginImage} {
+		required := (field == "InstallCNIImage" && !flannel) || ((field == "FlannelImage" || field == "FlannelCNIPluginImage") && flannel)
+		if ref == "" && !required {
 			continue // that add-on is left out
 		}
 		if err := checkImageRef(ref); err != nil {

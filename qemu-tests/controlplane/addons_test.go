@@ -499,3 +499,105 @@ func TestAddonsCNIOnly(t *testing.T) {
 		t.Errorf("CNI-only add-ons: no install-cni DaemonSet in %v", names)
 	}
 }
+
+// TestAddonsFlannel: with flannel's images the CNI is flannel's upstream
+// manifest, changed only where renderFlannel says (its images and its pod
+// network), and install-cni is left out.
+func TestAddonsFlannel(t *testing.T) {
+	a := testAddons()
+	a.InstallCNIImage = ""
+	a.FlannelImage = "registry.berth.test/berth/flannel:v0.28.10"
+	a.FlannelCNIPluginImage = "registry.berth.test/berth/flannel-cni-plugin:v1.9.1-flannel1"
+	a.ClusterCIDR = "10.250.0.0/16"
+	objs, err := renderAddons(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := addonTemplates.ReadFile("addons/kube-flannel.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, err := splitObjects("kube-flannel.yml", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]object{}
+	for _, o := range objs {
+		byKey[key(o)] = o
+	}
+	if _, ok := byKey["DaemonSet/install-cni"]; ok {
+		t.Error("install-cni rendered beside flannel")
+	}
+	for _, want := range []string{"DaemonSet/kube-proxy", "Deployment/coredns"} {
+		if _, ok := byKey[want]; !ok {
+			t.Errorf("%s missing with flannel as the CNI", want)
+		}
+	}
+	if len(upstream) != 6 {
+		t.Fatalf("flannel's manifest has %d objects, want 6 (Namespace, ClusterRole, ClusterRoleBinding, ServiceAccount, ConfigMap, DaemonSet)", len(upstream))
+	}
+	for i, up := range upstream {
+		got, ok := byKey[key(up)]
+		if !ok {
+			t.Errorf("flannel's %s not rendered", key(up))
+			continue
+		}
+		if objs[i].Path != up.Path || key(objs[i]) != key(up) {
+			t.Errorf("object %d is %s, want flannel's %s first, in its order", i, key(objs[i]), key(up))
+		}
+		// What upstream's object becomes with the two edits, field by
+		// field; every other byte must be upstream's.
+		want := up.Body
+		switch key(up) {
+		case "ConfigMap/kube-flannel-cfg":
+			data := want["data"].(map[string]any)
+			data["net-conf.json"] = strings.Replace(data["net-conf.json"].(string), `"10.244.0.0/16"`, `"10.250.0.0/16"`, 1)
+		case "DaemonSet/kube-flannel-ds":
+			spec := want["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			inits := spec["initContainers"].([]any)
+			inits[0].(map[string]any)["image"] = a.FlannelCNIPluginImage
+			inits[1].(map[string]any)["image"] = a.FlannelImage
+			spec["containers"].([]any)[0].(map[string]any)["image"] = a.FlannelImage
+		}
+		gb, _ := json.Marshal(got.Body)
+		wb, _ := json.Marshal(want)
+		if !bytes.Equal(gb, wb) {
+			t.Errorf("%s differs from upstream's beyond the images and network:\ngot  %s\nwant %s", key(up), gb, wb)
+		}
+	}
+	var ds appsv1.DaemonSet
+	strict(t, byKey["DaemonSet/kube-flannel-ds"], &ds)
+	var cm corev1.ConfigMap
+	strict(t, byKey["ConfigMap/kube-flannel-cfg"], &cm)
+	var net struct {
+		Network string
+		Backend struct{ Type string }
+	}
+	if err := json.Unmarshal([]byte(cm.Data["net-conf.json"]), &net); err != nil || net.Network != "10.250.0.0/16" || net.Backend.Type != "vxlan" {
+		t.Errorf("net-conf.json %q (%v): want Network 10.250.0.0/16 with the vxlan back end", cm.Data["net-conf.json"], err)
+	}
+	if byKey["Namespace/kube-flannel"].Path != "/api/v1/namespaces" {
+		t.Errorf("Namespace kube-flannel goes to %q", byKey["Namespace/kube-flannel"].Path)
+	}
+
+	for _, tc := range []struct {
+		name string
+		edit func(*Addons)
+		want string
+	}{
+		{"plugin image missing", func(a *Addons) { a.FlannelCNIPluginImage = "" }, "FlannelCNIPluginImage"},
+		{"flannel image missing", func(a *Addons) { a.FlannelImage = "" }, "FlannelImage"},
+		{"two CNIs", func(a *Addons) { a.InstallCNIImage = "registry.berth.test/berth/install-cni:v1.7.1" }, "one CNI"},
+	} {
+		b := a
+		tc.edit(&b)
+		if _, err := renderAddons(b); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// key is an object's Kind/name.
+func key(o object) string {
+	return fmt.Sprintf("%s/%s", o.Body["kind"], o.Body["metadata"].(map[string]any)["name"])
+}

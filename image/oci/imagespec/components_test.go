@@ -179,6 +179,11 @@ func TestClusterImages(t *testing.T) {
 		"busybox": {"/bin/sh", "/bin/ls", "/bin/cat", "/bin/nslookup", "/bin/wget", "/bin/sleep", "/bin/ps",
 			"/bin/ip", "/bin/grep", "/bin/head", "/bin/env", "/bin/id", "/bin/mount", "/bin/stat"},
 		"install-cni": {"/cni/bin/bridge", "/cni/bin/host-local", "/cni/bin/loopback", "/cni/bin/portmap"},
+		// What flannel's manifest runs in them: cp of the plugin, then
+		// install-conf, then flanneld, which execs iptables.
+		"flannel-cni-plugin": {"/flannel", "/bin/cp"},
+		"flannel": {"/opt/bin/flanneld", "/opt/bin/install-conf", "/usr/sbin/iptables", "/usr/sbin/iptables-save",
+			"/usr/sbin/iptables-restore", "/usr/sbin/ip6tables"},
 	}
 	for _, ref := range refs {
 		repo, tag, _ := strings.Cut(path.Base(ref), ":")
