@@ -150,11 +150,12 @@ type addonValues struct {
 	CoreDNSReplicas                               int
 }
 
-// flannelManifest is flannel v0.28.10's Documentation/kube-flannel.yml,
-// kept byte for byte as upstream ships it; renderFlannel replaces these
-// strings in it, each exactly as often as upstream has it (so a manifest
-// update that moves them fails here, by name, instead of deploying
-// ghcr.io's images, which nothing here can pull).
+// flannelManifestEdits are what renderFlannel replaces in flannel's
+// manifest, addons/kube-flannel.yml (flannel v0.28.10's
+// Documentation/kube-flannel.yml, byte for byte as upstream ships it):
+// each string exactly as often as upstream has it, so a manifest update
+// that moves one fails here, by name, instead of deploying ghcr.io's
+// images, which nothing here can pull.
 var flannelManifestEdits = []struct {
 	field, upstream string
 	count           int
