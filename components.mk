@@ -232,7 +232,7 @@ endif
 # flannel's install-conf, from their tools module, as flannel's image has
 # them; after kubelet's build (order only), as CoreDNS, since they share
 # client-go and apimachinery's packages' work for the CPU.
-$(FLANNEL_DIR)/.built: components/flannel/go.mod components/flannel/go.sum components/flannel/main.go | $(KUBELET_DIR)/.built
+$(FLANNEL_DIR)/.built: components/flannel/go.mod components/flannel/go.sum components/flannel/main.go internal/safe/safe.go | $(KUBELET_DIR)/.built
 	@grep -Eq '^(require )?[[:space:]]*github.com/flannel-io/flannel $(FLANNEL_VERSION)$$' components/flannel/go.mod || \
 	  { echo "flannel: components/flannel/go.mod does not require github.com/flannel-io/flannel $(FLANNEL_VERSION)"; exit 1; }
 	@rm -rf $(FLANNEL_DIR).tmp && mkdir -p $(FLANNEL_DIR).tmp

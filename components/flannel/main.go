@@ -14,7 +14,12 @@
 
 // This file is flannel v0.28.10's main.go
 // (github.com/flannel-io/flannel@v0.28.10/main.go), copied unchanged but
-// for the back ends it imports: upstream links all nine, among them
+// for two things. Its goroutines start through berth's internal/safe
+// (safe.Go, with exitOnPanic: a panic still ends flanneld, as upstream's
+// bare go statements would, now logged with its stack); the module
+// requires the repository root for it, which moves flannel's k8s.io
+// libraries from v0.34.10 to the root's v0.35.4. And the back ends it
+// imports: upstream links all nine, among them
 // Tencent Cloud's VPC back end, whose SDK the Go module proxy refuses
 // (403), and the UDP one, which needs cgo. A berth cluster runs flannel's
 // default back end, vxlan (the upstream manifest's net-conf.json), so
@@ -28,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -41,6 +47,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/coreos/pkg/flagutil"
 	"github.com/flannel-io/flannel/pkg/ip"
 	"github.com/flannel-io/flannel/pkg/ipmatch"
@@ -216,6 +223,12 @@ func newSubnetManager(ctx context.Context) (subnet.Manager, error) {
 	return etcd.NewLocalManager(ctx, cfg, prevSubnet, prevIPv6Subnet, opts.subnetLeaseRenewMargin)
 }
 
+// exitOnPanic ends flanneld after a goroutine's panic, which safe.Go has
+// recovered and logged with its stack: upstream's bare go statements let
+// the panic end the process (its healthz server panics on purpose), and
+// kubelet then restarts the container, which is what a pod should do.
+func exitOnPanic(*safe.Panic) { os.Exit(2) }
+
 func main() {
 	if opts.version {
 		fmt.Fprintln(os.Stderr, version.Version)
@@ -264,10 +277,10 @@ func main() {
 	wg := sync.WaitGroup{}
 
 	wg.Add(1)
-	go func() {
+	safe.Go(slog.Default(), "flanneld: signal handler", func() {
 		shutdownHandler(ctx, sigs, cancel)
 		wg.Done()
-	}()
+	}, exitOnPanic)
 
 	if opts.healthzPort > 0 {
 		mustRunHealthz(ctx.Done(), &wg)
@@ -447,7 +460,7 @@ func main() {
 	//Add blackhole route for the local CIDR in case the bridge plugin is not enable (e.g. Canal)
 	if opts.blackholeRoute {
 		if config.EnableIPv4 {
-			go func() {
+			safe.Go(slog.Default(), "flanneld: IPv4 blackhole route resync", func() {
 				for {
 					select {
 					case <-ctx.Done():
@@ -458,10 +471,10 @@ func main() {
 						}
 					}
 				}
-			}()
+			}, exitOnPanic)
 		}
 		if config.EnableIPv6 {
-			go func() {
+			safe.Go(slog.Default(), "flanneld: IPv6 blackhole route resync", func() {
 				for {
 					select {
 					case <-ctx.Done():
@@ -472,7 +485,7 @@ func main() {
 						}
 					}
 				}
-			}()
+			}, exitOnPanic)
 		}
 	}
 
@@ -489,10 +502,10 @@ func main() {
 	// Start "Running" the backend network. This will block until the context is done so run in another goroutine.
 	log.Info("Running backend.")
 	wg.Add(1)
-	go func() {
+	safe.Go(slog.Default(), "flanneld: backend network", func() {
 		bn.Run(ctx)
 		wg.Done()
-	}()
+	}, exitOnPanic)
 
 	_, err = daemon.SdNotify(false, "READY=1")
 	if err != nil {
@@ -583,16 +596,16 @@ func mustRunHealthz(stopChan <-chan struct{}, wg *sync.WaitGroup) {
 	server := &http.Server{Addr: address}
 
 	wg.Add(2)
-	go func() {
+	safe.Go(slog.Default(), "flanneld: healthz server", func() {
 		// when Shutdown is called, ListenAndServe immediately return ErrServerClosed.
 		if err := server.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Errorf("Start healthz server error. %v", err)
 			panic(err)
 		}
 		wg.Done()
-	}()
+	}, exitOnPanic)
 
-	go func() {
+	safe.Go(slog.Default(), "flanneld: healthz shutdown", func() {
 		// wait to stop
 		<-stopChan
 
@@ -603,7 +616,7 @@ func mustRunHealthz(stopChan <-chan struct{}, wg *sync.WaitGroup) {
 			log.Errorf("Shutdown healthz server error. %v", err)
 		}
 		wg.Done()
-	}()
+	}, exitOnPanic)
 }
 
 func ReadCIDRFromSubnetFile(path string, CIDRKey string) ip.IP4Net {

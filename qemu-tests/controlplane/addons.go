@@ -196,9 +196,9 @@ func renderAddons(a Addons) ([]object, error) {
 		b, err := json.Marshal(s)
 		return string(b), err
 	}}
+	flannel := v.FlannelImage != ""
 	var objs []object
 	for _, f := range addonFiles {
-		flannel := v.FlannelImage != ""
 		if (f == "kube-proxy.yaml" && v.KubeProxyImage == "") || (f == "coredns.yaml" && v.CoreDNSImage == "") ||
 			(f == "install-cni.yaml" && flannel) || (f == "kube-flannel.yml" && !flannel) {
 			continue
