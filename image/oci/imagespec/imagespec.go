@@ -47,6 +47,10 @@ type Spec struct {
 	Cmd        []string `json:"cmd,omitempty"`
 	Env        []string `json:"env,omitempty"`
 	WorkingDir string   `json:"workingDir,omitempty"`
+	// User is the config's user ("1234", "65535:65535"); empty runs as
+	// root. Upstream images that run as another user by default (the e2e
+	// suite's nonroot, pause) say so here.
+	User string `json:"user,omitempty"`
 	// Architecture is the OCI one (amd64, arm64); amd64 when empty.
 	Architecture string `json:"architecture,omitempty"`
 	// Root is the image's content, in the node image spec's layer format.
@@ -105,8 +109,12 @@ func (s *Spec) validate() error {
 		return fmt.Errorf("title is required (the org.opencontainers.image.title annotation)")
 	case s.Version == "":
 		return fmt.Errorf("version is required (the org.opencontainers.image.version annotation)")
-	case len(s.Entrypoint) == 0 || !strings.HasPrefix(s.Entrypoint[0], "/"):
+	case len(s.Entrypoint) == 0 && len(s.Cmd) == 0:
+		return fmt.Errorf("entrypoint and cmd are empty: want an absolute program path first in entrypoint, or a program in cmd")
+	case len(s.Entrypoint) > 0 && !strings.HasPrefix(s.Entrypoint[0], "/"):
 		return fmt.Errorf("entrypoint %q: want an absolute program path first", s.Entrypoint)
+	case len(s.Entrypoint) == 0 && s.Cmd[0] == "":
+		return fmt.Errorf("cmd %q: want a program first", s.Cmd)
 	}
 	if _, ok := elfarch.Machine(s.arch()); !ok {
 		return fmt.Errorf("architecture %q: want one of %s", s.Architecture, elfarch.Names)
@@ -127,7 +135,8 @@ func (s *Spec) arch() string {
 // Build assembles the image's content (relative paths in the spec are under
 // repoRoot, absolute ones under sysroot: the builder's own / when empty)
 // and checks it: every ELF file is for the image's architecture and the
-// entrypoint is a program in the image.
+// program it starts (the entrypoint's, or the cmd's along PATH) is in the
+// image.
 func Build(ctx context.Context, s *Spec, repoRoot, sysroot string) (oci.Image, error) {
 	t, err := assemble.LayerTreeFrom(ctx, s.Root, s.inputs(repoRoot, sysroot))
 	if err != nil {
@@ -139,6 +148,7 @@ func Build(ctx context.Context, s *Spec, repoRoot, sysroot string) (oci.Image, e
 		Cmd:          s.Cmd,
 		Env:          s.Env,
 		WorkingDir:   s.WorkingDir,
+		User:         s.User,
 		Architecture: s.arch(),
 		Annotations:  map[string]string{oci.AnnotationTitle: s.Title, oci.AnnotationVersion: s.Version},
 	}
@@ -161,10 +171,47 @@ func Build(ctx context.Context, s *Spec, repoRoot, sysroot string) (oci.Image, e
 		}
 		img.Files = append(img.Files, f)
 	}
-	if err := checkEntrypoint(img.Files, s.Entrypoint[0]); err != nil {
+	prog, err := s.program(img.Files)
+	if err != nil {
+		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
+	}
+	if err := checkEntrypoint(img.Files, prog); err != nil {
 		return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
 	}
 	return img, nil
+}
+
+// program is the path the runtime execs: the entrypoint's first word, or
+// with no entrypoint the cmd's, which upstream images (busybox's ["sh"],
+// nonewprivs' ["nnp"]) often name bare, to be found along the image's
+// PATH as the runtime finds it.
+func (s *Spec) program(files []oci.File) (string, error) {
+	if len(s.Entrypoint) > 0 {
+		return s.Entrypoint[0], nil
+	}
+	name := s.Cmd[0]
+	if strings.Contains(name, "/") {
+		return path.Join("/", name), nil
+	}
+	var dirs []string
+	for _, e := range s.Env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			dirs = strings.Split(v, ":")
+		}
+	}
+	if len(dirs) == 0 {
+		return "", fmt.Errorf("cmd %q: a bare program name needs PATH in env to be found", s.Cmd)
+	}
+	have := map[string]bool{}
+	for _, f := range files {
+		have[path.Clean("/"+f.Path)] = !f.Dir
+	}
+	for _, d := range dirs {
+		if p := path.Join("/", d, name); have[p] {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("cmd %q: %s is in no directory of PATH %s", s.Cmd, name, strings.Join(dirs, ":"))
 }
 
 // HostFiles lists, sorted, the absolute host paths (the target's, read

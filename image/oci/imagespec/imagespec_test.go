@@ -254,3 +254,46 @@ func TestBuildSysroot(t *testing.T) {
 		t.Errorf("arm64 image from the builder's /: %v, want the host's amd64 files refused", err)
 	}
 }
+
+// An image with no entrypoint starts its cmd, as upstream's busybox
+// (["sh"]) and nonewprivs (["nnp"]) do: a bare name is found along the
+// spec's PATH, as the runtime finds it, and must be there; the user goes
+// into the config.
+func TestBuildCmdOnly(t *testing.T) {
+	s := parseSample(t, hostTrue)
+	s.Entrypoint, s.Cmd, s.User = nil, []string{"tool-other", "-v"}, "1234"
+	img, err := Build(context.Background(), s, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.User != "1234" || len(img.Entrypoint) != 0 || !slices.Equal(img.Cmd, []string{"tool-other", "-v"}) {
+		t.Errorf("image user %q, entrypoint %q, cmd %q", img.User, img.Entrypoint, img.Cmd)
+	}
+	for name, tc := range map[string]struct {
+		cmd    []string
+		env    []string
+		errHas string
+	}{
+		"not on PATH":  {[]string{"nothing"}, []string{"PATH=/bin:/usr/sbin"}, "nothing is in no directory of PATH /bin:/usr/sbin"},
+		"no PATH":      {[]string{"tool"}, nil, "needs PATH"},
+		"absolute bad": {[]string{"/bin/nothing"}, []string{"PATH=/usr/sbin"}, "/bin/nothing is not in the image"},
+	} {
+		s := parseSample(t, hostTrue)
+		s.Entrypoint, s.Cmd, s.Env = nil, tc.cmd, tc.env
+		if _, err := Build(context.Background(), s, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), tc.errHas) {
+			t.Errorf("%s: Build = %v, want an error containing %q", name, err, tc.errHas)
+		}
+	}
+}
+
+func TestParseRejectsNoProgram(t *testing.T) {
+	vars := map[string]string{"VERSION": "v1", "SRC": hostTrue}
+	for name, tc := range map[string]struct{ spec, errHas string }{
+		"neither":   {strings.Replace(sample, "entrypoint: [/usr/sbin/tool-alias]\n", "", 1), "entrypoint and cmd are empty"},
+		"empty cmd": {strings.Replace(sample, "entrypoint: [/usr/sbin/tool-alias]\n", "cmd: [\"\"]\n", 1), "want a program first"},
+	} {
+		if _, err := Parse([]byte(tc.spec), vars); err == nil || !strings.Contains(err.Error(), tc.errHas) {
+			t.Errorf("%s: Parse = %v, want an error containing %q", name, err, tc.errHas)
+		}
+	}
+}
