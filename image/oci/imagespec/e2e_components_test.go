@@ -1,0 +1,247 @@
+//go:build components
+
+package imagespec
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/berth-node/berth/image/elfarch"
+	"github.com/berth-node/berth/image/oci/e2erepo"
+)
+
+// e2eLocalRegistry is the registry stand-in's host, as the repo-list file
+// components.mk writes names it.
+const e2eLocalRegistry = "registry.berth.test"
+
+// e2eEnv is what make test-e2e-images passes.
+type e2eEnv struct {
+	e2eDir, imagesDir, repoList, arch string
+	refs                              []string
+}
+
+func getE2EEnv(t *testing.T) e2eEnv {
+	t.Helper()
+	e := e2eEnv{
+		e2eDir: os.Getenv("BERTH_E2E_DIR"), imagesDir: os.Getenv("BERTH_E2E_IMAGES_DIR"),
+		repoList: os.Getenv("BERTH_E2E_REPO_LIST"), arch: os.Getenv("BERTH_ARCH"),
+		refs: strings.Fields(os.Getenv("BERTH_E2E_IMAGE_REFS")),
+	}
+	if e.e2eDir == "" || e.imagesDir == "" || e.repoList == "" || e.arch == "" || len(e.refs) == 0 {
+		t.Fatal("BERTH_E2E_DIR, BERTH_E2E_IMAGES_DIR, BERTH_E2E_REPO_LIST, BERTH_E2E_IMAGE_REFS or BERTH_ARCH is unset: run make test-e2e-images")
+	}
+	return e
+}
+
+// listImages runs e2e.test --list-images, with repoList as
+// KUBE_TEST_REPO_LIST when it is not empty, and returns what it prints.
+func listImages(t *testing.T, e2eDir, repoList string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(e2eDir, "e2e.test"), "--list-images")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "KUBE_TEST_REPO_LIST=") || strings.HasPrefix(kv, "KUBE_TEST_REPO=")
+	})
+	if repoList != "" {
+		cmd.Env = append(cmd.Env, "KUBE_TEST_REPO_LIST="+repoList)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("e2e.test --list-images (KUBE_TEST_REPO_LIST=%q): %v\n%s", repoList, err, stderr.Bytes())
+	}
+	imgs := strings.Fields(string(out))
+	if len(imgs) < 20 {
+		t.Fatalf("e2e.test --list-images printed %d images, want the suite's whole list:\n%s", len(imgs), out)
+	}
+	sort.Strings(imgs)
+	return imgs
+}
+
+// upstreamImage is how an e2e image starts upstream, from its Dockerfile
+// and base image (test/images/<name>/ of k8s.io/kubernetes v1.35.4), and
+// files the suite's specs use in it.
+type upstreamImage struct {
+	entrypoint, cmd []string
+	user            string
+	files           []string
+}
+
+// upstreamRun is each e2e image's upstreamImage, by repository name.
+func upstreamRun() map[string]upstreamImage {
+	return map[string]upstreamImage{
+		"agnhost": {[]string{"/agnhost"}, []string{"pause"}, "",
+			[]string{"/agnhost-2", "/localhost.crt", "/localhost.key", "/bin/sh", "/bin/bash", "/usr/bin/curl",
+				"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/nc", "/sbin/ip", "/usr/bin/iperf", "/usr/local/bin/iperf"}},
+		"busybox":         {nil, []string{"sh"}, "", []string{"/bin/sh", "/bin/ls", "/bin/wget", "/bin/nslookup", "/bin/sleep", "/bin/cat"}},
+		"nginx":           {[]string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}, "", []string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/bin/sh"}},
+		"pause":           {[]string{"/pause"}, nil, "65535:65535", nil},
+		"nonroot":         {nil, []string{"/bin/sh"}, "1234", []string{"/bin/id"}},
+		"nonewprivs":      {nil, []string{"nnp"}, "", []string{"/usr/local/bin/nnp"}},
+		"kitten":          {[]string{"/agnhost"}, []string{"test-webserver"}, "", []string{"/kitten.jpg", "/data.json"}},
+		"nautilus":        {[]string{"/agnhost"}, []string{"test-webserver"}, "", []string{"/nautilus.jpg", "/data.json"}},
+		"ipc-utils":       {nil, []string{"/bin/sh"}, "", []string{"/usr/bin/ipcs", "/usr/bin/ipcmk", "/usr/bin/ipcrm"}},
+		"jessie-dnsutils": {nil, []string{"bash"}, "", []string{"/bin/bash", "/usr/bin/dig", "/usr/bin/host", "/usr/bin/nslookup"}},
+	}
+}
+
+// TestE2EImages opens each e2e image tarball and checks what the suite
+// needs of it: the upstream name, the image's architecture and every ELF
+// file's machine, how upstream's starts (entrypoint, cmd, user) with the
+// program it starts in the image, and the files the specs use.
+func TestE2EImages(t *testing.T) {
+	e := getE2EEnv(t)
+	want, ok := elfarch.Machine(e.arch)
+	if !ok {
+		t.Fatalf("BERTH_ARCH %q: want one of %s", e.arch, elfarch.Names)
+	}
+	ups := upstreamRun()
+	for _, ref := range e.refs {
+		repo, tag, _ := strings.Cut(path.Base(ref), ":")
+		t.Run(repo+":"+tag, func(t *testing.T) {
+			up, ok := ups[repo]
+			if !ok {
+				t.Fatalf("%s: no upstream entrypoint recorded for %s in upstreamRun", ref, repo)
+			}
+			img := readTarball(t, filepath.Join(e.imagesDir, repo+"-"+tag+".tar"))
+			if img.name != ref {
+				t.Errorf("tarball names itself %q, want %q", img.name, ref)
+			}
+			if a := img.man.Annotations; a["org.opencontainers.image.title"] != repo || a["org.opencontainers.image.version"] != tag {
+				t.Errorf("annotations %v, want title %s and version %s", a, repo, tag)
+			}
+			if img.config.Architecture != e.arch || img.config.OS != "linux" {
+				t.Errorf("config is for %s/%s, want linux/%s", img.config.OS, img.config.Architecture, e.arch)
+			}
+			rc := img.config.Config
+			if !slices.Equal(rc.Entrypoint, up.entrypoint) || !slices.Equal(rc.Cmd, up.cmd) || rc.User != up.user {
+				t.Errorf("entrypoint %q cmd %q user %q, want upstream's %q %q %q", rc.Entrypoint, rc.Cmd, rc.User, up.entrypoint, up.cmd, up.user)
+			}
+			prog := e2eProgram(t, img, rc.Entrypoint, rc.Cmd, rc.Env)
+			if h := img.entries[prog]; h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 ||
+				!(bytes.HasPrefix(img.data[prog], []byte("\x7fELF")) || bytes.HasPrefix(img.data[prog], []byte("#!/bin/sh\n"))) {
+				t.Errorf("program %s: type %c mode %o, want an executable ELF file or sh script", prog, h.Typeflag, h.Mode)
+			}
+			for p, h := range img.entries {
+				if h.Typeflag == tar.TypeReg {
+					if err := elfarch.Check(p, img.data[p], want); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			for _, f := range up.files {
+				if p := img.resolve(t, f); img.entries[p].Typeflag != tar.TypeReg {
+					t.Errorf("%s resolves to %s, no regular file", f, p)
+				}
+			}
+		})
+	}
+	// nnp must run as root whoever starts it: the no-new-privileges specs
+	// read whether the set-user-ID bit took.
+	if slices.Contains(e.refs, "registry.k8s.io/e2e-test-images/nonewprivs:1.3") {
+		img := readTarball(t, filepath.Join(e.imagesDir, "nonewprivs-1.3.tar"))
+		if h := img.entries["/usr/local/bin/nnp"]; h == nil || h.Mode&0o4000 == 0 || h.Uid != 0 {
+			t.Errorf("/usr/local/bin/nnp: %+v, want set-user-ID root", h)
+		}
+	}
+}
+
+// e2eProgram is the file the runtime execs: the entrypoint's first word,
+// or the cmd's, a bare name found along the config's PATH.
+func e2eProgram(t *testing.T, img builtImage, entrypoint, cmd, env []string) string {
+	t.Helper()
+	words := entrypoint
+	if len(words) == 0 {
+		words = cmd
+	}
+	if len(words) == 0 {
+		t.Fatal("no entrypoint and no cmd")
+	}
+	if strings.Contains(words[0], "/") {
+		return img.resolve(t, words[0])
+	}
+	for _, kv := range env {
+		if dirs, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, d := range strings.Split(dirs, ":") {
+				if _, ok := img.entries[path.Join(d, words[0])]; ok {
+					return img.resolve(t, path.Join(d, words[0]))
+				}
+			}
+		}
+	}
+	t.Fatalf("%s is on no PATH of %q", words[0], env)
+	return ""
+}
+
+// TestE2EImagesListed checks the built images' names against e2e.test's
+// own list: a KUBE_VERSION whose suite moved a tag fails here, by name.
+func TestE2EImagesListed(t *testing.T) {
+	e := getE2EEnv(t)
+	listed := listImages(t, e.e2eDir, "")
+	for _, ref := range e.refs {
+		if _, found := slices.BinarySearch(listed, ref); !found {
+			t.Errorf("%s is built but e2e.test --list-images does not list it: update E2E_IMAGE_REFS and the spec to the suite's tag", ref)
+		}
+	}
+}
+
+// TestE2ERepoList checks the KUBE_TEST_REPO_LIST file components.mk wrote:
+// it has every RegistryList key, and with it e2e.test names every image it
+// uses under the registry stand-in, each as e2erepo.LocalRef names its
+// upstream one, so the stand-in serves each built image under that name.
+func TestE2ERepoList(t *testing.T) {
+	e := getE2EEnv(t)
+	b, err := os.ReadFile(e.repoList)
+	if err != nil {
+		t.Fatalf("reading the repo-list file (make e2e-repo-list): %v", err)
+	}
+	var m map[string]string
+	if err := yaml.UnmarshalStrict(b, &m); err != nil {
+		t.Fatalf("%s: %v", e.repoList, err)
+	}
+	for _, k := range e2erepo.Keys() {
+		if !strings.HasPrefix(m[k], e2eLocalRegistry+"/") {
+			t.Errorf("%s: %s is %q, want a registry under %s", e.repoList, k, m[k], e2eLocalRegistry)
+		}
+	}
+	upstream := listImages(t, e.e2eDir, "")
+	local := listImages(t, e.e2eDir, e.repoList)
+	var want []string
+	for _, u := range upstream {
+		l, err := e2erepo.LocalRef(e2eLocalRegistry, u)
+		if err != nil {
+			t.Errorf("e2e.test lists %s: %v", u, err)
+			continue
+		}
+		want = append(want, l)
+	}
+	sort.Strings(want)
+	for _, l := range local {
+		if !strings.HasPrefix(l, e2eLocalRegistry+"/") {
+			t.Errorf("with %s, e2e.test still pulls %s from outside %s", e.repoList, l, e2eLocalRegistry)
+		}
+	}
+	if !slices.Equal(local, want) {
+		t.Errorf("with the repo list e2e.test names %d images, LocalRef of its upstream names gives %d; they differ:\nwith the list: %q\nLocalRef:      %q", len(local), len(want), local, want)
+	}
+	for _, ref := range e.refs {
+		l, err := e2erepo.LocalRef(e2eLocalRegistry, ref)
+		if _, found := slices.BinarySearch(local, l); err != nil || !found {
+			t.Errorf("built image %s: LocalRef %q (%v) is not among the names e2e.test pulls with the repo list", ref, l, err)
+		}
+	}
+}
