@@ -58,6 +58,17 @@ func Keys() []string {
 	return keys
 }
 
+// Registries returns the suite's upstream registries, sorted, each once
+// (gcRegistry and gcEtcdRegistry are both registry.k8s.io).
+func Registries() []string {
+	var rs []string
+	for _, r := range registryList() {
+		rs = append(rs, r)
+	}
+	sort.Strings(rs)
+	return slices.Compact(rs)
+}
+
 // pathComponent is the distribution spec's repository name component.
 var pathComponent = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$`)
 
@@ -108,9 +119,7 @@ func LocalRef(local, ref string) (string, error) {
 	if err := checkLocal(local); err != nil {
 		return "", err
 	}
-	var known []string
-	for _, r := range registryList() {
-		known = append(known, r)
+	for _, r := range Registries() {
 		rest, ok := strings.CutPrefix(ref, r+"/")
 		if !ok {
 			continue
@@ -120,6 +129,5 @@ func LocalRef(local, ref string) (string, error) {
 		}
 		return local + "/" + ref, nil
 	}
-	sort.Strings(known)
-	return "", fmt.Errorf("image %q: in none of the e2e suite's registries (%s)", ref, strings.Join(slices.Compact(known), ", "))
+	return "", fmt.Errorf("image %q: in none of the e2e suite's registries (%s)", ref, strings.Join(Registries(), ", "))
 }

@@ -40,6 +40,10 @@ func TestRepoList(t *testing.T) {
 	if keys := Keys(); len(keys) != len(want) || keys[0] != "buildImageRegistry" {
 		t.Errorf("Keys() = %v", keys)
 	}
+	// registry.k8s.io serves two keys, and is listed once.
+	if rs := Registries(); len(rs) != len(want)-1 || rs[0] != "docker.io/library" {
+		t.Errorf("Registries() = %v", rs)
+	}
 }
 
 func TestLocalRef(t *testing.T) {

@@ -203,6 +203,10 @@ func TestE2EImagesListed(t *testing.T) {
 // it has every RegistryList key, and with it e2e.test names every image it
 // uses under the registry stand-in, each as e2erepo.LocalRef names its
 // upstream one, so the stand-in serves each built image under that name.
+// The CSI drivers' images, which e2e.test reads from its embedded manifests,
+// are listed unmapped: the suite maps them when it deploys the manifests
+// (ReplaceRegistryInImageURL, by the registry before the image's last /),
+// so each must be in one of the list's registries exactly.
 func TestE2ERepoList(t *testing.T) {
 	e := getE2EEnv(t)
 	b, err := os.ReadFile(e.repoList)
@@ -220,24 +224,28 @@ func TestE2ERepoList(t *testing.T) {
 	}
 	upstream := listImages(t, e.e2eDir, "")
 	local := listImages(t, e.e2eDir, e.repoList)
-	var want []string
+	mapped, atUse := 0, 0
 	for _, u := range upstream {
 		l, err := e2erepo.LocalRef(e2eLocalRegistry, u)
 		if err != nil {
 			t.Errorf("e2e.test lists %s: %v", u, err)
 			continue
 		}
-		want = append(want, l)
-	}
-	sort.Strings(want)
-	for _, l := range local {
-		if !strings.HasPrefix(l, e2eLocalRegistry+"/") {
-			t.Errorf("with %s, e2e.test still pulls %s from outside %s", e.repoList, l, e2eLocalRegistry)
+		if _, found := slices.BinarySearch(local, l); found {
+			mapped++
+			continue
 		}
+		name, _, _ := strings.Cut(u, ":")
+		if _, found := slices.BinarySearch(local, u); found && slices.Contains(e2erepo.Registries(), path.Dir(name)) {
+			atUse++
+			continue
+		}
+		t.Errorf("with %s, e2e.test names %s neither %s nor as itself in a registry it maps at use", e.repoList, u, l)
 	}
-	if !slices.Equal(local, want) {
-		t.Errorf("with the repo list e2e.test names %d images, LocalRef of its upstream names gives %d; they differ:\nwith the list: %q\nLocalRef:      %q", len(local), len(want), local, want)
+	if len(local) != len(upstream) {
+		t.Errorf("e2e.test lists %d images with the repo list, %d without", len(local), len(upstream))
 	}
+	t.Logf("%d images mapped by the list, %d mapped when their manifests are deployed", mapped, atUse)
 	for _, ref := range e.refs {
 		l, err := e2erepo.LocalRef(e2eLocalRegistry, ref)
 		if _, found := slices.BinarySearch(local, l); err != nil || !found {
