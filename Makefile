@@ -340,6 +340,31 @@ DEMO_CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy
 demo: deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(TEST_COMPONENTS)
 	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(ARCH_BUILD)/demo
 
+## cluster: a cluster of CLUSTER_N (default 2; `make cluster N=3`) berth
+## nodes on one virtual network on this machine: the control plane on the
+## host with flannel, kube-proxy and CoreDNS, each node with its own
+## address, instance ID, hostname, IMDS at 169.254.169.254 and
+## instance-store disk (qemu-tests/cluster). Waits until every node is
+## Ready, writes build/cluster/kubeconfig and says how to use it, and runs
+## until Ctrl-C or `make cluster-down`, which power the nodes off in
+## order. CLUSTER_FLAGS adds flags: -node-config node-b=FILE (a NodeConfig
+## part for one node: labels, taints), -cni install-cni,
+## -exit-when-ready (power off once Ready; figures in
+## build/cluster/figures.json). Not part of make test.
+CLUSTER_N := $(if $(filter command line,$(origin N)),$(N),2)
+.PHONY: cluster cluster-down
+cluster: deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(addprefix $(OCI_IMAGES_DIR)/,flannel.tar flannel-cni-plugin.tar) $(TEST_COMPONENTS)
+	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/cluster -n $(CLUSTER_N) -out $(ARCH_BUILD)/cluster $(CLUSTER_FLAGS)
+
+## cluster-down: stops the cluster `make cluster` runs (SIGTERM to the pid
+## in build/cluster/cluster.pid) and waits until its nodes are off.
+cluster-down:
+	@f=$(ARCH_BUILD)/cluster/cluster.pid; if [ ! -f $$f ]; then echo "cluster-down: no cluster runs ($$f is absent)"; exit 0; fi; \
+	pid=$$(cat $$f); if ! kill -TERM "$$pid" 2>/dev/null; then echo "cluster-down: pid $$pid is gone"; rm -f $$f; exit 0; fi; \
+	echo "cluster-down: powering the nodes off (pid $$pid)"; \
+	for i in $$(seq 300); do kill -0 "$$pid" 2>/dev/null || { echo "cluster-down: done"; exit 0; }; sleep 1; done; \
+	echo "cluster-down: pid $$pid still runs after 300 s"; exit 1
+
 ## bench: boot the test image N times (default 5) without config and N times
 ## joining a local control plane, one at a time; print min, median and max per
 ## phase and for kernel → kubelet exec; write build/bench/bench.json. With

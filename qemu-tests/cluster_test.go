@@ -5,26 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/berth-node/berth/init/report"
-	"github.com/berth-node/berth/internal/safe"
-	"github.com/berth-node/berth/network"
-	"github.com/berth-node/berth/qemu-tests/controlplane"
-	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/qemu-tests/vcluster"
 	"github.com/berth-node/berth/qemu-tests/vnet"
 )
 
@@ -55,154 +48,17 @@ const clusterTimeout = 6 * time.Minute
 // address outside the machine is refused at once, and the network
 // records it.
 func TestCluster(t *testing.T) {
-	dir := qemu.ImageDir(t)
-	// The host's services, as the nodes see them: one address on the
-	// subnet, as a VPC endpoint would be.
-	svcAddr := netip.MustParseAddr("192.168.127.254")
-	tc := startClusterWith(t, clusterOptions{noCNI: true, cp: controlplane.Options{AdvertiseAddress: svcAddr.String(), KubeletAddressType: "InternalIP"}})
+	tc := startRigControlPlane(t, clusterOptions{noCNI: true})
 	if err := tc.images.Require("kube-proxy.tar", "coredns.tar", "busybox.tar"); err != nil {
 		t.Fatal(err)
 	}
 	info := tc.Info()
-	reg, err := url.Parse(tc.mirror)
-	if err != nil {
-		t.Fatal(err)
-	}
-	regPort, err := netip.ParseAddrPort("127.0.0.1:" + reg.Port())
-	if err != nil {
-		t.Fatalf("registry stand-in %q: %v", tc.mirror, err)
-	}
-	apiPort := uint16(tc.Ports().APIServer)
-	services := []vnet.Service{
-		{Name: "kube-apiserver", Virtual: netip.AddrPortFrom(svcAddr, apiPort), Host: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), apiPort)},
-		{Name: "registry", Virtual: netip.AddrPortFrom(svcAddr, regPort.Port()), Host: regPort},
-	}
-	if !strings.Contains(info.APIServerEndpoint, svcAddr.String()) {
-		t.Fatalf("the API server endpoint %s is not at %s", info.APIServerEndpoint, svcAddr)
-	}
-	userData := mimeUserData(joinNodeConfig(info, reg.Scheme+"://"+netip.AddrPortFrom(svcAddr, regPort.Port()).String()))
-
-	type node struct {
-		name, ip, id string
-		mac          net.HardwareAddr
-		rtcBehind    time.Duration
-		srv          *imdsserver.Server
-		vm           *qemu.VM
-		rep          map[string]any
-		nodeName     string
-	}
-	nodes := []*node{
-		{name: "node-a", ip: "192.168.127.10", id: "i-0aaaaaaaaaaaaaaa1", mac: net.HardwareAddr{0x52, 0x54, 0x00, 0xb3, 0x27, 0x0a}, rtcBehind: time.Hour},
-		{name: "node-b", ip: "192.168.127.11", id: "i-0bbbbbbbbbbbbbbb2", mac: net.HardwareAddr{0x52, 0x54, 0x00, 0xb3, 0x27, 0x0b}},
-	}
-	var cfgNodes []vnet.Node
-	for _, nd := range nodes {
-		in := imdsserver.DefaultInstance()
-		in.InstanceID = nd.id
-		in.LocalIPv4 = nd.ip
-		in.LocalHostname = "ip-" + strings.ReplaceAll(nd.ip, ".", "-") + ".us-west-2.compute.internal"
-		in.MAC = nd.mac.String()
-		srv, err := imdsserver.New(imdsserver.Config{Instance: in, UserData: userData})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nd.srv = srv
-		cfgNodes = append(cfgNodes, vnet.Node{Name: nd.name, MAC: nd.mac, IP: netip.MustParseAddr(nd.ip), IMDS: srv})
-	}
-	n, err := vnet.New(vnet.Config{Nodes: cfgNodes, Services: services, SearchDomain: "us-west-2.compute.internal"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	sock := filepath.Join(t.TempDir(), "vnet.sock")
-	if err := n.Listen(sock); err != nil {
-		t.Fatal(err)
-	}
-
-	var wg sync.WaitGroup
-	errs := make([]error, len(nodes))
+	nc := rigNodeConfig(t, tc)
 	qemuStart := time.Now()
 	since := func() float64 { return time.Since(qemuStart).Seconds() }
-	for i, nd := range nodes {
-		cfg := qemu.ImageConfig(dir, "")
-		cfg.Name = nd.name
-		// ImageConfig turns IMDS off for QEMU's user network, which has
-		// none; this network has one at EC2's address.
-		cfg.Append = strings.Join(slices.DeleteFunc(strings.Fields(cfg.Append), func(w string) bool {
-			return strings.HasPrefix(w, "berth.imds=")
-		}), " ")
-		cfg.Shell = true
-		cfg.MemoryMB = 2048
-		// Two vCPUs each, as every other test's guest: an idle vCPU's TCG
-		// thread sleeps, so a node busy pulling or starting pods while the
-		// other waits gets both cores. With one vCPU each this test took
-		// 930 s (install-cni as the CNI); with two and flannel, 668 s.
-		cfg.CPUs = 2
-		cfg.Timeout = 25 * time.Minute
-		cfg.NICs = []qemu.NIC{{MAC: nd.mac.String(), Stream: sock}}
-		if nd.rtcBehind > 0 {
-			cfg.Extra = append(cfg.Extra, "-rtc", "base="+time.Now().UTC().Add(-nd.rtcBehind).Format("2006-01-02T15:04:05"))
-		}
-		if strings.Contains(cfg.Append, "berth.imds") {
-			t.Fatalf("the image's command line names berth.imds (%q): this test boots as production does", cfg.Append)
-		}
-		nd.vm = qemu.Start(t, cfg)
-		wg.Add(1)
-		safe.Go(slog.Default(), nd.name+" boot report", func() {
-			nd.rep, errs[i] = nd.vm.Report(bootTimeout)
-			wg.Done()
-		}, func(p *safe.Panic) { errs[i] = p; wg.Done() })
-	}
-	wg.Wait()
-	for i, nd := range nodes {
-		if errs[i] != nil {
-			t.Fatalf("%s: %v\nconsole:\n%s", nd.name, errs[i], nd.vm.ConsoleTail(40))
-		}
-		if !reportOK(nd.rep) {
-			t.Fatalf("%s: boot failed: %v", nd.name, nd.rep["error"])
-		}
-		var net network.Result
-		section(t, nd.rep, "network", &net)
-		if !slices.Contains(net.Addresses, nd.ip+"/24") || net.Gateway != "192.168.127.1" || net.DHCPServer != "192.168.127.1" {
-			t.Errorf("%s: network %+v: want %s/24 by DHCP from the gateway 192.168.127.1", nd.name, net, nd.ip)
-		}
-		if !slices.Contains(net.DNS, "192.168.127.1") || !slices.Contains(net.Search, "us-west-2.compute.internal") {
-			t.Errorf("%s: DNS %v search %v: want the gateway and the region's domain", nd.name, net.DNS, net.Search)
-		}
-		var c report.Config
-		section(t, nd.rep, "config", &c)
-		if c.IMDS != "http://169.254.169.254" {
-			t.Errorf("%s: config.imds = %q, want EC2's http://169.254.169.254", nd.name, c.IMDS)
-		}
-		wantHost := "ip-" + strings.ReplaceAll(nd.ip, ".", "-") + ".us-west-2.compute.internal"
-		if c.Hostname != wantHost || c.HostnameSource != "imds" {
-			t.Errorf("%s: hostname %q from %q, want %s from its own IMDS", nd.name, c.Hostname, c.HostnameSource, wantHost)
-		}
-		saidID := false
-		for _, l := range nd.vm.Lines() {
-			saidID = saidID || strings.Contains(l.Text, "id="+nd.id)
-		}
-		if !saidID {
-			t.Errorf("%s: the console never names instance %s (its own, not the other node's)", nd.name, nd.id)
-		}
-		if len(nd.srv.Requests()) == 0 {
-			t.Errorf("%s: its IMDS stand-in saw no request", nd.name)
-		}
-		var pl report.Plan
-		section(t, nd.rep, "plan", &pl)
-		if pl.NodeName != wantHost {
-			t.Errorf("%s: node name %q, want %s", nd.name, pl.NodeName, wantHost)
-		}
-		nd.nodeName = pl.NodeName
-		figure(t, "%s on the virtual network: DHCP %.0f ms, network phase %.0f ms", nd.name, net.Steps.DHCP, net.Steps.Total)
-	}
-
+	rig, nodes := bootRig(t, tc, []string{nc, nc}, []vcluster.Boot{{RTCBehind: time.Hour}, {}})
+	n := rig.Net
 	a := api{c: tc.Client(), base: info.HostEndpoint}
-	for _, nd := range nodes {
-		if err := tc.RouteKubeletVia(nd.ip, net.JoinHostPort(nd.ip, fmt.Sprint(controlplane.KubeletPort)), n.DialContext); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	// 1. No CNI yet: registered, NotReady, and kubelet says why.
 	podCIDRs := map[string]string{}
@@ -287,6 +143,7 @@ func TestCluster(t *testing.T) {
 	figure(t, "QEMU start to CoreDNS Ready: %.1f s", since())
 	for _, nd := range nodes {
 		var rules string
+		var err error
 		waitFor(t, nd.vm, nd.name+": kube-proxy's KUBE-SERVICES rules for kube-dns in the host's iptables", time.Minute, func() (bool, string) {
 			rules, err = nd.vm.Shell("iptables -t nat -S KUBE-SERVICES", shellTimeout)
 			return err == nil && strings.Contains(rules, "kube-system/kube-dns:dns"), rules
@@ -502,8 +359,8 @@ echo "peer answer: $(tail -n 1 /tmp/peer)"
 					t.Errorf("time section %v: want server %s", ts, vnet.TimeSyncAddr)
 				}
 				off, _ := ts["firstOffsetMs"].(float64)
-				if d := time.Duration(off * float64(time.Millisecond)); (d - na.rtcBehind).Abs() > 5*time.Second {
-					t.Errorf("first offset %.0f ms, want %s ± 5 s", off, na.rtcBehind)
+				if d := time.Duration(off * float64(time.Millisecond)); (d - na.boot.RTCBehind).Abs() > 5*time.Second {
+					t.Errorf("first offset %.0f ms, want %s ± 5 s", off, na.boot.RTCBehind)
 				}
 				break
 			}
@@ -552,16 +409,7 @@ echo "peer answer: $(tail -n 1 /tmp/peer)"
 		}
 	}
 
-	for _, nd := range nodes {
-		if err := nd.vm.PowerDown(); err != nil {
-			t.Errorf("%s: power-off: %v", nd.name, err)
-		}
-	}
-	for _, nd := range nodes {
-		if err := nd.vm.WaitExit(powerOffBound); err != nil {
-			t.Errorf("%s: %v", nd.name, err)
-		}
-	}
+	powerOffRig(t, nodes)
 }
 
 // nodeObject is the part of a Node the cluster test reads.

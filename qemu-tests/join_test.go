@@ -266,22 +266,10 @@ func waitFor(t *testing.T, vm *qemu.VM, what string, timeout time.Duration, chec
 // token; with a mirror, the node pulls registry.berth.test's images from
 // the registry stand-in there.
 func joinNodeConfig(info controlplane.Info, mirror string) string {
-	mirrors := ""
-	if mirror != "" {
-		mirrors = fmt.Sprintf("    berth.dev/registry-mirrors: '%s'\n", clusterimages.MirrorAnnotation(mirror))
+	if mirror == "" {
+		return info.JoinNodeConfig("berth-qemu")
 	}
-	return fmt.Sprintf(`apiVersion: node.eks.aws/v1alpha1
-kind: NodeConfig
-metadata:
-  annotations:
-    berth.dev/bootstrap-token: %s
-%sspec:
-  cluster:
-    name: berth-qemu
-    apiServerEndpoint: %s
-    certificateAuthority: %s
-    cidr: %s
-`, info.BootstrapToken, mirrors, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR)
+	return info.JoinNodeConfigMirrored("berth-qemu", clusterimages.MirrorAnnotation(mirror))
 }
 
 // A node boots from nothing but its user data and its instance role, joins

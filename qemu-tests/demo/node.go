@@ -1,10 +1,6 @@
 package main
 
 import (
-	"fmt"
-
-	"github.com/berth-node/berth/config/nodeconfig"
-	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/qemu-tests/clusterimages"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
@@ -34,19 +30,7 @@ const (
 // registry mirror annotation sends the node's pulls of registry.berth.test
 // to the stand-in at mirror (as the guest dials it).
 func nodeConfigYAML(info controlplane.Info, mirror string) string {
-	return fmt.Sprintf(`apiVersion: node.eks.aws/v1alpha1
-kind: NodeConfig
-metadata:
-  annotations:
-    %s: %s
-    %s: '%s'
-spec:
-  cluster:
-    name: %s
-    apiServerEndpoint: %s
-    certificateAuthority: %s
-    cidr: %s
-`, plan.BootstrapTokenAnnotation, info.BootstrapToken, nodeconfig.RegistryMirrorsAnnotation, clusterimages.MirrorAnnotation(mirror), clusterTag, info.APIServerEndpoint, info.CertificateAuthority, info.ServiceCIDR)
+	return info.JoinNodeConfigMirrored(clusterTag, clusterimages.MirrorAnnotation(mirror))
 }
 
 // mimeUserData wraps the NodeConfig the way eksctl and Karpenter do: MIME

@@ -492,6 +492,9 @@ func (vm *VM) kill() {
 // Uptime is how long QEMU has run.
 func (vm *VM) Uptime() time.Duration { return time.Since(vm.start) }
 
+// Pid is QEMU's process ID, for reading its resource use from /proc.
+func (vm *VM) Pid() int { return vm.cmd.Process.Pid }
+
 // Lines returns every console line so far.
 func (vm *VM) Lines() []Line {
 	l, _, _ := vm.console.snapshot(0)
