@@ -427,13 +427,43 @@ endif
 # The node image's components at version-independent paths, for
 # image/spec.yaml, and their versions for the image manifest.
 NODE_COMPONENTS_DIR := $(ARCH_COMPONENTS_DIR)/node
-MKIMAGE_COMPONENTS := -component kubelet=$(KUBE_VERSION) -component containerd=$(CONTAINERD_VERSION) \
+# What the node's kubelet and containerd accept in their configuration
+# (config/accepts), generated from their Go modules at the pinned versions
+# for the image manifest and for validation (berth check --manifest, the
+# oracle test). The generators read Go data and never run the components,
+# so the host's files serve an arm64 image as well: they live in the
+# host's components directory whatever ARCH is.
+ACCEPTS_DIR        := $(COMPONENTS_DIR)/accepts
+KUBELET_ACCEPTS    := $(ACCEPTS_DIR)/kubelet-$(KUBE_VERSION).json
+CONTAINERD_ACCEPTS := $(ACCEPTS_DIR)/containerd-$(CONTAINERD_VERSION).json
+
+.PHONY: accepts
+## accepts: what kubelet and containerd accept (flags, feature gates, field types), for the manifest.
+accepts: $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
+
+# components/kubeaccepts' go.mod is components/kube's (same requirements,
+# so kubelet's packages come from the build cache): its version is checked
+# as kubelet's is, and the flags are kubelet's (CGO off, -trimpath).
+$(KUBELET_ACCEPTS): components/kubeaccepts/go.mod components/kubeaccepts/go.sum components/kubeaccepts/main.go
+	@grep -q '^require k8s.io/kubernetes $(KUBE_VERSION)$$' components/kubeaccepts/go.mod || \
+	  { echo "kubeaccepts: components/kubeaccepts/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION); copy components/kube/go.mod and go.sum"; exit 1; }
+	@mkdir -p $(ACCEPTS_DIR)
+	cd components/kubeaccepts && CGO_ENABLED=0 $(NICE) $(GO) run -trimpath . -out $(abspath $@)
+
+$(CONTAINERD_ACCEPTS): components/containerdaccepts/go.mod components/containerdaccepts/go.sum components/containerdaccepts/main.go
+	@grep -qP '^\tgithub.com/containerd/containerd/v2 $(CONTAINERD_VERSION)$$' components/containerdaccepts/go.mod || \
+	  { echo "containerdaccepts: components/containerdaccepts/go.mod does not require github.com/containerd/containerd/v2 $(CONTAINERD_VERSION)"; exit 1; }
+	@mkdir -p $(ACCEPTS_DIR)
+	cd components/containerdaccepts && $(NICE) $(GO) run . -out $(abspath $@)
+
+MKIMAGE_COMPONENTS := -accepts $(KUBELET_ACCEPTS) -accepts $(CONTAINERD_ACCEPTS) \
+  -component kubelet=$(KUBE_VERSION) -component containerd=$(CONTAINERD_VERSION) \
   -component runc=$(RUNC_VERSION) -component cni-plugins=$(CNI_VERSION)
 
 .PHONY: node-components
 ## node-components: links the pinned node components into build/components/node/
 ## (ARCH=arm64: the arm64 ones into build/arm64/components/node/).
-node-components: kubelet containerd runc cni pause-images
+node-components: kubelet containerd runc cni pause-images accepts
 	@mkdir -p $(NODE_COMPONENTS_DIR)/cni $(NODE_COMPONENTS_DIR)/images
 	@ln -sfn $(KUBELET_DIR)/kubelet $(NODE_COMPONENTS_DIR)/kubelet
 	@for b in containerd containerd-shim-runc-v2 ctr; do ln -sfn $(CONTAINERD_DIR)/$$b $(NODE_COMPONENTS_DIR)/$$b; done
@@ -465,7 +495,9 @@ $(E2E_DIR)/.built: components/e2e/go.mod components/e2e/go.sum components/e2e/to
 	  CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_DIR).tmp/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 	@for f in e2e.test ginkgo; do if readelf -l $(E2E_DIR).tmp/$$f | grep -q INTERP; then echo "e2e: $$f is not statically linked"; exit 1; fi; done
 	@$(E2E_DIR).tmp/e2e.test --version | grep -q '$(KUBE_VERSION)' || { echo "e2e: e2e.test --version is not $(KUBE_VERSION)"; exit 1; }
-	@g=$$($(GO) version -m $(E2E_DIR).tmp/e2e.test | awk '$$1=="dep" && $$2=="github.com/onsi/ginkgo/v2" {print $$3}'); \
+	@# A test binary's build info lists no dependencies: the module's
+	@# requirement is the ginkgo library e2e.test was built with.
+	@g=$$(cd components/e2e && $(GO) list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2); \
 	  $(E2E_DIR).tmp/ginkgo version | grep -qx "Ginkgo Version $${g#v}" || \
 	  { echo "e2e: ginkgo is not the version e2e.test links ($$g): ginkgo refuses to run a suite of another"; exit 1; }
 	@rm -rf $(E2E_DIR) && mv $(E2E_DIR).tmp $(E2E_DIR) && touch $@
