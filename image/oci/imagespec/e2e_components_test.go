@@ -148,6 +148,13 @@ func TestE2EImages(t *testing.T) {
 					t.Errorf("%s resolves to %s, no regular file", f, p)
 				}
 			}
+			// Debian's busybox sh runs its applets before PATH: where the
+			// image carries real nc, ip or nslookup, sh must be bash.
+			if _, real := img.entries["/usr/bin/nslookup"]; real {
+				if p := img.resolve(t, "/bin/sh"); p != "/bin/bash" {
+					t.Errorf("/bin/sh resolves to %s, want /bin/bash: a busybox sh would run its own nslookup, nc and ip", p)
+				}
+			}
 		})
 	}
 	// nnp must run as root whoever starts it: the no-new-privileges specs
