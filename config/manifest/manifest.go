@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/berth-node/berth/config/accepts"
 )
 
 // DefaultPath is where the manifest lives inside a booted image.
@@ -27,6 +29,11 @@ type Manifest struct {
 	// Components maps a component name (kubelet, containerd, runc, cni,
 	// etcd...) to its version, for example "kubelet": "v1.35.4".
 	Components map[string]string `json:"components,omitempty"`
+	// Accepts is what the image's kubelet and containerd accept in their
+	// configuration (flags, feature gates, field types...), generated at
+	// build from their Go modules; validation checks user data against
+	// it. Nil in images built before it was recorded.
+	Accepts *accepts.Accepts `json:"accepts,omitempty"`
 	// SandboxImage is the pause image reference containerd is configured with.
 	SandboxImage string `json:"sandboxImage,omitempty"`
 	// Images are OCI image tarballs baked into the image, imported into

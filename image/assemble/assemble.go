@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/berth-node/berth/config/accepts"
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/disk"
 	"github.com/berth-node/berth/image/elfarch"
@@ -82,6 +83,10 @@ type Inputs struct {
 	// (kubelet, containerd...), recorded in the manifest; the Makefile
 	// that built them is where they are pinned.
 	Components map[string]string
+	// Accepts is what the components accept in their configuration
+	// (components/kubeaccepts, components/containerdaccepts), recorded in
+	// the manifest for validation.
+	Accepts *accepts.Accepts
 	// Disk, when set, is where a bootable GPT disk image (disk.raw) is
 	// written too, from the same root filesystem: ESP with a UKI whose
 	// initramfs lacks /root.erofs, the root plus its dm-verity tree, and an
@@ -133,7 +138,7 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 		return nil, fmt.Errorf("creating output dir: %w", err)
 	}
 	m := &manifest.Manifest{BerthVersion: in.BerthVersion, KernelVersion: kver, Arch: arch, Tools: map[string]string{},
-		Components: in.Components, SandboxImage: in.Spec.SandboxImage, KernelArgs: in.Spec.KernelArgs}
+		Components: in.Components, Accepts: in.Accepts, SandboxImage: in.Spec.SandboxImage, KernelArgs: in.Spec.KernelArgs}
 
 	mods, err := selectModules(log, in.KernelDir, kver, in.Spec)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-node/berth/config/accepts"
 	"github.com/berth-node/berth/image/assemble"
 	"github.com/berth-node/berth/image/spec"
 )
@@ -61,6 +62,17 @@ func run(log *slog.Logger, args []string) error {
 		}
 		components[name] = ver
 		return nil
+	})
+	var accepted *accepts.Accepts
+	fs.Func("accepts", "FILE of what a component accepts (components/kubeaccepts, components/containerdaccepts' output), for the manifest (repeatable)", func(v string) error {
+		a, err := accepts.Load(v)
+		if err != nil {
+			return err
+		}
+		if accepted == nil {
+			accepted = &accepts.Accepts{}
+		}
+		return accepted.Merge(a)
 	})
 	vars := map[string]string{}
 	fs.Func("var", "NAME=VALUE for ${NAME} in the spec (NODE_COMPONENTS: the node components' directory; repeatable)", func(v string) error {
@@ -115,7 +127,7 @@ func run(log *slog.Logger, args []string) error {
 	defer cancel()
 	_, err = assemble.Build(ctx, log, assemble.Inputs{
 		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
-		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components, Arch: *arch,
+		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components, Accepts: accepted, Arch: *arch,
 		Disk: *diskOut, DiskCmdline: *diskCmdline, RootInInitramfs: *rootInInitramfs, Sysroot: *sysroot,
 	})
 	return err
