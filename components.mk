@@ -482,13 +482,13 @@ node-components: kubelet containerd runc cni pause-images accepts
 # see components/README.md for what they cost.
 E2E_DIR := $(COMPONENTS_DIR)/e2e-$(KUBE_VERSION)
 .PHONY: e2e
-## e2e: e2e.test and ginkgo, from k8s.io/kubernetes $(KUBE_VERSION), in build/components/e2e-$(KUBE_VERSION)/.
+## e2e: e2e.test and ginkgo, from the k8s.io/kubernetes kubelet is built from, in build/components/e2e-<version>/.
 e2e: $(E2E_DIR)/.built
 
 $(E2E_DIR)/.built: components/e2e/go.mod components/e2e/go.sum components/e2e/tools.go | $(KUBE_DIR)/.built
 	@grep -Eq '^(require )?[[:space:]]*k8s.io/kubernetes $(KUBE_VERSION)$$' components/e2e/go.mod || \
 	  { echo "e2e: components/e2e/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION); update it (and every staging replace) with KUBE_VERSION"; exit 1; }
-	@echo "e2e: building e2e.test and ginkgo $(KUBE_VERSION) (11-18 min with kubelet's build cache, a few seconds warm)"
+	@echo "e2e: building e2e.test and ginkgo $(KUBE_VERSION) (about 6 CPU minutes with kubelet's build cache, 30 s warm)"
 	@rm -rf $(E2E_DIR).tmp && mkdir -p $(E2E_DIR).tmp
 	cd components/e2e && CGO_ENABLED=0 $(NICE) $(GO) test -c -trimpath -ldflags '$(KUBE_LDFLAGS)' \
 	  -o $(E2E_DIR).tmp/e2e.test k8s.io/kubernetes/test/e2e && \
