@@ -414,11 +414,14 @@ test-components: kube etcd
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./qemu-tests/controlplane/
 
 .PHONY: test-components-node
-## test-components-node: the real containerd on the config.toml berth renders (`config dump`);
+## test-components-node: the real containerd on the config.toml berth renders (`config dump`), what
+## make accepts generated, and the oracle test: config/nodeconfig/testdata/oracle's corpus judged by
+## berth and by the real kubelet (in a sandbox, against a fake CRI) and containerd (CRI loaded);
 ## a prerequisite of test-qemu, whose image already needs containerd built.
 ## It runs the host's containerd, whatever ARCH is.
-test-components-node: $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./runtime/containerd/
+test-components-node: $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built $(KUBE_DIR)/.built $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./runtime/containerd/ ./config/accepts/
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run TestOracle ./config/nodeconfig/
 ifneq ($(ARCH),amd64)
 $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built:
 	$(MAKE) --no-print-directory containerd ARCH=amd64

@@ -18,10 +18,12 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.49.0
+	google.golang.org/grpc v1.72.2
 	gvisor.dev/gvisor v0.0.0-20240916094835-a174eb65023f
 	k8s.io/api v0.35.4
 	k8s.io/apimachinery v0.35.4
 	k8s.io/client-go v0.35.4
+	k8s.io/cri-api v0.35.4
 	k8s.io/kube-proxy v0.35.4
 	k8s.io/kubelet v0.35.4
 	sigs.k8s.io/yaml v1.6.0

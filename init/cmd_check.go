@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/internal/redact"
 )
@@ -14,8 +15,9 @@ func cmdCheck(e env, args []string) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	strict := fs.Bool("strict", false, "treat unknown fields and feature gates as errors")
+	manifestPath := fs.String("manifest", "", "the image's manifest: check kubelet's and containerd's settings against what its kubelet and containerd accept (without it, a warning names the checks not made)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: berth check [--strict] FILE...")
+		fmt.Fprintln(e.stderr, "usage: berth check [--strict] [--manifest FILE] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -25,7 +27,16 @@ func cmdCheck(e env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	problems, ok := nodeconfig.Check(*strict, fs.Args()...)
+	var opts nodeconfig.Options
+	if *manifestPath != "" {
+		man, err := manifest.Load(*manifestPath)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "berth check: %v\n", err)
+			return 1
+		}
+		opts.Accepts = man.Accepts
+	}
+	problems, ok := nodeconfig.CheckWith(opts, *strict, fs.Args()...)
 	// The problems quote values, and a value may hold a secret (a URL's
 	// password, a token): redacted as render's are, and check has no
 	// reason to show them.
@@ -34,6 +45,9 @@ func cmdCheck(e env, args []string) int {
 	}
 	// Count, not len: past nodeconfig.MaxProblems one line stands for the
 	// problems left out, and the summary must still give the true numbers.
+	if why := opts.NotChecked(); why != "" {
+		fmt.Fprintln(e.stdout, "warning: "+why)
+	}
 	errs, warns := nodeconfig.Count(problems)
 	if !ok {
 		fmt.Fprintf(e.stdout, "berth check: %d error(s), %d warning(s)\n", errs, warns)

@@ -105,7 +105,17 @@ func cmdRender(e env, args []string) int {
 	if len(srcs) == 0 {
 		return fail(fmt.Errorf("no NodeConfig: give --config FILE or an IMDS with user data"))
 	}
-	res, err := nodeconfig.Load(e.ctx, e.log, srcs)
+	man := &manifest.Manifest{}
+	if *manifestPath != "" {
+		if man, err = manifest.Load(*manifestPath); err != nil {
+			return fail(err)
+		}
+	}
+	opts := nodeconfig.Options{Accepts: man.Accepts}
+	if why := opts.NotChecked(); why != "" {
+		fmt.Fprintln(e.stderr, "warning: "+why)
+	}
+	res, err := nodeconfig.LoadWith(e.ctx, e.log, srcs, opts)
 	if err == nil && res.DescribeCluster != nil {
 		switch {
 		case *describe != "":
@@ -123,12 +133,6 @@ func cmdRender(e env, args []string) int {
 	}
 	if err != nil {
 		return fail(err)
-	}
-	man := &manifest.Manifest{}
-	if *manifestPath != "" {
-		if man, err = manifest.Load(*manifestPath); err != nil {
-			return fail(err)
-		}
 	}
 	in := plan.Inputs{
 		Config:   res.Config,

@@ -71,7 +71,14 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Warn("no NodeConfig found; this node will run no Kubernetes services", "imds", rep.IMDS, "dir", nodeconfig.DefaultConfigDir)
 		return nil
 	}
-	res, err := nodeconfig.Load(ctx, log, srcs)
+	var opts nodeconfig.Options
+	if b.node.manifest != nil {
+		opts.Accepts = b.node.manifest.Accepts
+	}
+	if why := opts.NotChecked(); why != "" {
+		log.Warn(why) // an image built before the manifest recorded it
+	}
+	res, err := nodeconfig.LoadWith(ctx, log, srcs, opts)
 	if err == nil && res.DescribeCluster != nil {
 		err = describeCluster(ctx, log, c, b.node.instance, res)
 	}

@@ -76,6 +76,12 @@ type Result struct {
 // non-nil when any problem is an error; Result is returned regardless so
 // that the caller can report everything.
 func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error) {
+	return LoadWith(ctx, log, srcs, Options{})
+}
+
+// LoadWith is Load with what opts knows (ValidateDocumentWith); the
+// caller says which checks it could not make (Options.NotChecked).
+func LoadWith(ctx context.Context, log *slog.Logger, srcs []Source, opts Options) (*Result, error) {
 	res := &Result{}
 	var found problemList
 	var docs []Document
@@ -153,7 +159,7 @@ func Load(ctx context.Context, log *slog.Logger, srcs []Source) (*Result, error)
 	}
 	res.Config = merged
 	for _, d := range docs {
-		found.add(ValidateDocument(d.Source, d.Config)...)
+		found.add(ValidateDocumentWith(d.Source, d.Config, opts)...)
 	}
 	if req := res.DescribeCluster; req != nil {
 		if c := merged.Spec.Cluster; c.APIServerEndpoint != "" && len(c.CertificateAuthority) > 0 {
@@ -342,6 +348,11 @@ func BootSources(imageDir string, userData []byte, cmdlinePaths []string) ([]Sou
 // under strict, unknown fields and feature gates are errors. ok is false
 // on any error.
 func Check(strict bool, files ...string) (problems []Problem, ok bool) {
+	return CheckWith(Options{}, strict, files...)
+}
+
+// CheckWith is Check with what opts knows (`berth check --manifest`).
+func CheckWith(opts Options, strict bool, files ...string) (problems []Problem, ok bool) {
 	if len(files) == 0 {
 		return []Problem{{Severity: SeverityError, Source: "berth check", Message: "no files given; usage: berth check [--strict] FILE..."}}, false
 	}
@@ -356,7 +367,7 @@ func Check(strict bool, files ...string) (problems []Problem, ok bool) {
 		srcs = append(srcs, s...)
 	}
 	log := slog.New(slog.DiscardHandler)
-	res, _ := Load(context.Background(), log, srcs)
+	res, _ := LoadWith(context.Background(), log, srcs, opts)
 	found.add(res.Problems...)
 	problems = found.problems()
 	if strict {

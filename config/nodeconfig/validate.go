@@ -64,8 +64,16 @@ func OwnedKubeletFlags() []string {
 }
 
 // ValidateDocument checks the values one document sets. Fields a document
-// leaves empty are not its problem: another document may set them.
+// leaves empty are not its problem: another document may set them. It
+// makes no check that needs the image's manifest (ValidateDocumentWith).
 func ValidateDocument(source string, cfg *NodeConfig) []Problem {
+	return ValidateDocumentWith(source, cfg, Options{})
+}
+
+// ValidateDocumentWith is ValidateDocument with what opts knows: with the
+// image's Accepts, the kubelet flags and config and the containerd config
+// are checked against what its kubelet and containerd accept.
+func ValidateDocumentWith(source string, cfg *NodeConfig, opts Options) []Problem {
 	if cfg == nil {
 		return nil
 	}
@@ -131,10 +139,13 @@ func ValidateDocument(source string, cfg *NodeConfig) []Problem {
 	}
 	if raw, ok := s.Kubelet.Config["cgroupDriver"]; ok {
 		var d string
-		if json.Unmarshal(raw, &d) == nil && d != "cgroupfs" {
+		if err := json.Unmarshal(raw, &d); err != nil {
+			ps.errorf("spec.kubelet.config.cgroupDriver", "want a string, got %s (kubelet refuses the file)", raw)
+		} else if d != "cgroupfs" {
 			ps.errorf("spec.kubelet.config.cgroupDriver", "%q is not supported: berth has no systemd, kubelet uses cgroupfs", d)
 		}
 	}
+	componentProblems(ps, s, opts)
 
 	for _, f := range sortedKeys(s.FeatureGates) {
 		if !slices.Contains(Features(), Feature(f)) {
