@@ -2,13 +2,19 @@ package qemutests
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-node/berth/mounts/localstorage"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/berth-node/berth/qemu-tests/vcluster"
+	"github.com/berth-node/berth/qemu-tests/vnet"
 )
 
 // nodeLostToleration is how long the test's Deployment tolerates an
@@ -32,15 +38,18 @@ const nodeLostToleration = 5
 // it, the node rejoins and goes Ready, and the old pod, left Terminating
 // on the dead node, is finished by node-b's kubelet.
 //
-// The graceful half of issue 26's failure item (system_powerdown with a
-// preStop hook) is TestGracefulNodeShutdown's ground, on one node.
+// Last, node-b stops gracefully (the ACPI power button) with a pod whose
+// preStop hook calls the test: the hook runs, then the node powers off,
+// and node-a's pod runs on, untouched.
 func TestNodeFailure(t *testing.T) {
 	tc := startRigControlPlane(t, clusterOptions{})
 	info := tc.Info()
+	hooks := newHookServer(t)
 	nc := rigNodeConfig(t, tc)
 	ncB := nc + "  instance:\n    localStorage:\n      strategy: Mount\n"
 	store := qemu.Disk{Path: sparseDisk(t, t.TempDir(), "node-b-is0", 1<<30), Interface: "nvme", Serial: "berth-is-node-b"}
-	_, nodes := bootRig(t, tc, []string{nc, ncB}, []vcluster.Boot{{}, {Disks: []qemu.Disk{store}}})
+	_, nodes := bootRig(t, tc, []string{nc, ncB}, []vcluster.Boot{{}, {Disks: []qemu.Disk{store}}},
+		vnet.Service{Name: "hooks", Host: hooks.addr})
 	na, nb := nodes[0], nodes[1]
 	a := api{c: tc.Client(), base: info.HostEndpoint}
 	for _, nd := range nodes {
@@ -126,7 +135,99 @@ func TestNodeFailure(t *testing.T) {
 		}
 		return true, ""
 	})
-	powerOffRig(t, nodes)
+	gracefulStop(t, a, nb, na.nodeName, hooks)
+	powerOffRig(t, nodes[:1])
+}
+
+// gracefulStop presses b's power button with a pod on it whose preStop
+// hook calls hooks, and checks the hook ran before b powered off and
+// that the survivor pod on nodeA runs on, the same pod.
+func gracefulStop(t *testing.T, a api, b *rigNode, nodeA string, hooks *hookServer) {
+	t.Helper()
+	stopper := demoPod("default", "stopper", b.nodeName)
+	stopper["spec"].(map[string]any)["terminationGracePeriodSeconds"] = 30
+	stopper["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["lifecycle"] = map[string]any{
+		"preStop": map[string]any{"httpGet": map[string]any{
+			"host": vcluster.ServiceAddr.String(), "port": hooks.addr.Port(), "path": "/prestop/stopper"}},
+	}
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", stopper, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitPodRunning(t, b.vm, a, "stopper")
+	before, _ := survivorOn(a, nodeA)
+	if !before {
+		t.Fatalf("the survivor pod is not Running on %s before %s stops", nodeA, b.nodeName)
+	}
+	survivor := survivorName(t, a)
+	if err := b.vm.PowerDown(); err != nil {
+		t.Fatal(err)
+	}
+	pressed := time.Now()
+	if err := b.vm.WaitExit(powerOffBound); err != nil {
+		t.Fatalf("%s after its power button: %v", b.name, err)
+	}
+	off := time.Since(pressed)
+	calls := hooks.calls()
+	if len(calls) != 1 || calls[0].path != "/prestop/stopper" {
+		t.Fatalf("preStop hook calls %+v: want one to /prestop/stopper", calls)
+	}
+	if at := calls[0].at.Sub(pressed); at < 0 || at > off {
+		t.Errorf("preStop hook at %s after the power button, the node off at %s: want it in between", at, off)
+	} else {
+		figure(t, "graceful stop: preStop hook ran %.1f s after the power button, node-b off at %.1f s", at.Seconds(), off.Seconds())
+	}
+	if ok, seen := survivorOn(a, nodeA); !ok || survivorName(t, a) != survivor {
+		t.Errorf("node-b's graceful stop touched node-a's pod: want %s Running on %s; saw %s", survivor, nodeA, seen)
+	}
+}
+
+// survivorName is the survivor Deployment's one pod's name.
+func survivorName(t *testing.T, a api) string {
+	t.Helper()
+	var l podList
+	if err := a.do("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dsurvivor", nil, &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("survivor pods: %+v: want one", l.Items)
+	}
+	return l.Items[0].Metadata.Name
+}
+
+// hookServer answers the lifecycle hooks kubelet calls (httpGet) on the
+// host's loopback, and records each call and when it came.
+type hookServer struct {
+	addr netip.AddrPort
+	mu   sync.Mutex
+	seen []hookCall
+}
+
+type hookCall struct {
+	path string
+	at   time.Time
+}
+
+func newHookServer(t *testing.T) *hookServer {
+	t.Helper()
+	h := &hookServer{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.seen = append(h.seen, hookCall{path: r.URL.Path, at: time.Now()})
+		h.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	addr, err := netip.ParseAddrPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = addr
+	return h
+}
+
+func (h *hookServer) calls() []hookCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.seen)
 }
 
 // podList is the part of a pod list TestNodeFailure reads.

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/berth-node/berth/qemu-tests/vcluster"
+	"github.com/berth-node/berth/qemu-tests/vnet"
 )
 
 // rigNode is one node of a test's virtual network (package vcluster) as
@@ -76,7 +77,8 @@ func rigNodeConfig(t *testing.T, tc *testCluster) string {
 // every boot report, checks each node took its own address, IMDS,
 // hostname and node name there, and routes the API server's egress proxy
 // to each kubelet through the network's gateway.
-func bootRig(t *testing.T, tc *testCluster, nodeConfigs []string, boots []vcluster.Boot) (*vcluster.Rig, []*rigNode) {
+// more are the test's own host services the nodes may reach.
+func bootRig(t *testing.T, tc *testCluster, nodeConfigs []string, boots []vcluster.Boot, more ...vnet.Service) (*vcluster.Rig, []*rigNode) {
 	t.Helper()
 	dir := qemu.ImageDir(t)
 	apiServer, registry, _ := rigHosts(t, tc)
@@ -84,7 +86,7 @@ func bootRig(t *testing.T, tc *testCluster, nodeConfigs []string, boots []vclust
 	for i, nc := range nodeConfigs {
 		specs[i] = vcluster.NodeSpec{UserData: mimeUserData(nc)}
 	}
-	rig, err := vcluster.New(vcluster.Config{Nodes: specs, APIServer: apiServer, Registry: registry, Socket: vcluster.SocketIn(t.TempDir())})
+	rig, err := vcluster.New(vcluster.Config{Nodes: specs, APIServer: apiServer, Registry: registry, More: more, Socket: vcluster.SocketIn(t.TempDir())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,9 @@ type Config struct {
 	// control plane's API server and of the registry stand-in; the nodes
 	// reach each at ServiceAddr with the same port.
 	APIServer, Registry netip.AddrPort
+	// More are further host services the nodes reach at ServiceAddr with
+	// the same port (a test's own listener), each on the host's loopback.
+	More []vnet.Service
 	// Socket is the path of the network's listening socket, which QEMU
 	// connects each node's NIC to.
 	Socket string
@@ -127,6 +130,9 @@ func New(cfg Config) (*Rig, error) {
 	services := []vnet.Service{
 		{Name: "kube-apiserver", Virtual: netip.AddrPortFrom(ServiceAddr, cfg.APIServer.Port()), Host: cfg.APIServer},
 		{Name: "registry", Virtual: netip.AddrPortFrom(ServiceAddr, cfg.Registry.Port()), Host: cfg.Registry},
+	}
+	for _, m := range cfg.More {
+		services = append(services, vnet.Service{Name: m.Name, Virtual: Virtual(m.Host), Host: m.Host})
 	}
 	n, err := vnet.New(vnet.Config{Nodes: vnodes, Services: services, SearchDomain: SearchDomain, Log: cfg.Log})
 	if err != nil {
