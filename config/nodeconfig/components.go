@@ -16,7 +16,6 @@ import (
 	"github.com/berth-node/berth/config/accepts"
 	"github.com/berth-node/berth/internal/flagwords"
 	"github.com/berth-node/berth/internal/syntax"
-	"github.com/berth-node/berth/runtime/containerd"
 )
 
 // Options are what validation knows beyond the NodeConfig itself.
@@ -477,19 +476,30 @@ func mapFlagEntry(flag, key, v string, k *accepts.Kubelet) error {
 }
 
 // containerdAccepted checks the user's containerd TOML against
-// containerd's config types: as containerd reads it, a version 2 document
-// is checked in the version 3 layout berth converts it to, and each value
-// must decode into its key's type (go-toml's rules), or containerd refuses
-// the file or a CRI plugin's section at start.
+// containerd's config types: each value must decode into its key's type
+// (go-toml's rules), or containerd refuses the file or a CRI plugin's
+// section at start.
 func containerdAccepted(ps *problems, user map[string]any, c *accepts.Containerd) {
 	if v, ok := user["version"].(int64); ok && !slices.Contains(c.ConfigVersions, int(v)) {
 		ps.errorf("spec.containerd.config: version", "containerd %s reads config versions %v, not %d", c.Version, c.ConfigVersions, v)
 	}
-	doc := user
+	schema := c.Config
 	if v, _ := user["version"].(int64); v == 2 {
-		doc = migrateV2Copy(user)
+		// The schema is version 3's layout; runtime/containerd converts a
+		// version 2 document to it when rendering, which config/ may not
+		// import. Its plugin sections go unchecked here (containerd still
+		// judges them at start), its main keys are the same in both.
+		schema = withoutField(schema, "plugins")
 	}
-	checkTOMLTable(ps, "spec.containerd.config: ", nil, doc, c.Config, "containerd "+c.Version)
+	checkTOMLTable(ps, "spec.containerd.config: ", nil, user, schema, "containerd "+c.Version)
+}
+
+// withoutField is object type t with field name typed any.
+func withoutField(t *accepts.Type, name string) *accepts.Type {
+	c := *t
+	c.Fields = maps.Clone(t.Fields)
+	c.Fields[name] = &accepts.Type{Kind: accepts.KindAny}
+	return &c
 }
 
 // checkTOMLTable checks a decoded TOML table against an object or map
@@ -617,20 +627,4 @@ func tomlKind(v any) string {
 		return "an array"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// migrateV2Copy is a version 2 document in the version 3 layout, as berth
-// converts it before merging (runtime/containerd.MigrateV2), leaving the
-// user's document as it was; the document itself when it cannot be
-// converted (Config then names why).
-func migrateV2Copy(doc map[string]any) map[string]any {
-	b, err := toml.Marshal(doc)
-	if err != nil {
-		return doc
-	}
-	var c map[string]any
-	if toml.Unmarshal(b, &c) != nil || containerd.MigrateV2(c) != nil {
-		return doc
-	}
-	return c
 }
