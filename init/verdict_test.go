@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // verdictCorpus is user data berth must judge the same way in `berth
@@ -31,6 +33,9 @@ func verdictCorpus(t *testing.T) map[string][]byte {
 	good, err := os.ReadFile("plan/testdata/userdata/plain.yaml")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for name, data := range oracleCorpus(t) {
+		corpus["oracle/"+name] = data
 	}
 	for name, extra := range map[string]string{
 		"taint effect":        "  kubelet:\n    flags: [--register-with-taints=k=v:Sometimes]\n",
@@ -140,4 +145,48 @@ func TestRenderPendingDescribeCluster(t *testing.T) {
 	if err != nil || !strings.Contains(string(kc), "https://ABCDEF0123456789.gr7.us-west-2.eks.amazonaws.com") {
 		t.Errorf("kubeconfig %s: %v", kc, err)
 	}
+}
+
+// oracleCorpus is config/nodeconfig's oracle corpus (its
+// oracle_components_test.go holds it to kubelet and containerd) as user
+// data: base.yaml with a case's spec under spec:, or its userData with
+// {{base}} and {{ca}} filled in, or the file it names.
+func oracleCorpus(t *testing.T) map[string][]byte {
+	t.Helper()
+	const dir = "../config/nodeconfig"
+	raw, err := os.ReadFile(dir + "/testdata/oracle/corpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.ReadFile(dir + "/testdata/oracle/base.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct{ Name, Spec, UserData, File string }
+	if err := yaml.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	ca := regexp.MustCompile(`certificateAuthority: (\S+)`).FindSubmatch(base)
+	if len(cases) < 150 || ca == nil {
+		t.Fatalf("the oracle corpus: %d cases, CA %q", len(cases), ca)
+	}
+	out := map[string][]byte{}
+	for _, c := range cases {
+		switch {
+		case c.File != "":
+			if out[c.Name], err = os.ReadFile(filepath.Join(dir, c.File)); err != nil {
+				t.Fatal(err)
+			}
+		case c.UserData != "":
+			out[c.Name] = []byte(strings.NewReplacer("{{base}}", string(base), "{{ca}}", string(ca[1])).Replace(c.UserData))
+		default:
+			var b bytes.Buffer
+			b.Write(base)
+			for _, line := range strings.Split(strings.TrimRight(c.Spec, "\n"), "\n") {
+				b.WriteString("  " + line + "\n")
+			}
+			out[c.Name] = b.Bytes()
+		}
+	}
+	return out
 }
