@@ -447,7 +447,10 @@ accepts: $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
 # components/kubeaccepts' go.mod is components/kube's (same requirements,
 # so kubelet's packages come from the build cache): its version is checked
 # as kubelet's is, and the flags are kubelet's (CGO off, -trimpath).
-$(KUBELET_ACCEPTS): components/kubeaccepts/go.mod components/kubeaccepts/go.sum components/kubeaccepts/main.go
+# Under make -j it waits for kubelet's build (order only), whose packages
+# it compiles the same way: two builds of one package at once each do the
+# whole work.
+$(KUBELET_ACCEPTS): components/kubeaccepts/go.mod components/kubeaccepts/go.sum components/kubeaccepts/main.go | $(KUBELET_DIR)/.built
 	@grep -q '^require k8s.io/kubernetes $(KUBE_VERSION)$$' components/kubeaccepts/go.mod || \
 	  { echo "kubeaccepts: components/kubeaccepts/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION); copy components/kube/go.mod and go.sum"; exit 1; }
 	@mkdir -p $(ACCEPTS_DIR)
