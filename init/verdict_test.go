@@ -68,6 +68,8 @@ func TestCheckAndRenderAgree(t *testing.T) {
 	pathRE := regexp.MustCompile(`(?m)^error: [^:]+: ((?:spec|metadata)\S*):`)
 	for name, data := range verdictCorpus(t) {
 		t.Run(name, func(t *testing.T) {
+			// runCLI keeps no state between calls; the corpus is 250 cases.
+			t.Parallel()
 			f := filepath.Join(t.TempDir(), "userdata")
 			if err := os.WriteFile(f, data, 0o600); err != nil {
 				t.Fatal(err)
