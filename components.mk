@@ -422,6 +422,14 @@ test-components: kube etcd
 test-components-node: $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built $(KUBE_DIR)/.built $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./runtime/containerd/ ./config/accepts/
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run TestOracle ./config/nodeconfig/
+.PHONY: fuzz-oracle
+## fuzz-oracle: FuzzOracle for FUZZ_ORACLE_TIME (default 3m): mutations of the oracle corpus that berth
+## accepts must start the real kubelet and containerd; a finding goes into testdata/fuzz and, with its
+## reason, into the corpus. Not part of make test.
+FUZZ_ORACLE_TIME ?= 3m
+fuzz-oracle: $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built $(KUBE_DIR)/.built $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -run '^$$' -fuzz '^FuzzOracle$$' -fuzztime $(FUZZ_ORACLE_TIME) ./config/nodeconfig/
+
 ifneq ($(ARCH),amd64)
 $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built:
 	$(MAKE) --no-print-directory containerd ARCH=amd64

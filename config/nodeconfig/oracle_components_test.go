@@ -72,7 +72,7 @@ var oracleInstance = imds.Metadata{
 
 // oracleManifest is the image's: the components under test, and what
 // they accept as `make accepts` generated it for the image.
-func oracleManifest(t *testing.T, dir, kubeletBin, containerdBin string) *manifest.Manifest {
+func oracleManifest(t testing.TB, dir, kubeletBin, containerdBin string) *manifest.Manifest {
 	t.Helper()
 	m := &manifest.Manifest{
 		Components:   map[string]string{"kubelet": version(kubeletBin, "kube-"), "containerd": version(containerdBin, "containerd-")},
@@ -97,7 +97,7 @@ func version(bin, prefix string) string {
 	return strings.TrimPrefix(filepath.Base(filepath.Dir(bin)), prefix)
 }
 
-func loadCorpus(t *testing.T) ([]oracleCase, []byte) {
+func loadCorpus(t testing.TB) ([]oracleCase, []byte) {
 	t.Helper()
 	data, err := os.ReadFile("testdata/oracle/corpus.yaml")
 	if err != nil {
@@ -249,7 +249,7 @@ func rawInput(man *manifest.Manifest, base *plan.Plan, res *nodeconfig.Result) n
 	return in
 }
 
-func componentsDir(t *testing.T) string {
+func componentsDir(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("BERTH_COMPONENTS_DIR")
 	if dir == "" {
@@ -258,7 +258,7 @@ func componentsDir(t *testing.T) string {
 	return dir
 }
 
-func newest(t *testing.T, pattern string) string {
+func newest(t testing.TB, pattern string) string {
 	t.Helper()
 	bins, err := filepath.Glob(pattern)
 	if err != nil || len(bins) == 0 {
@@ -444,7 +444,7 @@ func TestOracle(t *testing.T) {
 
 // harnessKubeletFlags are added after berth's: the node has cgroup v2,
 // and kubelet 1.35 refuses to start on a cgroup v1 host unless told.
-func harnessKubeletFlags(t *testing.T) []string {
+func harnessKubeletFlags(t testing.TB) []string {
 	t.Helper()
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 		return nil
@@ -559,7 +559,7 @@ func avg(d time.Duration, n int) time.Duration {
 // /etc files (passwd and group for kubelet's user namespace mappings,
 // hosts), and the credential provider kubelet checks for (a link to
 // berth there; never run here).
-func imageFiles(t *testing.T) map[string][]byte {
+func imageFiles(t testing.TB) map[string][]byte {
 	t.Helper()
 	data, err := os.ReadFile("../../image/spec.yaml")
 	if err != nil {
@@ -581,4 +581,63 @@ func imageFiles(t *testing.T) map[string][]byte {
 		t.Fatal("image/spec.yaml has no inline /etc/passwd: the oracle's sandbox needs the image's")
 	}
 	return files
+}
+
+// FuzzOracle feeds the oracle's harness mutations of the corpus: user
+// data berth accepts must start kubelet and containerd. Refusals are not
+// judged here (a mutation berth refuses proves nothing about the
+// components), so most inputs cost only berth's verdict. make
+// fuzz-oracle runs it for a few minutes.
+func FuzzOracle(f *testing.F) {
+	dir := componentsDir(f)
+	kubeletBin := newest(f, filepath.Join(dir, "kube-v*", "kubelet"))
+	containerdBin := newest(f, filepath.Join(dir, "containerd-v*", "containerd"))
+	cases, base := loadCorpus(f)
+	man := oracleManifest(f, dir, kubeletBin, containerdBin)
+	sb := newSandbox(f)
+	extra := harnessKubeletFlags(f)
+	image := imageFiles(f)
+	log := slog.New(slog.DiscardHandler)
+	basePlan, _, why := berthVerdict(context.Background(), man, base)
+	if basePlan == nil {
+		f.Fatalf("base.yaml: berth refuses it: %s", why)
+	}
+	// The seeds are TestOracle's cases, judged there: only mutations run
+	// the components (the baseline would otherwise start both for each of
+	// the hundred cases berth accepts, in every worker).
+	seeds := map[string]bool{}
+	for _, c := range cases {
+		if data, err := c.userData(base); err == nil {
+			f.Add(data)
+			seeds[string(data)] = true
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if seeds[string(data)] {
+			return
+		}
+		ctx := context.Background()
+		c := oracleCase{Name: "fuzz", UserData: string(data)}
+		r, in := judgeBerth(ctx, man, basePlan, image, c, base)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if !r.berthOK {
+			return
+		}
+		for _, j := range []*componentJob{kubeletJob(in, extra), containerdJob(in)} {
+			jdir, err := sb.tempDir()
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := j.run(ctx, log, sb, kubeletBin, containerdBin, jdir)
+			os.RemoveAll(jdir)
+			if err != nil {
+				t.Fatalf("%s: %v", j.component, err)
+			}
+			if !v.accepted {
+				t.Fatalf("berth accepts what %s refuses: %s\nuser data:\n%s", j.component, v.why, data)
+			}
+		}
+	})
 }

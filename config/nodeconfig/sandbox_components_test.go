@@ -102,7 +102,7 @@ type sandbox struct {
 	uid int
 }
 
-func newSandbox(t *testing.T) *sandbox {
+func newSandbox(t testing.TB) *sandbox {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
