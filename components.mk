@@ -459,8 +459,8 @@ accepts: $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
 # it compiles the same way: two builds of one package at once each do the
 # whole work.
 $(KUBELET_ACCEPTS): components/kubeaccepts/go.mod components/kubeaccepts/go.sum components/kubeaccepts/main.go | $(KUBELET_DIR)/.built
-	@grep -q '^require k8s.io/kubernetes $(KUBE_VERSION)$$' components/kubeaccepts/go.mod || \
-	  { echo "kubeaccepts: components/kubeaccepts/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION); copy components/kube/go.mod and go.sum"; exit 1; }
+	@grep -qP '^(require |\t)k8s.io/kubernetes $(KUBE_VERSION)$$' components/kubeaccepts/go.mod || \
+	  { echo "kubeaccepts: components/kubeaccepts/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION) (components/kube's version)"; exit 1; }
 	@mkdir -p $(ACCEPTS_DIR)
 	cd components/kubeaccepts && CGO_ENABLED=0 $(NICE) $(GO) run -trimpath . -out $(abspath $@)
 
