@@ -134,7 +134,11 @@ func TestCluster(t *testing.T) {
 		t.Log(strings.TrimSpace(out))
 	}
 	figure(t, "QEMU start to kube-proxy Running on both nodes: %.1f s", since())
-	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout="+clusterTimeout.String()); err != nil {
+	// Available, not rollout status: the Deployment was made before the
+	// nodes booted, and on a loaded host its progress deadline (upstream's
+	// 600 s) can pass before its pod starts, which rollout status takes as
+	// a failure although the pod is about to run.
+	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "wait", "--for=condition=Available", "deployment/coredns", "--timeout="+clusterTimeout.String()); err != nil {
 		desc, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "describe", "pods", "-l", "k8s-app=kube-dns")
 		t.Fatalf("CoreDNS: %v\n%s", err, desc)
 	} else {

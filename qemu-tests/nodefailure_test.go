@@ -123,6 +123,8 @@ func TestNodeFailure(t *testing.T) {
 	}
 	waitNodeReady(t, nb.vm, a, nb.nodeName)
 	figure(t, "node failure: node-b booted again to Ready: %.1f s", time.Since(again).Seconds())
+	// The graceful stop's pod starts while the old pod is finished.
+	createStopper(t, a, nb.nodeName, hooks)
 	waitFor(t, nb.vm, "the pod left on "+nb.nodeName+" finished by its kubelet", 3*time.Minute, func() (bool, string) {
 		var l podList
 		if err := a.do("GET", "/api/v1/namespaces/default/pods?labelSelector=app%3Dsurvivor", nil, &l); err != nil {
@@ -139,12 +141,10 @@ func TestNodeFailure(t *testing.T) {
 	powerOffRig(t, nodes[:1])
 }
 
-// gracefulStop presses b's power button with a pod on it whose preStop
-// hook calls hooks, and checks the hook ran before b powered off and
-// that the survivor pod on nodeA runs on, the same pod.
-func gracefulStop(t *testing.T, a api, b *rigNode, nodeA string, hooks *hookServer) {
+// createStopper creates the pod on node whose preStop hook calls hooks.
+func createStopper(t *testing.T, a api, node string, hooks *hookServer) {
 	t.Helper()
-	stopper := demoPod("default", "stopper", b.nodeName)
+	stopper := demoPod("default", "stopper", node)
 	stopper["spec"].(map[string]any)["terminationGracePeriodSeconds"] = 30
 	stopper["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["lifecycle"] = map[string]any{
 		"preStop": map[string]any{"httpGet": map[string]any{
@@ -153,6 +153,13 @@ func gracefulStop(t *testing.T, a api, b *rigNode, nodeA string, hooks *hookServ
 	if err := a.do("POST", "/api/v1/namespaces/default/pods", stopper, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gracefulStop presses b's power button once createStopper's pod runs
+// there, and checks its preStop hook ran before b powered off and that
+// the survivor pod on nodeA runs on, the same pod.
+func gracefulStop(t *testing.T, a api, b *rigNode, nodeA string, hooks *hookServer) {
+	t.Helper()
 	waitPodRunning(t, b.vm, a, "stopper")
 	before, _ := survivorOn(a, nodeA)
 	if !before {
