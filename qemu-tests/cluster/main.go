@@ -64,6 +64,7 @@ type options struct {
 	cni        string
 	nodeConfig nodeConfigs
 	ready      bool // power off once every node is Ready
+	e2eImages  string
 }
 
 // nodeConfigs are -node-config NODE=FILE flags.
@@ -89,6 +90,7 @@ func main() {
 	flag.StringVar(&o.cni, "cni", "flannel", "the CNI: flannel (pods reach each other across nodes) or install-cni (each node's pods on its own bridge)")
 	flag.Var(o.nodeConfig, "node-config", "NODE=FILE: a NodeConfig part added to NODE's user data (repeatable)")
 	flag.BoolVar(&o.ready, "exit-when-ready", false, "power the nodes off and exit once all are Ready (for timing)")
+	flag.StringVar(&o.e2eImages, "e2e-images", "", "also serve the e2e suite's images from this folder (make e2e-images: build/components/e2e-images), under registry.berth.test/<upstream name> as the suite's KUBE_TEST_REPO_LIST asks for them")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -195,6 +197,11 @@ func (c *cluster) run(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("finding the cluster's images (make cluster-images): %w", err)
+	}
+	if o.e2eImages != "" {
+		if images, err = images.WithUpstream(o.e2eImages); err != nil {
+			return fmt.Errorf("-e2e-images: %w", err)
+		}
 	}
 	_, mirror, stopRegistry, err := images.Serve(c.log)
 	if err != nil {

@@ -2,8 +2,9 @@
 // the OCI tarballs `make cluster-images` builds (install-cni, kube-proxy,
 // CoreDNS, busybox) and the demo image, served by the registry stand-in
 // under registry.berth.test, which a berth node reaches through the
-// berth.dev/registry-mirrors annotation in its user data. The QEMU tests
-// and `make demo` share it.
+// berth.dev/registry-mirrors annotation in its user data. The QEMU tests,
+// `make demo` and `make cluster` share it; WithUpstream adds the e2e
+// suite's images under their upstream names.
 package clusterimages
 
 import (
@@ -88,6 +89,47 @@ func Find(componentsDir string) (Set, error) {
 	}
 	s.Demo = demoRef
 	s.paths[demoRef] = demo
+	return s, nil
+}
+
+// WithUpstream adds every image tarball in dir (build/components/
+// e2e-images: the e2e suite's images, named as upstream names them, e.g.
+// registry.k8s.io/e2e-test-images/agnhost:2.59) to the set, served under
+// Registry/<upstream name>: the e2e suite's KUBE_TEST_REPO_LIST sends each
+// upstream registry there (image/oci/e2erepo), and the node's mirror
+// annotation for Registry reaches the stand-in. A name already under
+// Registry, without a tag, or that two tarballs share is an error naming
+// the file.
+func (s Set) WithUpstream(dir string) (Set, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.tar"))
+	if err != nil {
+		return s, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	if len(files) == 0 {
+		return s, fmt.Errorf("no image tarballs in %s (make e2e-images builds them)", dir)
+	}
+	paths := make(map[string]string, len(s.paths)+len(files))
+	for k, v := range s.paths {
+		paths[k] = v
+	}
+	for _, p := range files {
+		name, err := ImageName(p)
+		if err != nil {
+			return s, err
+		}
+		if strings.HasPrefix(name, Registry+"/") {
+			return s, fmt.Errorf("upstream image %s is named %q, under the cluster's own registry", p, name)
+		}
+		ref := Registry + "/" + name
+		if _, _, ok := splitRef(ref); !ok {
+			return s, fmt.Errorf("upstream image %s is named %q: want REGISTRY/REPO:TAG", p, name)
+		}
+		if other, dup := paths[ref]; dup {
+			return s, fmt.Errorf("upstream images %s and %s are both named %q", other, p, name)
+		}
+		paths[ref] = p
+	}
+	s.paths = paths
 	return s, nil
 }
 

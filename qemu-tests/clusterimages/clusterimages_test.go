@@ -2,6 +2,8 @@ package clusterimages
 
 import (
 	"encoding/json"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +114,78 @@ func TestMirrorAnnotation(t *testing.T) {
 	}
 	if len(m) != 1 || len(m[Registry]) != 1 || m[Registry][0] != "http://10.0.2.2:5000" {
 		t.Errorf("MirrorAnnotation: %v", m)
+	}
+}
+
+// The e2e suite's images are served under Registry/<upstream name>, as
+// its repo list asks for them, by the real registry stand-in.
+func TestWithUpstreamServesUpstreamNames(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "images")
+	e2e := filepath.Join(root, "e2e-images")
+	for _, d := range []string{dir, e2e} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeImage(t, dir, "install-cni.tar", "registry.berth.test/berth/install-cni:v1.7.1")
+	writeImage(t, dir, "demo.tar", "localhost/berth-demo:v1")
+	writeImage(t, e2e, "agnhost-2.59.tar", "registry.k8s.io/e2e-test-images/agnhost:2.59")
+	writeImage(t, e2e, "pause-3.10.1.tar", "registry.k8s.io/pause:3.10.1")
+	s, err := Find(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WithUpstream(filepath.Join(root, "none")); err == nil || !strings.Contains(err.Error(), "make e2e-images") {
+		t.Errorf("WithUpstream of an empty folder: %v", err)
+	}
+	u, err := s.WithUpstream(e2e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.paths) != 2 || len(u.paths) != 4 {
+		t.Errorf("paths before %v, after %v: want the set unchanged and two added", s.paths, u.paths)
+	}
+	_, guestURL, stop, err := u.Serve(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	host := strings.Replace(guestURL, "10.0.2.2", "127.0.0.1", 1)
+	for path, want := range map[string]int{
+		"/v2/registry.k8s.io/e2e-test-images/agnhost/manifests/2.59": http.StatusOK,
+		"/v2/registry.k8s.io/pause/manifests/3.10.1":                 http.StatusOK,
+		"/v2/berth/install-cni/manifests/v1.7.1":                     http.StatusOK,
+		// The suite's deliberately invalid image stays unserved.
+		"/v2/invalid.registry.k8s.io/invalid/alpine/manifests/3.1": http.StatusNotFound,
+	} {
+		req, err := http.NewRequest(http.MethodGet, host+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %s, want %d", path, resp.Status, want)
+		}
+	}
+
+	for name, img := range map[string]string{
+		"under the cluster registry": "registry.berth.test/berth/x:1",
+		"without a tag":              "registry.k8s.io/pause",
+		"twice":                      "registry.k8s.io/pause:3.10.1",
+	} {
+		bad := t.TempDir()
+		writeImage(t, bad, "x.tar", img)
+		if name == "twice" {
+			writeImage(t, bad, "y.tar", img)
+		}
+		if _, err := s.WithUpstream(bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%s: WithUpstream: %v: want an error naming the file", name, err)
+		}
 	}
 }
