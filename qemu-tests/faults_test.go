@@ -1080,13 +1080,16 @@ func msDuration(s string) time.Duration {
 
 // TestFaultContainerdConfig: user data whose spec.containerd.config is TOML
 // that berth merges but containerd rejects: a string where containerd wants
-// an int (oom_score = "high"), a type berth does not check yet. (A config
-// version from the future, version = 99, served here until berth's own
-// check refused it before containerd could.) containerd crash-loops on the
+// an int in a version 2 document's CRI section
+// (max_container_log_line_size = "big"), which berth converts to version
+// 3 but does not type-check yet. (Earlier: version = 99, then oom_score =
+// "high", each served here until berth's own checks refused it before
+// containerd could; when berth checks this too, the test needs the next
+// thing berth lets through, or another way in.) containerd crash-loops on the
 // supervisor's backoff, its own error line reaches the console, kubelet
 // waits for it, and the node says why it is not joining.
 func TestFaultContainerdConfig(t *testing.T) {
-	userCfg := "  containerd:\n    config: |\n      oom_score = \"high\"\n"
+	userCfg := "  containerd:\n    config: |\n      version = 2\n      [plugins.\"io.containerd.grpc.v1.cri\"]\n        max_container_log_line_size = \"big\"\n"
 	_, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, userCfg)))
 	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
 	cfg.MemoryMB = 2048
@@ -1115,7 +1118,7 @@ func TestFaultContainerdConfig(t *testing.T) {
 		from = i + 1
 	}
 	// containerd's own words, on the console.
-	why := regexp.MustCompile(berthPrefix + `services: .*service=containerd .*cannot decode TOML string into struct field config\.Config\.OOMScore`)
+	why := regexp.MustCompile(berthPrefix + `services: .*service=containerd .*cannot decode TOML string into struct field config\.RuntimeConfig\.MaxContainerLogLineSize`)
 	_, wl, _, err := lineAfter(vm, 0, why, 10*time.Second)
 	if err != nil {
 		t.Errorf("containerd's own error line is not on the console: %v", err)
@@ -1136,7 +1139,7 @@ func TestFaultContainerdConfig(t *testing.T) {
 	}
 	// The node says why in containerd's own words: the join watcher names
 	// the service kubelet waits for and quotes its last error line.
-	if err == nil && (!strings.Contains(jm[1], "kubelet is waiting for containerd") || !strings.Contains(jm[1], "cannot decode TOML string into struct field config.Config.OOMScore")) {
+	if err == nil && (!strings.Contains(jm[1], "kubelet is waiting for containerd") || !strings.Contains(jm[1], "cannot decode TOML string into struct field config.RuntimeConfig.MaxContainerLogLineSize")) {
 		t.Errorf("the join watcher's cause does not name containerd and its error: %q", jl.Text)
 	}
 	action := fmt.Sprintf("containerd crash loop, backoff %s...; its error on the console (%q); kubelet held back (%q)",
@@ -1174,7 +1177,7 @@ func TestFaultContainerdConfig(t *testing.T) {
 			t.Errorf("services phase error %q does not say kubelet is not up", phaseErr)
 		}
 	}
-	faultRow(t, "spec.containerd.config rejected by containerd (oom_score = \"high\", a string for an int)",
+	faultRow(t, "spec.containerd.config rejected by containerd (max_container_log_line_size = \"big\" in a version 2 CRI section, a string for an int)",
 		action,
 		"none until the user data is fixed (containerd keeps being retried on the 30 s cap)",
 		fmt.Sprintf("the join (node never registers); join watcher: %q", joinSays))

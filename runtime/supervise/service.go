@@ -298,8 +298,16 @@ func (s *Service) backoff(ctx context.Context, err error) bool {
 	if reason != "" {
 		attrs = append(attrs, "reason", reason)
 	}
+	tail := s.ring.Tail(s.sup.opts.TailLines)
+	// The last line a program wrote before it died is most often why
+	// ("containerd: toml: cannot decode ..."): it rides on the exit line
+	// itself, since the console's repeat limit shows only the first lines
+	// of a long tail, and a crash loop's later tails not at all.
+	if exit != nil && len(tail) > 0 {
+		attrs = append(attrs, "last_output", tail[len(tail)-1])
+	}
 	s.log.Warn("service exited", attrs...)
-	for _, l := range s.ring.Tail(s.sup.opts.TailLines) {
+	for _, l := range tail {
 		s.log.Warn("service log tail", "line", l)
 	}
 

@@ -325,6 +325,8 @@ func TestCrashLoopShowsTail(t *testing.T) {
 		`msg="service exited" service=kubelet code=3 restarts=2 next_in=40ms`,
 		`msg="service exited" service=kubelet code=3 restarts=3 next_in=40ms`,
 		`msg="service log tail" service=kubelet line="` + strings.ReplaceAll(why, `"`, `\"`) + `"`,
+		// The run's last line rides on the exit line itself.
+		`next_in=20ms last_output="` + strings.ReplaceAll(why, `"`, `\"`) + `"`,
 		// The error line reaches the console as it happens, at error level.
 		`level=ERROR msg="` + strings.ReplaceAll(why, `"`, `\"`) + `" service=kubelet`,
 	} {
