@@ -46,7 +46,11 @@ func TestNodeFailure(t *testing.T) {
 	info := tc.Info()
 	hooks := newHookServer(t)
 	nc := rigNodeConfig(t, tc)
-	ncB := nc + "  instance:\n    localStorage:\n      strategy: Mount\n"
+	// node-b's graceful stop is bounded by a shorter shutdown grace than
+	// nodeadm's 2m30s: on a loaded host kubelet spent it all waiting for a
+	// projected volume's unmount (86 to 163 s from the power button).
+	ncB := nc + "  instance:\n    localStorage:\n      strategy: Mount\n" +
+		"  kubelet:\n    config:\n      shutdownGracePeriod: 30s\n      shutdownGracePeriodCriticalPods: 10s\n"
 	store := qemu.Disk{Path: sparseDisk(t, t.TempDir(), "node-b-is0", 1<<30), Interface: "nvme", Serial: "berth-is-node-b"}
 	_, nodes := bootRig(t, tc, []string{nc, ncB}, []vcluster.Boot{{}, {Disks: []qemu.Disk{store}}},
 		vnet.Service{Name: "hooks", Host: hooks.addr})
