@@ -97,7 +97,12 @@ type Service struct {
 	// runErrorLine says the current run logged an error-level line;
 	// without one, a failed run's last line becomes lastErrorLine.
 	runErrorLine bool
-	killReason   string
+	// runLines counts the current run's output lines (the reader adds,
+	// start resets), so that a run that wrote nothing is not given the
+	// previous run's last line; lastOutput is the last run's last line.
+	runLines   atomic.Int64
+	lastOutput string
+	killReason string
 
 	fileErrLogged atomic.Bool // not under mu: start writes the file holding mu
 }
@@ -265,7 +270,7 @@ func (s *Service) backoff(ctx context.Context, err error) bool {
 	now := s.now()
 	s.mu.Lock()
 	stopping, frozen := s.stopping, s.sup.isFrozen()
-	exit, readyAt, failures := s.lastExit, s.readyAt, s.failures
+	exit, readyAt, failures, lastOutput := s.lastExit, s.readyAt, s.failures, s.lastOutput
 	s.mu.Unlock()
 	if stopping || frozen {
 		if !stopping && exit != nil {
@@ -298,16 +303,15 @@ func (s *Service) backoff(ctx context.Context, err error) bool {
 	if reason != "" {
 		attrs = append(attrs, "reason", reason)
 	}
-	tail := s.ring.Tail(s.sup.opts.TailLines)
 	// The last line a program wrote before it died is most often why
 	// ("containerd: toml: cannot decode ..."): it rides on the exit line
 	// itself, since the console's repeat limit shows only the first lines
 	// of a long tail, and a crash loop's later tails not at all.
-	if exit != nil && len(tail) > 0 {
-		attrs = append(attrs, "last_output", tail[len(tail)-1])
+	if exit != nil && lastOutput != "" {
+		attrs = append(attrs, "last_output", lastOutput)
 	}
 	s.log.Warn("service exited", attrs...)
-	for _, l := range tail {
+	for _, l := range s.ring.Tail(s.sup.opts.TailLines) {
 		s.log.Warn("service log tail", "line", l)
 	}
 
@@ -450,6 +454,7 @@ func (s *Service) start() (*reaper.Process, chan struct{}, error) {
 	}
 	s.proc = proc // first: should anything below panic, the process is not lost (stopLeftover)
 	s.runErrorLine = false
+	s.runLines.Store(0)
 	now := s.now()
 	s.state = StateRunning
 	s.startedAt = now
@@ -531,16 +536,17 @@ func (s *Service) supervise(ctx context.Context, proc *reaper.Process, output ch
 	// last line on stderr, with no level ("containerd: failed to load
 	// TOML ..."): when the run failed and logged no error-level line,
 	// that last line is the best cause there is.
-	var last []string
-	if !st.Success() {
-		last = s.ring.Tail(1)
+	last := ""
+	if t := s.ring.Tail(1); len(t) == 1 && s.runLines.Load() > 0 {
+		last = t[0]
 	}
 	s.mu.Lock()
 	s.proc = nil
 	s.lastExit = &st
 	s.lastExitAt = now
-	if len(last) == 1 && !s.runErrorLine {
-		s.lastErrorLine = last[0]
+	s.lastOutput = last
+	if last != "" && !st.Success() && !s.runErrorLine {
+		s.lastErrorLine = last
 	}
 	s.mu.Unlock()
 	s.writeFile(fmt.Sprintf("--- berth: pid %d exited: %s", proc.Pid(), st))
@@ -668,6 +674,7 @@ func (s *Service) markReady(ctx context.Context, proc *reaper.Process, detail st
 func (s *Service) line(l string) {
 	s.testHook("line")
 	s.ring.Add(l)
+	s.runLines.Add(1)
 	s.writeFile(l)
 	lvl := Classify(l)
 	if lvl >= slog.LevelError {

@@ -297,6 +297,28 @@ func TestKillRestartsWithBackoff(t *testing.T) {
 	}
 }
 
+// TestExitLineCarriesOnlyItsRunsOutput: a run that wrote nothing is not
+// given the previous run's last line, on its exit line or as its error.
+func TestExitLineCarriesOnlyItsRunsOutput(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "ran")
+	h := newHarness(t, []Spec{{Name: "svc",
+		Argv: sh(`if [ -e ` + mark + ` ]; then exit 4; fi; touch ` + mark + `; echo "first words"; exit 3`),
+		Env:  testEnv, StopTimeout: time.Second}},
+		Options{Backoff: Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, ResetAfter: time.Hour}})
+	svc := h.sup.Service("svc")
+	waitFor(t, "two restarts", 10*time.Second, func() bool { return svc.Status().Restarts >= 2 })
+	log := h.console.String()
+	if !strings.Contains(log, `code=3 restarts=1 next_in=20ms last_output="first words"`) {
+		t.Errorf("the first exit line lacks its run's last line:\n%s", log)
+	}
+	if !strings.Contains(log, `code=4 restarts=2 next_in=40ms`) || strings.Contains(log, `code=4 restarts=2 next_in=40ms last_output`) {
+		t.Errorf("the silent second run's exit line is missing or carries the first run's output:\n%s", log)
+	}
+	if st := svc.Status(); st.LastExit == nil || st.LastExit.Code != 4 || st.LastErrorLine != "first words" {
+		t.Errorf("status %+v: want the last exit code 4 and the error line still the first run's", st)
+	}
+}
+
 // TestCrashLoopShowsTail: a service that fails at once is restarted again
 // and again, and each exit shows its code and its last log lines; its
 // status carries the error line that says why.
