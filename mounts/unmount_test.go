@@ -1,40 +1,22 @@
 package mounts
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-node/berth/internal/safe"
+	"github.com/berth-node/berth/internal/syncbuf"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestUnmountPanicIsItsError: a panic on the unmount goroutine is logged
 // with its stack and comes back at once as UnmountAll's error, so the
 // shutdown goes on to reboot.
 func TestUnmountPanicIsItsError(t *testing.T) {
-	var buf lockedBuffer
+	var buf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	start := time.Now()
 	err := boundedUnmount(context.Background(), log, func(context.Context, *slog.Logger) error { panic("unmount bug") })

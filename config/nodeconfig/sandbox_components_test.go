@@ -28,6 +28,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-node/berth/internal/safe"
+	"github.com/berth-node/berth/internal/syncbuf"
 )
 
 // sandboxEnv marks the test binary re-executed as the sandbox's first
@@ -312,7 +313,7 @@ func runKubelet(ctx context.Context, log *slog.Logger, s *sandbox, kubeletBin, d
 	defer cri.stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd := s.command(ctx, root, kubeletBin, argv...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -416,7 +417,7 @@ func runContainerd(ctx context.Context, log *slog.Logger, s *sandbox, bin, dir, 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd := s.command(ctx, root, bin, argv...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -494,23 +495,4 @@ func containerdError(log string) string {
 		}
 	}
 	return lines[len(lines)-1]
-}
-
-// lockedBuffer is a bytes.Buffer that a process writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

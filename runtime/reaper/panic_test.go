@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/internal/safe"
+	"github.com/berth-node/berth/internal/syncbuf"
 )
 
 // panicWriter panics at its first Write.
@@ -23,7 +24,7 @@ func (panicWriter) Write([]byte) (int, error) { panic("writer bug") }
 // blocked nor killed by SIGPIPE.
 func TestOutputCopyPanic(t *testing.T) {
 	subreaper(t)
-	log := &safeBuffer{}
+	log := &syncbuf.Buffer{}
 	r := startReaper(t, slog.New(slog.NewTextHandler(log, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

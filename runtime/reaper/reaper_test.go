@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-node/berth/internal/syncbuf"
 )
 
 // subreaper makes the test process adopt its orphaned grandchildren, as
@@ -74,7 +76,7 @@ func zombies(t *testing.T) []int {
 // "no child processes", every orphan is reaped and no zombie is left.
 func TestManyChildrenAndOrphans(t *testing.T) {
 	subreaper(t)
-	var logBuf safeBuffer
+	var logBuf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := startReaper(t, log)
 
@@ -252,23 +254,6 @@ func TestExitStatusString(t *testing.T) {
 			t.Errorf("%+v.String() = %q, want %q", c.s, got, c.want)
 		}
 	}
-}
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestExecAndCombinedOutput(t *testing.T) {

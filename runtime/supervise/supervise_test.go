@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/init/shutdown"
+	"github.com/berth-node/berth/internal/syncbuf"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/rlimit"
 	"github.com/berth-node/berth/runtime/supervise/cgroup"
@@ -53,23 +53,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // fileProber is ready once its file exists.
 type fileProber string
 
@@ -80,7 +63,7 @@ func (f fileProber) Check(context.Context) (string, error) {
 
 type harness struct {
 	sup     *Supervisor
-	console *safeBuffer
+	console *syncbuf.Buffer
 	ctx     context.Context
 }
 
@@ -94,7 +77,7 @@ func newHarness(t *testing.T, specs []Spec, opts Options) *harness {
 // prepare builds a supervisor whose Stop runs at cleanup, without starting it.
 func prepare(t *testing.T, specs []Spec, opts Options) *harness {
 	t.Helper()
-	console := &safeBuffer{}
+	console := &syncbuf.Buffer{}
 	opts.Reaper = testReaper
 	opts.Log = slog.New(slog.NewTextHandler(console, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if opts.Backoff == (Backoff{}) {
