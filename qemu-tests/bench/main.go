@@ -28,6 +28,7 @@ import (
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/qemu-tests/rigflags"
 )
 
 // reportTimeout bounds one boot to its report (kubelet healthy) under TCG.
@@ -51,8 +52,8 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.n, "n", 5, "boots per variant")
-	flag.StringVar(&o.image, "image", envOr("BERTH_IMAGE", filepath.Join("build", "image-test")), "node image directory [$BERTH_IMAGE]")
-	flag.StringVar(&o.components, "components", envOr("BERTH_COMPONENTS_DIR", filepath.Join("build", "components")), "built components, for the control plane [$BERTH_COMPONENTS_DIR]")
+	rigflags.Image(flag.CommandLine, &o.image)
+	rigflags.Components(flag.CommandLine, &o.components)
 	flag.StringVar(&o.out, "out", filepath.Join("build", "bench"), "where bench.json and the console logs go")
 	flag.StringVar(&o.base, "base", "", "an earlier bench.json to compare with")
 	flag.BoolVar(&o.join, "join", true, "also boot joining the test control plane")
@@ -65,13 +66,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 func run(ctx context.Context, w io.Writer, o options) error {

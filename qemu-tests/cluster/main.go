@@ -43,6 +43,7 @@ import (
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/kubectl"
 	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/qemu-tests/rigflags"
 	"github.com/berth-node/berth/qemu-tests/vcluster"
 )
 
@@ -84,8 +85,8 @@ func (c nodeConfigs) Set(v string) error {
 func main() {
 	o := options{nodeConfig: nodeConfigs{}}
 	flag.IntVar(&o.n, "n", 2, fmt.Sprintf("number of nodes, 1 to %d", vcluster.MaxNodes))
-	flag.StringVar(&o.components, "components", envOr("BERTH_COMPONENTS_DIR", filepath.Join("build", "components")), "built components [$BERTH_COMPONENTS_DIR]")
-	flag.StringVar(&o.image, "image", envOr("BERTH_IMAGE", filepath.Join("build", "image-test")), "node image directory [$BERTH_IMAGE]")
+	rigflags.Components(flag.CommandLine, &o.components)
+	rigflags.Image(flag.CommandLine, &o.image)
 	flag.StringVar(&o.out, "out", filepath.Join("build", "cluster"), "where the kubeconfig, the nodes' consoles and disks and the control plane's state go")
 	flag.StringVar(&o.cni, "cni", "flannel", "the CNI: flannel (pods reach each other across nodes) or install-cni (each node's pods on its own bridge)")
 	flag.Var(o.nodeConfig, "node-config", "NODE=FILE: a NodeConfig part added to NODE's user data (repeatable)")
@@ -112,13 +113,6 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // cluster is one run: what it started, to stop it in order.

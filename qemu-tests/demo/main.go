@@ -33,6 +33,7 @@ import (
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/kubectl"
 	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/qemu-tests/rigflags"
 )
 
 // Budgets under TCG on a shared 2-core host; a KVM host needs a tenth.
@@ -57,10 +58,8 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.components, "components", envOr("BERTH_COMPONENTS_DIR", filepath.Join("build", "components")),
-		"directory of built components (etcd-*/, kube-*/) [$BERTH_COMPONENTS_DIR]")
-	flag.StringVar(&o.image, "image", envOr("BERTH_IMAGE", filepath.Join("build", "image-test")),
-		"node image directory (vmlinuz, initramfs.img) [$BERTH_IMAGE]")
+	rigflags.Components(flag.CommandLine, &o.components)
+	rigflags.Image(flag.CommandLine, &o.image)
 	flag.StringVar(&o.outDir, "out", filepath.Join("build", "demo"), "where the console log and the control plane's state and logs go")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "hard limit on the whole demo; QEMU is killed at this deadline")
 	flag.Parse()
@@ -86,13 +85,6 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // demo is one run: what it started (to clean up) and what it saw.

@@ -27,6 +27,7 @@ import (
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
+	"github.com/berth-node/berth/qemu-tests/rigflags"
 )
 
 const (
@@ -73,8 +74,8 @@ func main() {
 	var o options
 	flag.DurationVar(&o.duration, "duration", time.Hour, "how long to supervise after the boot report")
 	flag.DurationVar(&o.interval, "interval", time.Minute, "time between samples")
-	flag.StringVar(&o.image, "image", envOr("BERTH_IMAGE", filepath.Join("build", "image-test")), "node image directory [$BERTH_IMAGE]")
-	flag.StringVar(&o.components, "components", envOr("BERTH_COMPONENTS_DIR", filepath.Join("build", "components")), "built components, for the control plane [$BERTH_COMPONENTS_DIR]")
+	rigflags.Image(flag.CommandLine, &o.image)
+	rigflags.Components(flag.CommandLine, &o.components)
 	flag.StringVar(&o.out, "out", filepath.Join("build", "soak"), "where soak.json, the smaps and the console log go")
 	flag.BoolVar(&o.join, "join", true, "join the test control plane (false: boot with no config)")
 	flag.StringVar(&o.append, "append", "", "more kernel command line (GOGC=25, GODEBUG=..., for PID 1)")
@@ -86,13 +87,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // registeredRE is berth's console line for kubelet's registration.
