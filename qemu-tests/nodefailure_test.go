@@ -170,10 +170,12 @@ func gracefulStop(t *testing.T, a api, b *rigNode, nodeA string, hooks *hookServ
 		t.Fatalf("the survivor pod is not Running on %s before %s stops", nodeA, b.nodeName)
 	}
 	survivor := survivorName(t, a)
+	// Taken before the press: on a busy host the QMP reply can come after
+	// the guest has already acted on the button.
+	pressed := time.Now()
 	if err := b.vm.PowerDown(); err != nil {
 		t.Fatal(err)
 	}
-	pressed := time.Now()
 	if err := b.vm.WaitExit(powerOffBound); err != nil {
 		t.Fatalf("%s after its power button: %v", b.name, err)
 	}
