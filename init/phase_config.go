@@ -3,11 +3,14 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/berth-node/berth/config/accepts"
 	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/init/report"
@@ -71,10 +74,7 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Warn("no NodeConfig found; this node will run no Kubernetes services", "imds", rep.IMDS, "dir", nodeconfig.DefaultConfigDir)
 		return nil
 	}
-	var opts nodeconfig.Options
-	if b.node.manifest != nil {
-		opts.Accepts = b.node.manifest.Accepts
-	}
+	opts := nodeconfig.Options{Accepts: b.accepts(log)}
 	if why := opts.NotChecked(); why != "" {
 		log.Warn(why) // an image built before the manifest recorded it
 	}
@@ -126,3 +126,48 @@ func describeCluster(ctx context.Context, log *slog.Logger, c *imds.Client, md *
 		"serviceIpv6Cidr", cl.ServiceIPv6CIDR, "ipFamily", cl.IPFamily, "status", cl.Status, "duration_ms", time.Since(start).Milliseconds())
 	return nodeconfig.FillFromEKS(res, cl.Described())
 }
+
+// decodeAccepts decodes the manifest's accepts (what the image's kubelet
+// and containerd accept, most of the manifest's bytes) beside the phases
+// before config, which alone needs them: under TCG the decode costs tens
+// of milliseconds that the network phase's waits hide.
+func (b *boot) decodeAccepts(log *slog.Logger, raw json.RawMessage) {
+	if len(raw) == 0 {
+		return
+	}
+	next := make(chan *accepts.Accepts, 1)
+	b.node.acceptsNext = next
+	b.goSafe(log, "manifest-accepts", func() {
+		var a *accepts.Accepts
+		// Sent even on a panic, so accepts never waits forever.
+		defer func() { next <- a }()
+		var err error
+		if a, err = manifest.DecodeAccepts(raw); err != nil {
+			log.Warn("the image manifest's accepts are unreadable; user data is checked without them", "path", manifest.DefaultPath, "err", err)
+		}
+	})
+}
+
+// accepts is the manifest's accepts once decoded (decodeAccepts), or nil:
+// an image without them, or a decode that failed or did not end within
+// acceptsWait; NotChecked then says which checks were not made.
+func (b *boot) accepts(log *slog.Logger) *accepts.Accepts {
+	next := b.node.acceptsNext
+	if next == nil {
+		return nil
+	}
+	b.node.acceptsNext = nil
+	t := time.NewTimer(acceptsWait)
+	defer t.Stop()
+	select {
+	case a := <-next:
+		return a
+	case <-t.C:
+		log.Warn("the image manifest's accepts did not decode in time; user data is checked without them", "waited", acceptsWait)
+		return nil
+	}
+}
+
+// acceptsWait bounds accepts' wait: a decode of some 130 KB of JSON,
+// milliseconds unless PID 1 is starved.
+const acceptsWait = 30 * time.Second

@@ -27,11 +27,12 @@ func phaseModules(ctx context.Context, b *boot, log *slog.Logger) error {
 	b.node.kmod = ix
 	var errs []error
 	var preload []string
-	if m, err := manifest.Load(manifest.DefaultPath); err != nil {
+	if m, raw, err := manifest.LoadDeferred(manifest.DefaultPath); err != nil {
 		errs = append(errs, fmt.Errorf("no preload list: %w", err))
 	} else {
 		preload = m.Preload
 		b.node.manifest = m
+		b.decodeAccepts(log, raw)
 	}
 	// No settle wait on the boot path: devices that drivers add late are
 	// the hotplug loop's, which runs for as long as PID 1 does.

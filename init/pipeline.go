@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-node/berth/config/accepts"
 	"github.com/berth-node/berth/config/cmdline"
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/manifest"
@@ -90,13 +91,16 @@ type nodeState struct {
 	// (boot.moduleIndex).
 	kmod     *kmod.Index
 	kmodNext chan *kmod.Index
-	net      *network.Result
-	netH     *network.Handle
-	instance *imds.Metadata
-	config   *nodeconfig.Result
-	plan     *plan.Plan
-	storage  *localstorage.Result
-	time     *timesync.Client
+	// acceptsNext brings the manifest's accepts, decoded beside the
+	// phases before config (boot.accepts); nil when it has none.
+	acceptsNext chan *accepts.Accepts
+	net         *network.Result
+	netH        *network.Handle
+	instance    *imds.Metadata
+	config      *nodeconfig.Result
+	plan        *plan.Plan
+	storage     *localstorage.Result
+	time        *timesync.Client
 }
 
 // releaseInputs drops what the node phases decided from once the services
@@ -109,7 +113,7 @@ type nodeState struct {
 // be reading it), as do the module index (hotplug), the DHCP handle
 // (renewals) and the NTP client.
 func (n *nodeState) releaseInputs() {
-	n.config, n.instance, n.net, n.plan = nil, nil, nil, nil
+	n.config, n.instance, n.net, n.plan, n.acceptsNext = nil, nil, nil, nil, nil
 }
 
 // phase is one step of the boot pipeline. A fatal phase's error ends boot

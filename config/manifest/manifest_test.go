@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -63,4 +64,43 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("arch %q accepted on arm64", m.Arch)
 		}
 	})
+}
+
+// ParseDeferred gives the same manifest as Parse, its accepts raw, and
+// DecodeAccepts gives Parse's accepts from them.
+func TestParseDeferred(t *testing.T) {
+	data := []byte(`{"arch": "amd64", "preload": ["loop"], "sandboxImage": "registry.k8s.io/pause:3.10",
+		"accepts": {"kubelet": {"version": "v1.35.4", "flags": {"node-ip": {"type": "string"}}, "featureGates": {}}}}`)
+	whole, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, raw, err := ParseDeferred(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Accepts != nil || m.Arch != "amd64" || m.SandboxImage != whole.SandboxImage || !reflect.DeepEqual(m.Preload, whole.Preload) {
+		t.Errorf("deferred manifest %+v: want Parse's, without accepts", m)
+	}
+	a, err := DecodeAccepts(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, whole.Accepts) || a.Kubelet == nil || a.Kubelet.Version != "v1.35.4" {
+		t.Errorf("DecodeAccepts = %+v, want %+v", a, whole.Accepts)
+	}
+	// An image from before the accepts were recorded.
+	m, raw, err = ParseDeferred([]byte(`{"arch": "amd64"}`))
+	if err != nil || m.Arch != "amd64" {
+		t.Fatalf("%+v %v", m, err)
+	}
+	if a, err := DecodeAccepts(raw); a != nil || err != nil {
+		t.Errorf("DecodeAccepts of none = %v, %v", a, err)
+	}
+	if _, err := DecodeAccepts([]byte(`{"kubelet": 3}`)); err == nil || !strings.Contains(err.Error(), "accepts") {
+		t.Errorf("DecodeAccepts of a bad value: %v", err)
+	}
+	if _, _, err := ParseDeferred([]byte(`{`)); err == nil {
+		t.Error("ParseDeferred of bad JSON succeeded")
+	}
 }
