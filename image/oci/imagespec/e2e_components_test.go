@@ -1,4 +1,8 @@
-//go:build components
+//go:build components && e2e
+
+// These tests need make e2e, e2e-images and e2e-repo-list, which make test
+// does not build, so they carry their own tag beside components: the
+// cluster-image tests run without them (make test-components-images).
 
 package imagespec
 
