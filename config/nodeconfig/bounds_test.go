@@ -359,3 +359,41 @@ func TestFileSizeLimit(t *testing.T) {
 		t.Errorf("Load of 16 KiB + 1 of user data: %v", res.Problems)
 	}
 }
+
+// TestWorstNestingCheap: the worst nesting inputs, 1 KB of gzip user data
+// nesting lists or maps 9,900 deep (go-yaml's own bound is 10,000) under
+// kubelet.config or containerd.baseRuntimeSpec, in flow or block style,
+// are refused with the nesting bound's path on go-yaml's node tree,
+// before the document becomes values. Before, the duplicate-key check
+// built each level's path on the way down: 600 MB allocated per document,
+// 175 MB peak in `berth check`.
+func TestWorstNestingCheap(t *testing.T) {
+	const depth = 9900
+	head := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
+	for _, tc := range []struct{ name, doc, path string }{
+		{"lists under kubelet.config", head + "  kubelet:\n    config:\n      a: " + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "\n", "spec.kubelet.config.a[0][0]"},
+		{"maps under kubelet.config", head + "  kubelet:\n    config:\n      a: " + strings.Repeat("{a: ", depth) + "1" + strings.Repeat("}", depth) + "\n", "spec.kubelet.config.a.a.a"},
+		{"lists under baseRuntimeSpec", head + "  containerd:\n    baseRuntimeSpec:\n      a: " + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "\n", "spec.containerd.baseRuntimeSpec.a[0][0]"},
+		{"block lists", head + "  kubelet:\n    config:\n      a:\n        " + strings.Repeat("- ", depth) + "x\n", "spec.kubelet.config.a[0][0]"},
+		{"JSON", `{"spec":{"kubelet":{"config":{"a":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "}}}}", "spec.kubelet.config.a[0][0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := gzipped(t, []byte(tc.doc))
+			if len(data) > 2048 {
+				t.Fatalf("%d bytes of gzip; the worst inputs are about 1 KB", len(data))
+			}
+			var err error
+			alloc := allocated(func() {
+				_, err = Load(context.Background(), slog.New(slog.DiscardHandler), []Source{{Name: UserDataSource, Data: data}})
+			})
+			if err == nil || !strings.Contains(err.Error(), "user-data: "+tc.path) || !strings.Contains(err.Error(), "maps and lists nest more than 64 deep (nodeconfig.MaxNesting)") {
+				t.Errorf("Load: %v; want the nesting bound at %s", err, tc.path)
+			}
+			t.Logf("%d bytes of gzip: %d bytes allocated", len(data), alloc)
+			// go-yaml's node tree of the document is about 6 MB.
+			if alloc > 16<<20 {
+				t.Errorf("Load allocated %d bytes; want at most 16 MiB", alloc)
+			}
+		})
+	}
+}

@@ -62,15 +62,41 @@ func Parse(source string, data []byte) (*NodeConfig, []Problem, error) {
 	if n := countYAMLDocuments(data); n > 1 {
 		return fail("holds %d YAML documents; put one NodeConfig in each file or MIME part", n)
 	}
-	if err := checkAliases(data); err != nil {
-		return fail("%v", err)
+	// go-yaml v3's node tree is read first, and once: aliases and nesting
+	// are bounded on it before anything builds values from the document
+	// (the conversion below, and every check that walks with a path: a
+	// path built at each of 9,900 levels cost `berth check` 175 MB), and
+	// the strict checks read its keys' lines.
+	tree := yaml3.NewDecoder(bytes.NewReader(data))
+	var root yaml3.Node
+	treeErr := tree.Decode(&root)
+	empty := errors.Is(treeErr, io.EOF)
+	if empty {
+		treeErr = nil // the caller says it is no mapping
+	}
+	switch {
+	case treeErr == nil:
+		if err := checkAliases(data, &root); err != nil {
+			return fail("%v", err)
+		}
+		if path, ok := nodeNestedPast(&root, "", MaxNesting); ok {
+			return fail("%s: maps and lists nest more than %d deep (nodeconfig.MaxNesting)", path, MaxNesting)
+		}
+	case mayHoldAlias(data):
+		// Unmeasured aliases must not reach the conversion.
+		return fail("invalid YAML or JSON: %s", treeErr)
 	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return fail("invalid YAML or JSON: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
 	}
-	if err := checkStrict(data); err != nil {
-		return fail("%v", err)
+	if treeErr != nil {
+		return fail("invalid YAML or JSON: %s", treeErr)
+	}
+	if !empty {
+		if err := checkStrict(tree, &root); err != nil {
+			return fail("%v", err)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber() // keep kubelet.config numbers exactly as written
@@ -82,6 +108,7 @@ func Parse(source string, data []byte) (*NodeConfig, []Problem, error) {
 	if !ok {
 		return fail("want a NodeConfig mapping, got %s", jsonKind(generic))
 	}
+	// Aliases can nest what the tree's check saw as shallow.
 	if path, ok := nestedPast(generic, "", MaxNesting); ok {
 		return fail("%s: maps and lists nest more than %d deep (nodeconfig.MaxNesting)", path, MaxNesting)
 	}
@@ -105,18 +132,11 @@ func Parse(source string, data []byte) (*NodeConfig, []Problem, error) {
 // silently: a key repeated in one mapping (both YAML and JSON decoders keep
 // the last, so the first is lost without a word: a second top-level spec:
 // drops the whole cluster section), and anything after the document (a
-// JSON document followed by more text). It parses with go-yaml v3, whose
-// node tree keeps each key's line, once the conversion has accepted the
-// document, so syntax errors keep the conversion's wording.
-func checkStrict(data []byte) error {
-	dec := yaml3.NewDecoder(bytes.NewReader(data))
-	var root yaml3.Node
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil // empty: the caller says it is no mapping
-		}
-		return fmt.Errorf("invalid YAML or JSON: %s", err)
-	}
+// JSON document followed by more text). It reads go-yaml v3's node tree
+// of the document (root, from dec), whose nodes keep their lines, once
+// the conversion has accepted the document, so syntax errors keep the
+// conversion's wording.
+func checkStrict(dec *yaml3.Decoder, root *yaml3.Node) error {
 	for {
 		// An empty document after it ("---" and comments) adds nothing.
 		var more yaml3.Node
@@ -131,7 +151,7 @@ func checkStrict(data []byte) error {
 			return fmt.Errorf("text after the document, at line %d: one NodeConfig per file or MIME part", more.Content[0].Line)
 		}
 	}
-	return duplicateKeys(&root, "")
+	return duplicateKeys(root, "")
 }
 
 // duplicateKeys finds the first mapping, in document order, that holds a
@@ -177,18 +197,56 @@ func duplicateKeys(n *yaml3.Node, path string) error {
 // (1.2 KB of gzip user data ran `berth check` out of memory). So a
 // document that may hold an alias is first parsed into go-yaml v3's node
 // tree, where an alias is a pointer, and measured expanded, each anchor
-// once. Syntax errors are reported the same way either parser finds them.
-func checkAliases(data []byte) error {
-	if !bytes.Contains(data, []byte("&")) || !bytes.Contains(data, []byte("*")) {
+// once.
+func checkAliases(data []byte, root *yaml3.Node) error {
+	if !mayHoldAlias(data) {
 		return nil // no anchor or no alias: nothing to expand
 	}
-	var root yaml3.Node
-	if err := yaml3.Unmarshal(data, &root); err != nil {
-		return fmt.Errorf("invalid YAML or JSON: %s", err)
-	}
 	m := aliasMeasure{sizes: map[*yaml3.Node]int{}, open: map[*yaml3.Node]bool{}}
-	_, err := m.size(&root, 0)
+	_, err := m.size(root, 0)
 	return err
+}
+
+// mayHoldAlias says whether data has the characters of an anchor and an
+// alias.
+func mayHoldAlias(data []byte) bool {
+	return bytes.Contains(data, []byte("&")) && bytes.Contains(data, []byte("*"))
+}
+
+// nodeNestedPast is nestedPast on go-yaml v3's node tree, before the
+// document becomes values: the same limit and path, with keys in the same
+// (sorted) order. An alias is not followed here (checkAliases bounds what
+// aliases expand to, and nestedPast sees them expanded).
+func nodeNestedPast(n *yaml3.Node, path string, limit int) (string, bool) {
+	if limit < 0 {
+		return abbreviate(path), true
+	}
+	switch n.Kind {
+	case yaml3.DocumentNode:
+		for _, c := range n.Content {
+			if p, ok := nodeNestedPast(c, path, limit); ok {
+				return p, true
+			}
+		}
+	case yaml3.MappingNode:
+		pairs := make([]int, 0, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			pairs = append(pairs, i)
+		}
+		sort.SliceStable(pairs, func(a, b int) bool { return n.Content[pairs[a]].Value < n.Content[pairs[b]].Value })
+		for _, i := range pairs {
+			if p, ok := nodeNestedPast(n.Content[i+1], join(path, n.Content[i].Value), limit-1); ok {
+				return p, true
+			}
+		}
+	case yaml3.SequenceNode:
+		for i, c := range n.Content {
+			if p, ok := nodeNestedPast(c, fmt.Sprintf("%s[%d]", path, i), limit-1); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 type aliasMeasure struct {
@@ -496,10 +554,7 @@ func truncate(s string) string {
 // order.
 func nestedPast(v any, path string, limit int) (string, bool) {
 	if limit < 0 {
-		if len(path) > 100 {
-			path = strings.ToValidUTF8(path[:100], "") + "…"
-		}
-		return path, true
+		return abbreviate(path), true
 	}
 	switch t := v.(type) {
 	case map[string]any:
@@ -516,4 +571,12 @@ func nestedPast(v any, path string, limit int) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// abbreviate shortens a long path for a problem's line.
+func abbreviate(path string) string {
+	if len(path) > 100 {
+		return strings.ToValidUTF8(path[:100], "") + "…"
+	}
+	return path
 }
