@@ -3,25 +3,22 @@ package containerd
 import (
 	"fmt"
 	"slices"
+
+	"github.com/berth-node/berth/internal/ctrdv2"
 )
 
-// Plugin names in containerd's config, schema 2 and 3.
+// Plugin names in containerd's config, version 2 and 3, and where the
+// version 2 CRI plugin's keys go: internal/ctrdv2's, which validation
+// (config/nodeconfig) reads too, so that a version 2 key is type-checked
+// where this conversion puts it.
 const (
-	pluginCRIv2       = "io.containerd.grpc.v1.cri"
-	pluginCRIImages   = "io.containerd.cri.v1.images"
-	pluginCRIRuntime  = "io.containerd.cri.v1.runtime"
-	pluginTaskV2      = "io.containerd.runtime.v2.task"
-	pluginShimManager = "io.containerd.shim.v1.manager"
-	pluginCgroupsV2   = "io.containerd.monitor.v1.cgroups"
-	pluginCgroupsV3   = "io.containerd.monitor.task.v1.cgroups"
-)
-
-// Keys of the schema-2 CRI plugin that containerd 2.x moves to the images
-// plugin, from the CRI table and from its containerd table.
-var (
-	criImageKeys           = []string{"registry", "image_decryption", "max_concurrent_downloads", "image_pull_progress_timeout", "image_pull_with_sync_fs", "stats_collect_period"}
-	criContainerdImageKeys = []string{"snapshotter", "disable_snapshot_annotations", "discard_unpacked_layers"}
-	criStreamKeys          = []string{"disable_tcp_service", "stream_server_address", "stream_server_port", "stream_idle_timeout", "enable_tls_streaming", "x509_key_pair_streaming"}
+	pluginCRIv2       = ctrdv2.PluginCRIv2
+	pluginCRIImages   = ctrdv2.PluginCRIImages
+	pluginCRIRuntime  = ctrdv2.PluginCRIRuntime
+	pluginTaskV2      = ctrdv2.PluginTaskV2
+	pluginShimManager = ctrdv2.PluginShimManager
+	pluginCgroupsV2   = ctrdv2.PluginCgroupsV2
+	pluginCgroupsV3   = ctrdv2.PluginCgroupsV3
 )
 
 // MigrateV2 converts a containerd config document of schema version 2 to
@@ -88,6 +85,7 @@ func MigrateV2(doc map[string]any) error {
 }
 
 func migrateCRI(plugins map[string]any) error {
+	criImageKeys, criContainerdImageKeys, criStreamKeys := ctrdv2.CRIImageKeys(), ctrdv2.CRIContainerdImageKeys(), ctrdv2.CRIStreamKeys()
 	src, ok, err := table(plugins, pluginCRIv2, "table plugins")
 	if err != nil || !ok {
 		return err
