@@ -3,6 +3,7 @@ module github.com/berth-node/berth/components/containerdaccepts
 go 1.25.0
 
 require (
+	github.com/containerd/containerd/api v1.10.0
 	github.com/containerd/containerd/v2 v2.2.3
 	github.com/opencontainers/runtime-spec v1.3.0
 	golang.org/x/tools v0.44.0
@@ -19,7 +20,6 @@ require (
 	github.com/cilium/ebpf v0.16.0 // indirect
 	github.com/containerd/cgroups/v3 v3.1.2 // indirect
 	github.com/containerd/console v1.0.5 // indirect
-	github.com/containerd/containerd/api v1.10.0 // indirect
 	github.com/containerd/continuity v0.4.5 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect

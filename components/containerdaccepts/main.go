@@ -2,8 +2,10 @@
 // berth writes for it, as JSON (config/accepts's Containerd, under
 // "containerd"): the config versions it reads, config.toml's keys with
 // their types (the main config and the CRI plugins' sections, whose types
-// live in containerd's internal packages), and the OCI runtime spec's
-// fields that the base runtime spec is decoded into. It reads the Go types
+// live in containerd's internal packages), the OCI runtime spec's fields
+// that the base runtime spec is decoded into, and runc's options, which a
+// CRI runtime's options table is decoded into when containerd starts a
+// container. It reads the Go types
 // of the containerd module version this module requires (components.mk's
 // CONTAINERD_VERSION) with go/packages: it never runs containerd, so it
 // works on the amd64 build host for an arm64 image too.
@@ -30,7 +32,12 @@ const (
 	serverConfig = modulePath + "/cmd/containerd/server/config"
 	criConfig    = modulePath + "/internal/cri/config"
 	versionPkg   = modulePath + "/version"
+	pluginsPkg   = modulePath + "/plugins"
 	specsPkg     = "github.com/opencontainers/runtime-spec/specs-go"
+	// runcOptionsPkg holds the type containerd decodes the options of a
+	// runtime of type plugins.RuntimeRuncV2 into (internal/cri/config's
+	// getRuntimeOptionsType).
+	runcOptionsPkg = "github.com/containerd/containerd/api/types/runc/options"
 )
 
 // criPlugins are the plugin sections berth's config.toml has, by the
@@ -53,6 +60,8 @@ type ctrd struct {
 	ConfigVersions []int  `json:"configVersions"`
 	Config         *typ   `json:"config"`
 	RuntimeSpec    *typ   `json:"runtimeSpec"`
+	// RuntimeOptions by runtime_type.
+	RuntimeOptions map[string]*typ `json:"runtimeOptions,omitempty"`
 }
 
 type typ struct {
@@ -81,7 +90,7 @@ func main() {
 
 func describe() (*ctrd, error) {
 	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedTypes | packages.NeedModule, Env: append(os.Environ(), "GOOS=linux", "CGO_ENABLED=0")}
-	pkgs, err := packages.Load(cfg, serverConfig, criConfig, versionPkg, specsPkg)
+	pkgs, err := packages.Load(cfg, serverConfig, criConfig, versionPkg, pluginsPkg, specsPkg, runcOptionsPkg)
 	if err != nil {
 		return nil, fmt.Errorf("loading containerd's packages: %w", err)
 	}
@@ -147,6 +156,19 @@ func describe() (*ctrd, error) {
 		return nil, err
 	}
 	c.RuntimeSpec = typeOf(spec, "json", 0)
+
+	// runc's options are a protobuf message without toml tags: go-toml
+	// reads its keys by Go field name (SystemdCgroup, BinaryName), which
+	// typeOf gives for a field without a tag.
+	runc, ok := byPath[pluginsPkg].Types.Scope().Lookup("RuntimeRuncV2").(*types.Const)
+	if !ok || runc.Val().Kind() != constant.String {
+		return nil, fmt.Errorf("%s.RuntimeRuncV2 is not a string constant", pluginsPkg)
+	}
+	opts, err := lookup(runcOptionsPkg, "Options")
+	if err != nil {
+		return nil, err
+	}
+	c.RuntimeOptions = map[string]*typ{constant.StringVal(runc.Val()): typeOf(opts, "toml", 0)}
 	return c, nil
 }
 

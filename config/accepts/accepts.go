@@ -83,6 +83,11 @@ type Containerd struct {
 	// RuntimeSpec is the OCI runtime spec's schema, which the base
 	// runtime spec file is decoded into.
 	RuntimeSpec *Type `json:"runtimeSpec"`
+	// RuntimeOptions are the schemas a CRI runtime's options table is
+	// decoded into, by the runtime's runtime_type (runc's for
+	// io.containerd.runc.v2): containerd decodes them only when it starts
+	// a container. Absent from data generated before it was recorded.
+	RuntimeOptions map[string]*Type `json:"runtimeOptions,omitempty"`
 }
 
 // Kinds of Type.
