@@ -65,4 +65,11 @@ func TestGenerated(t *testing.T) {
 	if got := c.RuntimeSpec.Field("process").Field("rlimits"); got == nil || got.Kind != KindList {
 		t.Errorf("runtime spec process.rlimits: %+v", got)
 	}
+	runc := c.RuntimeOptions["io.containerd.runc.v2"]
+	if got := runc.Field("SystemdCgroup"); got == nil || got.Kind != KindBool {
+		t.Errorf("runc options SystemdCgroup: %+v", got)
+	}
+	if got := runc.Field("IoUid"); got == nil || got.Kind != "uint32" {
+		t.Errorf("runc options IoUid: %+v", got)
+	}
 }
