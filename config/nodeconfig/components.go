@@ -14,6 +14,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/berth-node/berth/config/accepts"
+	"github.com/berth-node/berth/internal/ctrdv2"
 	"github.com/berth-node/berth/internal/flagwords"
 	"github.com/berth-node/berth/internal/syntax"
 )
@@ -274,6 +275,10 @@ func intInRange(s string, bits int, signed bool) error {
 	if ne := (*strconv.NumError)(nil); errors.As(err, &ne) && ne.Err == strconv.ErrRange {
 		return fmt.Errorf("%s is out of range for an %s", s, kind)
 	}
+	// ParseUint calls a negative integer a syntax error.
+	if _, nerr := strconv.ParseInt(s, 10, 64); !signed && nerr == nil {
+		return fmt.Errorf("%s is out of range for an %s", s, kind)
+	}
 	return fmt.Errorf("%s is not an integer (an %s)", s, kind)
 }
 
@@ -478,59 +483,173 @@ func mapFlagEntry(flag, key, v string, k *accepts.Kubelet) error {
 // containerdAccepted checks the user's containerd TOML against
 // containerd's config types: each value must decode into its key's type
 // (go-toml's rules), or containerd refuses the file or a CRI plugin's
-// section at start.
+// section at start. A version 2 document's keys are checked where
+// containerd's migration puts them in version 3's layout, which the types
+// describe (internal/ctrdv2, the mapping runtime/containerd converts
+// with), and named where the user wrote them. runc's options, which
+// containerd decodes only when it starts a container, are checked against
+// runc's options type: a wrong one would fail every pod.
 func containerdAccepted(ps *problems, user map[string]any, c *accepts.Containerd) {
-	if v, ok := user["version"].(int64); ok && !slices.Contains(c.ConfigVersions, int(v)) {
+	v, _ := user["version"].(int64)
+	if _, ok := user["version"].(int64); ok && !slices.Contains(c.ConfigVersions, int(v)) {
 		ps.errorf("spec.containerd.config: version", "containerd %s reads config versions %v, not %d", c.Version, c.ConfigVersions, v)
 	}
-	schema := c.Config
-	if v, _ := user["version"].(int64); v == 2 {
-		// The schema is version 3's layout; runtime/containerd converts a
-		// version 2 document to it when rendering, which config/ may not
-		// import. Its plugin sections go unchecked here (containerd still
-		// judges them at start), its main keys are the same in both.
-		schema = withoutField(schema, "plugins")
+	tc := tomlChecker{ps: ps, prefix: "spec.containerd.config: ", c: c, runtimeTypes: runtimeTypes(user, v == 2)}
+	tc.where = func(at []string) ([]string, bool) { return at, false }
+	if v == 2 {
+		tc.where = ctrdv2.Where
 	}
-	checkTOMLTable(ps, "spec.containerd.config: ", nil, user, schema, "containerd "+c.Version)
+	tc.table(nil, user)
 }
 
-// withoutField is object type t with field name typed any.
-func withoutField(t *accepts.Type, name string) *accepts.Type {
-	c := *t
-	c.Fields = maps.Clone(t.Fields)
-	c.Fields[name] = &accepts.Type{Kind: accepts.KindAny}
-	return &c
+// tomlChecker walks a containerd config document, finding each key's
+// type by its place in version 3's layout.
+type tomlChecker struct {
+	ps     *problems
+	prefix string
+	c      *accepts.Containerd
+	// where is a key's place in version 3's layout, and whether it
+	// becomes an element of the list there (ctrdv2.Where's answer).
+	where func(at []string) ([]string, bool)
+	// runtimeTypes are the CRI runtimes' runtime_type values, by name.
+	runtimeTypes map[string]string
+}
+
+// table checks the keys of the table at at. A table is walked into
+// where its own place is a table or unknown: the keys of a version 2
+// table that containerd splits are typed one by one.
+func (tc *tomlChecker) table(at []string, m map[string]any) {
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		p := append(slices.Clone(at), key)
+		t, refusal := tc.typeAt(p)
+		if sub, isTable := m[key].(map[string]any); isTable && (t == nil || t.Kind == accepts.KindObject || t.Kind == accepts.KindMap) {
+			tc.table(p, sub)
+			continue
+		}
+		if t == nil {
+			continue // containerd warns and ignores a key it does not know
+		}
+		checkTOMLValue(tc.ps, tc.prefix, p, m[key], t, refusal)
+	}
+}
+
+// typeAt is the type of the key at at, or nil where it has none, and what
+// containerd does with a value of another type.
+func (tc *tomlChecker) typeAt(at []string) (*accepts.Type, string) {
+	v3, elem := tc.where(at)
+	if v3 == nil {
+		return nil, ""
+	}
+	// A key inside a CRI runtime's options table: runtime_type decides
+	// the type containerd decodes the table into.
+	if len(v3) > 6 && v3[0] == "plugins" && v3[1] == ctrdv2.PluginCRIRuntime && v3[2] == "containerd" && v3[3] == "runtimes" && v3[5] == "options" {
+		typ := tc.runtimeTypes[v3[4]]
+		if o := tc.c.RuntimeOptions[typ]; o != nil {
+			return typeAtPath(o, v3[6:], elem), fmt.Sprintf("containerd %s decodes runtime %s's options (%s) when it starts a container, and would fail every pod on it", tc.c.Version, v3[4], typ)
+		}
+	}
+	return typeAtPath(tc.c.Config, v3, elem), fmt.Sprintf("containerd %s refuses it", tc.c.Version)
+}
+
+// typeAtPath is the type at path under t, or nil where t has none; with
+// elem, the type of the list's elements there.
+func typeAtPath(t *accepts.Type, path []string, elem bool) *accepts.Type {
+	for _, k := range path {
+		switch {
+		case t == nil:
+			return nil
+		case t.Kind == accepts.KindMap:
+			t = t.Elem
+		case t.Kind == accepts.KindObject:
+			t = tomlField(t, k)
+		default:
+			return nil
+		}
+	}
+	if elem {
+		if t == nil || t.Kind != accepts.KindList {
+			return nil
+		}
+		return t.Elem
+	}
+	return t
+}
+
+// tomlField is the field of object type t that go-toml decodes key into:
+// the field of that name, or any key's ("*", as plugins has), or else the
+// field whose name matches it but for case, as go-toml falls back to.
+func tomlField(t *accepts.Type, key string) *accepts.Type {
+	if f := t.Field(key); f != nil {
+		return f
+	}
+	if f := t.Field("*"); f != nil {
+		return f
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.Fields)) {
+		if strings.EqualFold(name, key) {
+			return t.Fields[name]
+		}
+	}
+	return nil
+}
+
+// runtimeTypes are the CRI runtimes' runtime_type values by name, as
+// containerd will read them: runc's is io.containerd.runc.v2 unless the
+// user says otherwise (berth's base config, runtime/containerd's, sets it
+// and the user's table merges over it); in a version 2 document, the
+// version 2 CRI plugin's runtimes too, where the runtime plugin's own do
+// not set them (containerd's migration keeps what that plugin sets).
+func runtimeTypes(doc map[string]any, v2 bool) map[string]string {
+	types := map[string]string{"runc": "io.containerd.runc.v2"}
+	var from [][]string
+	if v2 {
+		from = append(from, []string{"plugins", ctrdv2.PluginCRIv2, "containerd", "runtimes"})
+	}
+	from = append(from, []string{"plugins", ctrdv2.PluginCRIRuntime, "containerd", "runtimes"})
+	for _, path := range from {
+		var v any = doc
+		for _, k := range path {
+			m, _ := v.(map[string]any)
+			v = m[k]
+		}
+		runtimes, _ := v.(map[string]any)
+		for name, r := range runtimes {
+			rt, _ := r.(map[string]any)
+			if typ, ok := rt["runtime_type"].(string); ok {
+				types[name] = typ
+			}
+		}
+	}
+	return types
 }
 
 // checkTOMLTable checks a decoded TOML table against an object or map
-// type; keys are named as TOML writes them ([a.b] c).
-func checkTOMLTable(ps *problems, prefix string, at []string, m map[string]any, t *accepts.Type, component string) {
+// type; keys are named as TOML writes them ([a.b] c). refusal says what
+// containerd does with a value of another type.
+func checkTOMLTable(ps *problems, prefix string, at []string, m map[string]any, t *accepts.Type, refusal string) {
 	for _, key := range slices.Sorted(maps.Keys(m)) {
 		var ft *accepts.Type
 		switch t.Kind {
 		case accepts.KindMap:
 			ft = t.Elem
 		case accepts.KindObject:
-			if ft = t.Field(key); ft == nil {
-				ft = t.Field("*")
-			}
-			if ft == nil {
+			if ft = tomlField(t, key); ft == nil {
 				continue // containerd warns and ignores a key it does not know
 			}
 		default:
 			return
 		}
-		checkTOMLValue(ps, prefix, append(slices.Clone(at), key), m[key], ft, component)
+		checkTOMLValue(ps, prefix, append(slices.Clone(at), key), m[key], ft, refusal)
 	}
 }
 
-func checkTOMLValue(ps *problems, prefix string, at []string, v any, t *accepts.Type, component string) {
+func checkTOMLValue(ps *problems, prefix string, at []string, v any, t *accepts.Type, refusal string) {
 	if t == nil || t.Kind == accepts.KindAny {
 		return
 	}
 	path := prefix + tomlKeyPath(at)
 	bad := func(want string) {
-		ps.errorf(path, "want %s, got %s (%s refuses it)", want, tomlKind(v), component)
+		ps.errorf(path, "want %s, got %s (%s)", want, tomlKind(v), refusal)
 	}
 	switch t.Kind {
 	case accepts.KindBool:
@@ -563,7 +682,7 @@ func checkTOMLValue(ps *problems, prefix string, at []string, v any, t *accepts.
 			bad("a table")
 			return
 		}
-		checkTOMLTable(ps, prefix, at, m, t, component)
+		checkTOMLTable(ps, prefix, at, m, t, refusal)
 	case accepts.KindList:
 		l, ok := v.([]any)
 		if !ok {
@@ -572,7 +691,7 @@ func checkTOMLValue(ps *problems, prefix string, at []string, v any, t *accepts.
 		}
 		for i, e := range l {
 			elemAt := append(slices.Clone(at[:len(at)-1]), fmt.Sprintf("%s[%d]", at[len(at)-1], i))
-			checkTOMLValue(ps, prefix, elemAt, e, t.Elem, component)
+			checkTOMLValue(ps, prefix, elemAt, e, t.Elem, refusal)
 		}
 	default:
 		bits, signed, ok := t.IntBits()

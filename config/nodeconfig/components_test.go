@@ -59,10 +59,37 @@ func testAccepts() *accepts.Accepts {
 				"plugins": obj(map[string]*accepts.Type{
 					"*": kind(accepts.KindAny),
 					"io.containerd.cri.v1.runtime": obj(map[string]*accepts.Type{
-						"enable_cdi": kind(accepts.KindBool),
+						"enable_cdi":                  kind(accepts.KindBool),
+						"max_container_log_line_size": kind("int64"),
+						"cni": obj(map[string]*accepts.Type{
+							"bin_dirs": {Kind: accepts.KindList, Elem: kind(accepts.KindString)},
+							"conf_dir": kind(accepts.KindString),
+						}),
+						"containerd": obj(map[string]*accepts.Type{
+							"default_runtime_name": kind(accepts.KindString),
+							"runtimes": {Kind: accepts.KindMap, Elem: obj(map[string]*accepts.Type{
+								"runtime_type": kind(accepts.KindString),
+								"sandboxer":    kind(accepts.KindString),
+								"options":      {Kind: accepts.KindMap, Elem: kind(accepts.KindAny)},
+							})},
+						}),
+					}),
+					"io.containerd.cri.v1.images": obj(map[string]*accepts.Type{
+						"discard_unpacked_layers":  kind(accepts.KindBool),
+						"max_concurrent_downloads": kind("int64"),
+						"pinned_images":            strMap,
+						"registry":                 obj(map[string]*accepts.Type{"config_path": kind(accepts.KindString)}),
+					}),
+					"io.containerd.grpc.v1.cri": obj(map[string]*accepts.Type{
+						"stream_server_port": kind(accepts.KindString),
 					}),
 				}),
 			}),
+			RuntimeOptions: map[string]*accepts.Type{
+				"io.containerd.runc.v2": obj(map[string]*accepts.Type{
+					"SystemdCgroup": kind(accepts.KindBool), "BinaryName": kind(accepts.KindString), "IoUid": kind("uint32"),
+				}),
+			},
 			RuntimeSpec: obj(map[string]*accepts.Type{
 				"ociVersion": kind(accepts.KindString),
 				"process": obj(map[string]*accepts.Type{
@@ -110,8 +137,29 @@ func TestComponentProblems(t *testing.T) {
 		{"containerd ok", `containerd: {config: "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\nenable_cdi = true\n"}`, ""},
 		{"containerd type", `containerd: {config: "oom_score = 'high'\n"}`, "spec.containerd.config: oom_score: want an integer, got a string"},
 		{"containerd plugin type", `containerd: {config: "[plugins.'io.containerd.cri.v1.runtime']\nenable_cdi = 'yes'\n"}`, `[plugins."io.containerd.cri.v1.runtime"] enable_cdi: want true or false`},
+		{"containerd key case", `containerd: {config: "OOM_Score = 'high'\n"}`, "spec.containerd.config: OOM_Score: want an integer"},
+		{"v2 ok", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri']\nenable_cdi = true\nsandbox_image = 'x'\nstream_server_port = '0'\nmax_concurrent_downloads = 3\n[plugins.'io.containerd.grpc.v1.cri'.cni]\nbin_dir = '/opt/cni/bin'\n[plugins.'io.containerd.grpc.v1.cri'.containerd]\ndiscard_unpacked_layers = true\n[plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes.runc]\nsandbox_mode = 'podsandbox'\n[plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes.runc.options]\nSystemdCgroup = false\n"}`, ""},
+		{"v2 runtime key", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri']\nmax_container_log_line_size = 'big'\n"}`, `spec.containerd.config: [plugins."io.containerd.grpc.v1.cri"] max_container_log_line_size: want an integer, got a string (containerd v2.2.3 refuses it)`},
+		{"v2 images key", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri']\nmax_concurrent_downloads = 'many'\n"}`, `[plugins."io.containerd.grpc.v1.cri"] max_concurrent_downloads: want an integer`},
+		{"v2 sandbox image", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri']\nsandbox_image = 5\n"}`, `[plugins."io.containerd.grpc.v1.cri"] sandbox_image: want a string`},
+		{"v2 stream key stays", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri']\nstream_server_port = 10010\n"}`, `[plugins."io.containerd.grpc.v1.cri"] stream_server_port: want a string`},
+		{"v2 containerd images key", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri'.containerd]\ndiscard_unpacked_layers = 'no'\n"}`, `[plugins."io.containerd.grpc.v1.cri".containerd] discard_unpacked_layers: want true or false`},
+		{"v2 containerd runtime key", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri'.containerd]\ndefault_runtime_name = 1\n"}`, `[plugins."io.containerd.grpc.v1.cri".containerd] default_runtime_name: want a string`},
+		{"v2 cni bin_dir", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri'.cni]\nbin_dir = ['/opt']\n"}`, `[plugins."io.containerd.grpc.v1.cri".cni] bin_dir: want a string, got an array`},
+		{"v2 sandbox_mode", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes.runc]\nsandbox_mode = 1\n"}`, `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc] sandbox_mode: want a string`},
+		{"v2 runtimes not a table", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri'.containerd]\nruntimes = 5\n"}`, `[plugins."io.containerd.grpc.v1.cri".containerd] runtimes: want a table, got an integer`},
+		{"v2 plugin not a table", `containerd: {config: "version = 2\n[plugins]\n'io.containerd.grpc.v1.cri' = 5\n"}`, `[plugins] "io.containerd.grpc.v1.cri": want a table`},
+		{"v3 keys in a v2 document", `containerd: {config: "version = 2\n[plugins.'io.containerd.cri.v1.runtime']\nenable_cdi = 'yes'\n"}`, `[plugins."io.containerd.cri.v1.runtime"] enable_cdi: want true or false`},
+		{"runc options", `containerd: {config: "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\nSystemdCgroup = 'no'\n"}`, `[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options] SystemdCgroup: want true or false, got a string (containerd v2.2.3 decodes runtime runc's options (io.containerd.runc.v2) when it starts a container, and would fail every pod on it)`},
+		{"runc options case", `containerd: {config: "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\nsystemdcgroup = 'no'\n"}`, `options] systemdcgroup: want true or false`},
+		{"runc options range", `containerd: {config: "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\nIoUid = -1\n"}`, `options] IoUid: -1 is out of range for an uint32`},
+		{"runc options ok", `containerd: {config: "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\nSystemdCgroup = false\nBinaryName = '/usr/bin/runc'\nNoSuchOption = 1\n"}`, ""},
+		{"runc options v2", `containerd: {config: "version = 2\n[plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes.runc.options]\nBinaryName = 5\n"}`, `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options] BinaryName: want a string, got an integer (containerd v2.2.3 decodes runtime runc's options`},
+		{"runc-typed runtime", `containerd: {config: "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\nruntime_type = 'io.containerd.runc.v2'\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]\nBinaryName = 5\n"}`, `runtimes.nvidia.options] BinaryName: want a string`},
+		{"other runtime's options", `containerd: {config: "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.kata]\nruntime_type = 'io.containerd.kata.v2'\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.kata.options]\nSystemdCgroup = 'no'\n"}`, ""},
+		{"runc retyped", `containerd: {config: "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\nruntime_type = 'io.containerd.kata.v2'\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\nSystemdCgroup = 'no'\n"}`, ""},
 		{"base spec", `containerd: {baseRuntimeSpec: {process: {rlimits: many}}}`, "spec.containerd.baseRuntimeSpec.process.rlimits: want a list"},
-		{"base spec deep", `containerd: {baseRuntimeSpec: {process: {rlimits: [{type: RLIMIT_NOFILE, soft: -1}]}}}`, "rlimits[0].soft: -1 is not an integer"},
+		{"base spec deep", `containerd: {baseRuntimeSpec: {process: {rlimits: [{type: RLIMIT_NOFILE, soft: -1}]}}}`, "rlimits[0].soft: -1 is out of range for an uint64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, ps, err := Parse("test", []byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  "+tc.spec+"\n"))
