@@ -16,6 +16,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/berth-node/berth/config/nodeconfig/maxpodsexpr"
+	"github.com/berth-node/berth/internal/ctrdv2"
 	"github.com/berth-node/berth/internal/flagwords"
 	"github.com/berth-node/berth/internal/syntax"
 )
@@ -176,6 +177,34 @@ func containerdConfigProblems(ps *problems, m map[string]any) {
 			ps.errorf("spec.containerd.config: [grpc] address", "berth owns containerd's socket, %s: kubelet's --container-runtime-endpoint and berth's readiness probe use it; remove the key (got %s)", ContainerdSocket, tomlValue(a))
 		}
 	}
+	// berth converts a version 2 document to version 3 before merging it
+	// (runtime/containerd, with ctrdv2.Migrate): what the conversion
+	// cannot make (a table of the wrong type) render refuses, so check
+	// does too, on a copy.
+	if v, _ := m["version"].(int64); v == 2 {
+		if err := ctrdv2.Migrate(cloneTOML(m).(map[string]any)); err != nil {
+			ps.errorf("spec.containerd.config", "%v", err)
+		}
+	}
+}
+
+// cloneTOML is a deep copy of a decoded TOML value's tables and arrays.
+func cloneTOML(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		c := make(map[string]any, len(t))
+		for k, e := range t {
+			c[k] = cloneTOML(e)
+		}
+		return c
+	case []any:
+		c := make([]any, len(t))
+		for i, e := range t {
+			c[i] = cloneTOML(e)
+		}
+		return c
+	}
+	return v
 }
 
 // tomlValue shows a decoded TOML value as the user wrote it; the problem's

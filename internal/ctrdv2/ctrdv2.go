@@ -1,12 +1,13 @@
-// Package ctrdv2 says where containerd 2.x puts each key of a version 2
-// config.toml when it migrates it to version 3 (its plugins'
-// ConfigMigration functions, containerd v2.2.3: plugins/cri/images,
-// plugins/cri/runtime, plugins/cri, core/runtime/v2/shim_manager.go,
-// core/metrics/cgroups). It is data only, shared by the two sides that
-// must agree on it: runtime/containerd, which converts a user's version 2
-// document before merging it, and config/nodeconfig, which type-checks
-// the version 2 document's keys against containerd's version 3 key types
-// (config/ may not import runtime/).
+// Package ctrdv2 is containerd 2.x's conversion of a version 2
+// config.toml to version 3 (its plugins' ConfigMigration functions,
+// containerd v2.2.3: plugins/cri/images, plugins/cri/runtime, plugins/cri,
+// core/runtime/v2/shim_manager.go, core/metrics/cgroups), as Migrate
+// makes it on a decoded document and as Where says it key by key. Both
+// sides that must agree on it import it: runtime/containerd, which
+// converts a user's version 2 document before merging it, and
+// config/nodeconfig, which refuses what the conversion cannot make and
+// type-checks each version 2 key against containerd's type for the key
+// it becomes (config/ may not import runtime/).
 package ctrdv2
 
 import "slices"

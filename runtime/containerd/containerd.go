@@ -95,7 +95,7 @@ func Config(in ConfigInputs) ([]byte, error) {
 		// key berth's own value has, so the merge lets the user win.
 		if v, ok := user["version"].(int64); ok && v == 2 && in.Schema == 3 {
 			if err := MigrateV2(user); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("containerd.config: %w", err)
 			}
 		}
 		MergeTables(doc, user)

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/berth-node/berth/internal/ctrdv2"
 )
 
 func containerdBinary(t *testing.T) string {
@@ -65,7 +67,7 @@ func TestContainerdDumpUserV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := dump(t, bin, cfg)
-	images := []string{"plugins", pluginCRIImages}
+	images := []string{"plugins", ctrdv2.PluginCRIImages}
 	for _, c := range []struct {
 		path []string
 		want any
@@ -75,14 +77,14 @@ func TestContainerdDumpUserV2(t *testing.T) {
 		{append(images, "discard_unpacked_layers"), false},
 		{append(images, "pinned_images", "sandbox"), "registry.k8s.io/pause:3.10"},
 		{append(images, "registry", "config_path"), registryConfigPath},
-		{[]string{"plugins", pluginCRIRuntime, "containerd", "runtimes", "runc", "options", "SystemdCgroup"}, false},
-		{[]string{"plugins", pluginCRIRuntime, "containerd", "runtimes", "runc", "base_runtime_spec"}, BaseRuntimeSpecPath},
+		{[]string{"plugins", ctrdv2.PluginCRIRuntime, "containerd", "runtimes", "runc", "options", "SystemdCgroup"}, false},
+		{[]string{"plugins", ctrdv2.PluginCRIRuntime, "containerd", "runtimes", "runc", "base_runtime_spec"}, BaseRuntimeSpecPath},
 	} {
 		if got := get(m, c.path...); got != c.want {
 			t.Errorf("dumped %v = %v, want %v\nberth's file:\n%s", c.path, got, c.want, cfg)
 		}
 	}
-	if dirs, _ := get(m, "plugins", pluginCRIRuntime, "cni", "bin_dirs").([]any); !slices.Equal(dirs, []any{CNIBinDir}) {
+	if dirs, _ := get(m, "plugins", ctrdv2.PluginCRIRuntime, "cni", "bin_dirs").([]any); !slices.Equal(dirs, []any{CNIBinDir}) {
 		t.Errorf("dumped cni.bin_dirs = %v, want [%s]", dirs, CNIBinDir)
 	}
 

@@ -1,7 +1,6 @@
 package containerd
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
@@ -137,7 +136,7 @@ func TestMigrateV2WrongTypes(t *testing.T) {
 		if err := toml.Unmarshal([]byte(in), &doc); err != nil {
 			t.Fatal(err)
 		}
-		if err := MigrateV2(doc); err == nil || !strings.Contains(err.Error(), "converting containerd.config to version 3") {
+		if err := MigrateV2(doc); err == nil || !strings.Contains(err.Error(), "converting version 2 to version 3") {
 			t.Errorf("%q: err %v, want one naming the conversion", in, err)
 		}
 	}
@@ -174,15 +173,15 @@ func TestConfigUserV2(t *testing.T) {
 	}{
 		{[]string{"version"}, int64(3)},
 		{[]string{"grpc", "address"}, "/run/foo/foo.sock"},
-		{[]string{"plugins", pluginCRIImages, "discard_unpacked_layers"}, false},
-		{[]string{"plugins", pluginCRIImages, "pinned_images", "sandbox"}, "registry.k8s.io/pause:3.10"},
-		{[]string{"plugins", pluginCRIRuntime, "containerd", "runtimes", "runc", "options", "SystemdCgroup"}, false},
+		{[]string{"plugins", ctrdv2.PluginCRIImages, "discard_unpacked_layers"}, false},
+		{[]string{"plugins", ctrdv2.PluginCRIImages, "pinned_images", "sandbox"}, "registry.k8s.io/pause:3.10"},
+		{[]string{"plugins", ctrdv2.PluginCRIRuntime, "containerd", "runtimes", "runc", "options", "SystemdCgroup"}, false},
 	} {
 		if got := get(m, c.path...); got != c.want {
 			t.Errorf("%v = %v, want %v\n%s", c.path, got, c.want, out)
 		}
 	}
-	if get(m, "plugins", pluginCRIv2) != nil {
+	if get(m, "plugins", ctrdv2.PluginCRIv2) != nil {
 		t.Errorf("the version 2 CRI plugin table is still there:\n%s", out)
 	}
 	// A containerd 1.x image reads version 2: nothing is converted.
@@ -191,117 +190,8 @@ func TestConfigUserV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = decode(t, out)
-	if get(m, "version") != int64(2) || get(m, "plugins", pluginCRIv2, "containerd", "discard_unpacked_layers") != false ||
-		get(m, "plugins", pluginCRIv2, "sandbox_image") != "registry.k8s.io/pause:3.10" {
+	if get(m, "version") != int64(2) || get(m, "plugins", ctrdv2.PluginCRIv2, "containerd", "discard_unpacked_layers") != false ||
+		get(m, "plugins", ctrdv2.PluginCRIv2, "sandbox_image") != "registry.k8s.io/pause:3.10" {
 		t.Errorf("schema 2 output:\n%s", out)
 	}
-}
-
-// TestMigrateV2AgreesWithWhere: MigrateV2 puts every leaf of a version 2
-// document where internal/ctrdv2.Where says, which is where validation
-// type-checks it; a key MigrateV2 moved and Where did not (or the other
-// way round) would be checked against the wrong type.
-func TestMigrateV2AgreesWithWhere(t *testing.T) {
-	const in = `version = 2
-oom_score = -500
-[debug]
-level = "info"
-[plugins."io.containerd.grpc.v1.cri"]
-sandbox_image = "v-sandbox"
-max_container_log_line_size = 1
-enable_cdi = true
-stream_server_address = "v-stream"
-disable_tcp_service = true
-max_concurrent_downloads = 2
-image_pull_progress_timeout = "v-progress"
-stats_collect_period = 3
-[plugins."io.containerd.grpc.v1.cri".registry]
-config_path = "v-registry"
-[plugins."io.containerd.grpc.v1.cri".image_decryption]
-key_model = "v-keys"
-[plugins."io.containerd.grpc.v1.cri".x509_key_pair_streaming]
-tls_cert_file = "v-cert"
-[plugins."io.containerd.grpc.v1.cri".containerd]
-snapshotter = "v-snapshotter"
-disable_snapshot_annotations = false
-default_runtime_name = "v-default"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
-runtime_type = "v-type"
-sandbox_mode = "v-mode"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-BinaryName = "v-binary"
-SystemdCgroup = false
-[plugins."io.containerd.grpc.v1.cri".cni]
-bin_dir = "v-bin"
-conf_dir = "v-conf"
-[plugins."io.containerd.monitor.v1.cgroups"]
-no_prometheus = true
-[plugins."io.containerd.internal.v1.opt"]
-path = "v-opt"
-`
-	var doc map[string]any
-	if err := toml.Unmarshal([]byte(in), &doc); err != nil {
-		t.Fatal(err)
-	}
-	var leaves [][]string
-	var walk func(at []string, v any)
-	walk = func(at []string, v any) {
-		m, ok := v.(map[string]any)
-		if !ok {
-			leaves = append(leaves, at)
-			return
-		}
-		for k, e := range m {
-			walk(append(slices.Clone(at), k), e)
-		}
-	}
-	walk(nil, doc)
-	before := map[string]any{}
-	for _, l := range leaves {
-		before[strings.Join(l, "\x00")] = valueAt(doc, l)
-	}
-	if err := MigrateV2(doc); err != nil {
-		t.Fatal(err)
-	}
-	checked := 0
-	for _, l := range leaves {
-		if l[0] == "version" {
-			continue // MigrateV2's own: the document becomes version 3
-		}
-		want := before[strings.Join(l, "\x00")]
-		v3, elem := ctrdv2.Where(l)
-		if v3 == nil {
-			t.Errorf("%q: Where gives it no place in version 3", l)
-			continue
-		}
-		got := valueAt(doc, v3)
-		if elem {
-			list, _ := got.([]any)
-			if len(list) != 1 {
-				t.Errorf("%q: Where says an element of %q, which holds %v", l, v3, got)
-				continue
-			}
-			got = list[0]
-		}
-		if got != want {
-			t.Errorf("%q: Where says %q, where MigrateV2 left %v; want %v", l, v3, got, want)
-		}
-		checked++
-	}
-	if checked != 24 {
-		t.Errorf("checked %d leaves, want the document's 24 (all but version); the walk looks wrong", checked)
-	}
-}
-
-// valueAt is the value at path in doc's tables, or nil.
-func valueAt(doc map[string]any, path []string) any {
-	var v any = doc
-	for _, k := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
 }
