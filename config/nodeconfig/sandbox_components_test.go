@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -325,11 +327,15 @@ func runKubelet(ctx context.Context, log *slog.Logger, s *sandbox, kubeletBin, d
 	case <-cri.reached:
 		// Kubelet.Run polls the runtime while startKubelet's server goes
 		// on beside it: a listen that fails (an address that is no IP)
-		// stops kubelet after this point. Accepted once it listens.
+		// stops kubelet after this point. Accepted once its main server
+		// listens, on the port its "Starting to listen" line names: the
+		// healthz server listens on 127.0.0.1 whatever the address, and
+		// waiting for any socket raced the main server's failed listen
+		// (config-address-word judged accepted on a loaded CI host).
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if listening(cmd.Process.Pid) {
+			if port, ok := mainServerPort(out.String()); ok && listening(cmd.Process.Pid, port) {
 				cancel()
 				<-exited
 				return verdict{accepted: true}, nil
@@ -362,17 +368,41 @@ func runKubelet(ctx context.Context, log *slog.Logger, s *sandbox, kubeletBin, d
 	}
 }
 
-// listening says whether process pid has a TCP socket listening, in its
-// network namespace (the sandbox's).
-func listening(pid int) bool {
+// mainServerLine is kubelet's log line as its main server starts
+// (pkg/kubelet/server.ListenAndServeKubeletServer), in klog's text
+// format ("Starting to listen" address="0.0.0.0" port=10250) or its json
+// one ("msg":"Starting to listen","address":"0.0.0.0","port":10250); the
+// read-only server's says "Starting to listen read-only".
+var mainServerLine = regexp.MustCompile(`Starting to listen"[^\n]*?\bport"?[=:](\d+)`)
+
+// mainServerPort is the port kubelet's main server is about to listen on,
+// once its log says so.
+func mainServerPort(log string) (int, bool) {
+	m := mainServerLine.FindStringSubmatch(log)
+	if m == nil {
+		return 0, false
+	}
+	port, err := strconv.Atoi(m[1])
+	return port, err == nil
+}
+
+// listening says whether process pid has a TCP socket listening on port,
+// in its network namespace (the sandbox's).
+func listening(pid, port int) bool {
 	for _, f := range []string{"tcp", "tcp6"} {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
 		if err != nil {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n")[1:] {
-			// sl local_address rem_address st ...: 0A is LISTEN.
-			if fields := strings.Fields(line); len(fields) > 3 && fields[3] == "0A" {
+			// sl local_address rem_address st ...: local_address is
+			// ADDR:PORT in hex, and st 0A is LISTEN.
+			fields := strings.Fields(line)
+			if len(fields) <= 3 || fields[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fields[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && int(p) == port {
 				return true
 			}
 		}
