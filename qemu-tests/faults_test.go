@@ -1079,17 +1079,17 @@ func msDuration(s string) time.Duration {
 }
 
 // TestFaultContainerdConfig: user data whose spec.containerd.config is TOML
-// that berth merges but containerd rejects: a string where containerd wants
-// an int in a version 2 document's CRI section
-// (max_container_log_line_size = "big"), which berth converts to version
-// 3 but does not type-check yet. (Earlier: version = 99, then oom_score =
-// "high", each served here until berth's own checks refused it before
-// containerd could; when berth checks this too, the test needs the next
-// thing berth lets through, or another way in.) containerd crash-loops on the
-// supervisor's backoff, its own error line reaches the console, kubelet
-// waits for it, and the node says why it is not joining.
+// that berth merges and checks but containerd cannot run with: a debug
+// socket where no socket can be made ([debug] address under /proc). Its
+// types are right; only the node can tell, as containerd starts. (Earlier
+// the test served wrong types, version = 99, then oom_score = "high", then
+// a version 2 max_container_log_line_size = "big", each until berth's own
+// checks refused it before containerd could: a fact of the node's
+// filesystem is a way in that the checks will not close.) containerd
+// crash-loops on the supervisor's backoff, its own error line reaches the
+// console, kubelet waits for it, and the node says why it is not joining.
 func TestFaultContainerdConfig(t *testing.T) {
-	userCfg := "  containerd:\n    config: |\n      version = 2\n      [plugins.\"io.containerd.grpc.v1.cri\"]\n        max_container_log_line_size = \"big\"\n"
+	userCfg := "  containerd:\n    config: |\n      [debug]\n        address = \"/proc/berth-debug.sock\"\n"
 	_, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, userCfg)))
 	cfg := qemu.ImageConfig(qemu.ImageDir(t), "berth.imds="+imdsURL)
 	cfg.MemoryMB = 2048
@@ -1118,7 +1118,7 @@ func TestFaultContainerdConfig(t *testing.T) {
 		from = i + 1
 	}
 	// containerd's own words, on the console.
-	why := regexp.MustCompile(berthPrefix + `services: .*service=containerd .*cannot decode TOML string into struct field config\.RuntimeConfig\.MaxContainerLogLineSize`)
+	why := regexp.MustCompile(berthPrefix + `services: .*service=containerd .*failed to get listener for debug endpoint`)
 	_, wl, _, err := lineAfter(vm, 0, why, 10*time.Second)
 	if err != nil {
 		t.Errorf("containerd's own error line is not on the console: %v", err)
@@ -1139,7 +1139,7 @@ func TestFaultContainerdConfig(t *testing.T) {
 	}
 	// The node says why in containerd's own words: the join watcher names
 	// the service kubelet waits for and quotes its last error line.
-	if err == nil && (!strings.Contains(jm[1], "kubelet is waiting for containerd") || !strings.Contains(jm[1], "cannot decode TOML string into struct field config.RuntimeConfig.MaxContainerLogLineSize")) {
+	if err == nil && (!strings.Contains(jm[1], "kubelet is waiting for containerd") || !strings.Contains(jm[1], "failed to get listener for debug endpoint")) {
 		t.Errorf("the join watcher's cause does not name containerd and its error: %q", jl.Text)
 	}
 	action := fmt.Sprintf("containerd crash loop, backoff %s...; its error on the console (%q); kubelet held back (%q)",
@@ -1161,10 +1161,10 @@ func TestFaultContainerdConfig(t *testing.T) {
 				if s.Restarts < 5 || s.LastExit == nil || s.LastExit.Code == 0 {
 					t.Errorf("containerd in the report: %+v", s)
 				}
-				if !slices.ContainsFunc(s.LogTail, func(l string) bool { return strings.Contains(l, "expected containerd config version") }) {
+				if !slices.ContainsFunc(s.LogTail, func(l string) bool { return strings.Contains(l, "failed to get listener for debug endpoint") }) {
 					t.Errorf("containerd's log tail in the report lacks its error: %q", s.LogTail)
 				}
-				if !strings.Contains(s.LastErrorLine, "expected containerd config version") {
+				if !strings.Contains(s.LastErrorLine, "failed to get listener for debug endpoint") {
 					t.Errorf("containerd's lastErrorLine in the report is %q, not its fatal line", s.LastErrorLine)
 				}
 			case "kubelet":
@@ -1177,7 +1177,7 @@ func TestFaultContainerdConfig(t *testing.T) {
 			t.Errorf("services phase error %q does not say kubelet is not up", phaseErr)
 		}
 	}
-	faultRow(t, "spec.containerd.config rejected by containerd (max_container_log_line_size = \"big\" in a version 2 CRI section, a string for an int)",
+	faultRow(t, "spec.containerd.config that containerd cannot start with ([debug] address under /proc: no socket can be made there)",
 		action,
 		"none until the user data is fixed (containerd keeps being retried on the 30 s cap)",
 		fmt.Sprintf("the join (node never registers); join watcher: %q", joinSays))

@@ -17,18 +17,26 @@ const maxLine = 16 << 10
 // crash output. Anything else is Info. It only decides what reaches the
 // console; every line goes to the ring and the file regardless.
 func Classify(line string) slog.Level {
+	lvl, _ := lineLevel(line)
+	return lvl
+}
+
+// lineLevel is Classify's level, and whether the line carried a level at
+// all: a line with none (a CLI's last words on stderr) is Info to the
+// console but may still be why the program stopped.
+func lineLevel(line string) (slog.Level, bool) {
 	if len(line) >= 5 && isDigits(line[1:5]) {
 		switch line[0] {
 		case 'I':
-			return slog.LevelInfo
+			return slog.LevelInfo, true
 		case 'W':
-			return slog.LevelWarn
+			return slog.LevelWarn, true
 		case 'E', 'F':
-			return slog.LevelError
+			return slog.LevelError, true
 		}
 	}
 	if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
-		return slog.LevelError
+		return slog.LevelError, true
 	}
 	for _, key := range []string{"level=", `"level":"`} {
 		i := strings.Index(line, key)
@@ -39,16 +47,16 @@ func Classify(line string) slog.Level {
 		v = strings.TrimPrefix(v, `"`)
 		switch {
 		case hasPrefixFold(v, "debug"), hasPrefixFold(v, "trace"):
-			return slog.LevelDebug
+			return slog.LevelDebug, true
 		case hasPrefixFold(v, "info"):
-			return slog.LevelInfo
+			return slog.LevelInfo, true
 		case hasPrefixFold(v, "warn"):
-			return slog.LevelWarn
+			return slog.LevelWarn, true
 		case hasPrefixFold(v, "err"), hasPrefixFold(v, "fatal"), hasPrefixFold(v, "panic"):
-			return slog.LevelError
+			return slog.LevelError, true
 		}
 	}
-	return slog.LevelInfo
+	return slog.LevelInfo, false
 }
 
 func isDigits(s string) bool {

@@ -533,9 +533,13 @@ func (s *Service) supervise(ctx context.Context, proc *reaper.Process, output ch
 	}
 	now := s.now()
 	// A program that dies of a bad config often says why in one plain
-	// last line on stderr, with no level ("containerd: failed to load
-	// TOML ..."): when the run failed and logged no error-level line,
-	// that last line is the best cause there is.
+	// last line on stderr, with no level ("containerd: failed to get
+	// listener for debug endpoint ..."): when the run failed, that last
+	// line is the cause, unless it is a levelled line below error and
+	// the run logged an error before it. An earlier error-level line
+	// alone is not enough: containerd logs one about its CNI config at
+	// every start, and the join watcher quoted that instead of the line
+	// containerd died of.
 	last := ""
 	if t := s.ring.Tail(1); len(t) == 1 && s.runLines.Load() > 0 {
 		last = t[0]
@@ -545,8 +549,10 @@ func (s *Service) supervise(ctx context.Context, proc *reaper.Process, output ch
 	s.lastExit = &st
 	s.lastExitAt = now
 	s.lastOutput = last
-	if last != "" && !st.Success() && !s.runErrorLine {
-		s.lastErrorLine = last
+	if last != "" && !st.Success() {
+		if lvl, levelled := lineLevel(last); !s.runErrorLine || !levelled || lvl >= slog.LevelError {
+			s.lastErrorLine = last
+		}
 	}
 	s.mu.Unlock()
 	s.writeFile(fmt.Sprintf("--- berth: pid %d exited: %s", proc.Pid(), st))

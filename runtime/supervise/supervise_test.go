@@ -602,6 +602,27 @@ func TestCrashLoopPlainLastLine(t *testing.T) {
 	}
 }
 
+// TestCrashLoopFatalLineAfterErrors: a run that logs an error-level line
+// and then dies with a plain line (containerd's CNI complaint at every
+// start, then its fatal config error) gets the plain line as its cause;
+// a run whose last line is a levelled info line keeps its error line.
+func TestCrashLoopFatalLineAfterErrors(t *testing.T) {
+	const noise = `time="2026-11-28T17:14:39Z" level=error msg="failed to load cni during init"`
+	const why = "containerd: failed to get listener for debug endpoint: listen unix /proc/x.sock: bind: no such file or directory"
+	const info = `time="2026-11-28T17:14:40Z" level=info msg="stopping"`
+	h := newHarness(t, []Spec{
+		{Name: "fatal", Argv: sh(`echo '` + noise + `' >&2; echo '` + why + `' >&2; exit 1`), Env: testEnv, StopTimeout: time.Second},
+		{Name: "quiet", Argv: sh(`echo '` + noise + `' >&2; echo '` + info + `' >&2; exit 1`), Env: testEnv, StopTimeout: time.Second},
+	}, Options{Backoff: Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, ResetAfter: time.Hour}})
+	for name, want := range map[string]string{"fatal": why, "quiet": noise} {
+		svc := h.sup.Service(name)
+		waitFor(t, name+": two restarts", 10*time.Second, func() bool { return svc.Status().Restarts >= 2 })
+		if st := svc.Status(); st.LastErrorLine != want {
+			t.Errorf("%s: last error line %q, want %q", name, st.LastErrorLine, want)
+		}
+	}
+}
+
 // TestServiceRlimits: a service with rlimits gets exactly those, on every
 // start, in the pid the supervisor tracks (the helper execs in place), and
 // the console names the service's argv, not the helper's. Limits within
