@@ -365,6 +365,31 @@ cluster-down:
 	for i in $$(seq 300); do kill -0 "$$pid" 2>/dev/null || { echo "cluster-down: done"; exit 0; }; sleep 1; done; \
 	echo "cluster-down: pid $$pid still runs after 300 s"; exit 1
 
+## conformance: Kubernetes' own e2e suite, offline, against berth nodes
+## (qemu-tests/conformance): a cluster of CONFORMANCE_N nodes (default 1;
+## `make conformance N=2`) as `make cluster` brings it up, with the e2e
+## images served beside the cluster's; e2e.test under ginkgo (PROCS
+## processes, default 4) with --provider=skeleton, FOCUS (default
+## [NodeConformance]) and SKIP, and the specs that cannot pass here
+## skipped by name from qemu-tests/conformance/skips.yaml, each with its
+## reason. Writes the JUnit report and the logs under build/conformance/,
+## prints passed, failed and skipped with each failure's first line, and
+## rewrites docs/conformance.md unless FOCUS or SKIP was given. Not part
+## of make test (its subset is: see docs/conformance.md).
+CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
+FOCUS ?= \[NodeConformance\]
+SKIP  ?=
+PROCS ?= 4
+CONFORMANCE_DOC := $(if $(filter command line environment,$(origin FOCUS) $(origin SKIP)),,-doc docs/conformance.md)
+.PHONY: conformance
+conformance: deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(addprefix $(OCI_IMAGES_DIR)/,flannel.tar flannel-cni-plugin.tar) $(TEST_COMPONENTS) \
+  e2e e2e-images e2e-repo-list
+	@mkdir -p $(ARCH_BUILD)/conformance
+	$(GO) build -o $(ARCH_BUILD)/conformance/cluster-cmd ./qemu-tests/cluster
+	$(GO) run ./qemu-tests/conformance -cluster $(ARCH_BUILD)/conformance/cluster-cmd -e2e $(E2E_DIR) -kubectl $(KUBE_DIR)/kubectl \
+	  -repo-list $(E2E_REPO_LIST) -e2e-images $(E2E_IMAGES_DIR) -components $(TEST_COMPONENTS_DIR) -image $(ARCH_BUILD)/image-test \
+	  -n $(CONFORMANCE_N) -procs $(PROCS) -focus '$(FOCUS)' -skip '$(SKIP)' -out $(ARCH_BUILD)/conformance $(CONFORMANCE_DOC)
+
 ## bench: boot the test image N times (default 5) without config and N times
 ## joining a local control plane, one at a time; print min, median and max per
 ## phase and for kernel → kubelet exec; write build/bench/bench.json. With

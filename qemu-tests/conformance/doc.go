@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// runInfo is what the published table says about a run besides its
+// results.
+type runInfo struct {
+	Date                time.Time
+	Focus, Skip         string
+	Nodes, Procs        int
+	Kubernetes          string // e2e.test's and kubelet's version
+	Image               string // the node image's version (its manifest)
+	Wall                time.Duration
+	ClusterReadySeconds float64
+}
+
+// writeSummary prints the run's result as the console shows it: counts,
+// then each failure with its first line.
+func writeSummary(w io.Writer, s summary, ri runInfo) {
+	fmt.Fprintf(w, "conformance: %d passed, %d failed, %d skipped by the suite, %d skipped by berth's list (focus %q, %d node(s), %s)\n",
+		len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), ri.Focus, ri.Nodes, ri.Wall.Round(time.Second))
+	for _, o := range s.Setup {
+		fmt.Fprintf(w, "  SUITE FAILED %s: %s\n", o.Name, o.Why)
+	}
+	for _, o := range s.Failed {
+		fmt.Fprintf(w, "  FAILED %s\n         %s\n", o.Name, o.Why)
+	}
+}
+
+// writeDoc writes docs/conformance.md: the latest run's table, its
+// failures, and the list of specs skipped by name with their reasons.
+func writeDoc(w io.Writer, s summary, ri runInfo, list skipList) {
+	fmt.Fprintf(w, `# Conformance: Kubernetes' e2e suite against berth nodes
+
+Written by `+"`make conformance`"+` (qemu-tests/conformance) after each run;
+edit the skip list (qemu-tests/conformance/skips.yaml), not this file.
+The suite runs offline: e2e.test and ginkgo built from the same
+k8s.io/kubernetes as kubelet, the e2e images built from their upstream
+Dockerfiles' contents and served by the registry stand-in
+(components/README.md, "The e2e suite").
+
+## Latest run
+
+| | |
+|---|---|
+| date | %s |
+| Kubernetes (e2e.test, kubelet) | %s |
+| node image | %s |
+| nodes | %d (QEMU, TCG, on this machine) |
+| focus | `+"`%s`"+` |
+| ginkgo processes | %d |
+| wall time (suite only) | %s |
+| cluster Ready after | %.0f s |
+| **passed** | **%d** |
+| **failed** | **%d** |
+| skipped by the suite at run time | %d |
+| skipped by name (below) | %d |
+
+`, ri.Date.UTC().Format("2006-01-02 15:04 UTC"), ri.Kubernetes, ri.Image, ri.Nodes, strings.ReplaceAll(ri.Focus, "|", `\|`), ri.Procs,
+		ri.Wall.Round(time.Second), ri.ClusterReadySeconds, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed))
+	if len(s.Setup)+len(s.Failed) > 0 {
+		fmt.Fprintf(w, "## Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")
+		for _, o := range append(append([]outcome{}, s.Setup...), s.Failed...) {
+			fmt.Fprintf(w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(w, "## Skipped by the suite at run time\n\n| spec | why |\n|---|---|\n")
+		for _, o := range s.Skipped {
+			fmt.Fprintf(w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "## Skipped by name\n\nSpecs that cannot pass here for a reason outside berth, each with the upstream reason.\n\n")
+	if len(list) == 0 {
+		fmt.Fprintf(w, "None.\n")
+		return
+	}
+	fmt.Fprintf(w, "| spec | reason |\n|---|---|\n")
+	for _, e := range list {
+		fmt.Fprintf(w, "| %s | %s |\n", cell(e.Name), cell(e.Reason))
+	}
+}
+
+// cell is s made safe for one Markdown table cell.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// junitSuites is the part of ginkgo's JUnit report (--junit-report) the
+// summary reads: every spec of the suite, with its state, and a failed
+// spec's message.
+type junitSuites struct {
+	Suites []struct {
+		Name  string      `xml:"name,attr"`
+		Cases []junitCase `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+type junitCase struct {
+	Name    string  `xml:"name,attr"`
+	Status  string  `xml:"status,attr"`
+	Time    float64 `xml:"time,attr"`
+	Skipped *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"skipped"`
+	Failure *struct {
+		Message string `xml:"message,attr"`
+		Text    string `xml:",chardata"`
+	} `xml:"failure"`
+	Error *struct {
+		Message string `xml:"message,attr"`
+		Text    string `xml:",chardata"`
+	} `xml:"error"`
+}
+
+// outcome is one spec's result as the summary counts it.
+type outcome struct {
+	Name    string
+	Seconds float64
+	// Why is a failure's first line, or a skip's reason.
+	Why string
+}
+
+// summary is a run's result over the specs it was asked to run (its
+// focus): the specs skipped at run time by the suite itself apart from
+// those berth's list skips by name.
+type summary struct {
+	Passed, Failed, Skipped, Listed []outcome
+	// Setup holds failed suite nodes ([SynchronizedBeforeSuite] ...),
+	// which fail every spec without naming one.
+	Setup []outcome
+}
+
+// readJUnit reads ginkgo's JUnit report at path.
+func readJUnit(path string) (junitSuites, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return junitSuites{}, fmt.Errorf("reading the suite's JUnit report: %w", err)
+	}
+	defer f.Close()
+	return parseJUnit(f, path)
+}
+
+func parseJUnit(r io.Reader, name string) (junitSuites, error) {
+	var j junitSuites
+	if err := xml.NewDecoder(r).Decode(&j); err != nil {
+		return junitSuites{}, fmt.Errorf("%s: not a JUnit report: %w", name, err)
+	}
+	if len(j.Suites) == 0 {
+		return junitSuites{}, fmt.Errorf("%s: no <testsuite> in the JUnit report", name)
+	}
+	return j, nil
+}
+
+// summarize sorts the report's specs that match focus (all when nil)
+// into passed, failed and skipped; a skipped spec whose name list names
+// is counted as listed, with the list's reason.
+func summarize(j junitSuites, focus *regexp.Regexp, list skipList) summary {
+	var s summary
+	for _, su := range j.Suites {
+		for _, c := range su.Cases {
+			o := outcome{Name: specName(c.Name), Seconds: c.Time}
+			state := c.Status
+			if state == "" { // JUnit writers other than ginkgo's
+				switch {
+				case c.Failure != nil || c.Error != nil:
+					state = "failed"
+				case c.Skipped != nil:
+					state = "skipped"
+				default:
+					state = "passed"
+				}
+			}
+			if isSuiteNode(c.Name) {
+				if state != "passed" && state != "skipped" {
+					o.Why = failureLine(c)
+					s.Setup = append(s.Setup, o)
+				}
+				continue
+			}
+			if focus != nil && !focus.MatchString(c.Name) {
+				continue
+			}
+			switch state {
+			case "passed":
+				s.Passed = append(s.Passed, o)
+			case "skipped", "pending":
+				if reason, ok := list.reason(o.Name); ok {
+					o.Why = reason
+					s.Listed = append(s.Listed, o)
+					continue
+				}
+				if c.Skipped != nil {
+					o.Why = firstLine(c.Skipped.Message)
+				}
+				s.Skipped = append(s.Skipped, o)
+			default: // failed, panicked, interrupted, aborted, timedout
+				o.Why = failureLine(c)
+				s.Failed = append(s.Failed, o)
+			}
+		}
+	}
+	for _, l := range []*[]outcome{&s.Passed, &s.Failed, &s.Skipped, &s.Listed, &s.Setup} {
+		slices.SortFunc(*l, func(a, b outcome) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return s
+}
+
+// specName is a JUnit case's name without ginkgo's node-type prefix
+// ("[It] "), as --focus and --skip and berth's list see it.
+func specName(n string) string {
+	return strings.TrimPrefix(n, "[It] ")
+}
+
+// isSuiteNode says whether a case is one of the suite's own setup or
+// report nodes rather than a spec.
+func isSuiteNode(n string) bool {
+	for _, p := range []string{"[SynchronizedBeforeSuite]", "[BeforeSuite]", "[SynchronizedAfterSuite]", "[AfterSuite]", "[ReportBeforeSuite]", "[ReportAfterSuite]", "[DeferCleanup (Suite)]"} {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func failureLine(c junitCase) string {
+	for _, f := range []*struct {
+		Message string `xml:"message,attr"`
+		Text    string `xml:",chardata"`
+	}{c.Failure, c.Error} {
+		if f == nil {
+			continue
+		}
+		if l := firstLine(f.Message); l != "" {
+			return l
+		}
+		if l := firstLine(f.Text); l != "" {
+			return l
+		}
+	}
+	return "(no message: " + c.Status + ")"
+}
+
+// firstLine is s's first non-empty line, trimmed and cut to 300 bytes.
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if len(l) > 300 {
+				l = l[:300] + "..."
+			}
+			return l
+		}
+	}
+	return ""
+}

@@ -1,0 +1,310 @@
+// Command conformance is `make conformance`: Kubernetes' own e2e suite,
+// offline, against berth nodes. It starts a cluster of N berth nodes
+// with the cluster command (qemu-tests/cluster, given as -cluster) with
+// the e2e images served beside the cluster's own, waits until it is up,
+// runs e2e.test under ginkgo with --provider=skeleton and the
+// KUBE_TEST_REPO_LIST file that sends every image pull to the registry
+// stand-in, stops the cluster, and prints a summary: passed, failed,
+// skipped, and each failure's first line. The JUnit report, the suite's
+// log and the cluster's (the nodes' consoles among them) stay under -out;
+// with -doc it rewrites docs/conformance.md from the run.
+//
+// Specs that cannot pass for a reason outside berth are skipped by their
+// full names from -skips (qemu-tests/conformance/skips.yaml), each with
+// its upstream reason, never by a broad pattern.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berth-node/berth/internal/fsutil"
+	"github.com/berth-node/berth/internal/safe"
+	"github.com/berth-node/berth/qemu-tests/rigflags"
+)
+
+type options struct {
+	cluster, e2eDir, kubectl, repoList, e2eImages string
+	components, image                             string
+	out, skips, doc                               string
+	focus, skip                                   string
+	n, procs                                      int
+	upTimeout, suiteTimeout                       time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.cluster, "cluster", "", "the cluster command (go build ./qemu-tests/cluster)")
+	flag.StringVar(&o.e2eDir, "e2e", "", "the folder with e2e.test and ginkgo (make e2e)")
+	flag.StringVar(&o.kubectl, "kubectl", "", "kubectl, for the specs that run it")
+	flag.StringVar(&o.repoList, "repo-list", "", "the KUBE_TEST_REPO_LIST file (make e2e-repo-list)")
+	flag.StringVar(&o.e2eImages, "e2e-images", "", "the e2e images' folder (make e2e-images)")
+	rigflags.Components(flag.CommandLine, &o.components)
+	rigflags.Image(flag.CommandLine, &o.image)
+	flag.StringVar(&o.out, "out", filepath.Join("build", "conformance"), "where the JUnit report, the logs and the cluster's files go")
+	flag.StringVar(&o.skips, "skips", filepath.Join("qemu-tests", "conformance", "skips.yaml"), "specs skipped by name, each with its reason")
+	flag.StringVar(&o.doc, "doc", "", "rewrite this Markdown file (docs/conformance.md) from the run")
+	flag.StringVar(&o.focus, "focus", `\[NodeConformance\]`, "ginkgo --focus: the specs to run")
+	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
+	flag.IntVar(&o.n, "n", 1, "number of nodes")
+	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes (specs mostly wait for pods: more than the cores)")
+	flag.DurationVar(&o.upTimeout, "up-timeout", 30*time.Minute, "how long the cluster may take to come up")
+	flag.DurationVar(&o.suiteTimeout, "timeout", 4*time.Hour, "ginkgo --timeout for the whole suite")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stdout, "conformance: FAILED: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	for flagName, v := range map[string]string{"-cluster": o.cluster, "-e2e": o.e2eDir, "-kubectl": o.kubectl, "-repo-list": o.repoList, "-e2e-images": o.e2eImages} {
+		if v == "" {
+			return fmt.Errorf("%s is required", flagName)
+		}
+	}
+	list, err := loadSkips(o.skips)
+	if err != nil {
+		return err
+	}
+	focus, err := regexp.Compile(o.focus)
+	if err != nil {
+		return fmt.Errorf("-focus %q: %w", o.focus, err)
+	}
+	skip := list.pattern()
+	if o.skip != "" {
+		if _, err := regexp.Compile(o.skip); err != nil {
+			return fmt.Errorf("-skip %q: %w", o.skip, err)
+		}
+		skip = strings.Trim(skip+"|"+o.skip, "|")
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", o.out, err)
+	}
+	junit := filepath.Join(o.out, "junit.xml")
+	for _, f := range []string{junit, filepath.Join(o.out, "cluster", "figures.json")} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing the last run's %s: %w", f, err)
+		}
+	}
+	kubeVersion, err := e2eVersion(ctx, filepath.Join(o.e2eDir, "e2e.test"))
+	if err != nil {
+		return err
+	}
+
+	// 1. The cluster, its output to OUT/cluster.log and here.
+	clusterOut := filepath.Join(o.out, "cluster")
+	logf, err := os.Create(filepath.Join(o.out, "cluster.log"))
+	if err != nil {
+		return fmt.Errorf("creating the cluster's log: %w", err)
+	}
+	defer logf.Close()
+	cl := exec.Command(o.cluster, "-n", strconv.Itoa(o.n), "-out", clusterOut, "-e2e-images", o.e2eImages,
+		"-components", o.components, "-image", o.image)
+	cl.Stdout = io.MultiWriter(logf, prefixed(out, "cluster: "))
+	cl.Stderr = cl.Stdout
+	// Its own process group: a Ctrl-C here reaches it once, as a SIGTERM
+	// from stopCluster, and its nodes power off in order.
+	cl.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cl.Start(); err != nil {
+		return fmt.Errorf("starting the cluster: %w", err)
+	}
+	exited := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	safe.Go(log, "cluster wait", func() { exited <- cl.Wait() }, func(p *safe.Panic) { exited <- p })
+	stopCluster := func() error {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the cluster stopped by itself: %v (its log: %s)", err, logf.Name())
+		default:
+		}
+		_ = cl.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				return fmt.Errorf("stopping the cluster: %w (its log: %s)", err, logf.Name())
+			}
+			return nil
+		case <-time.After(5 * time.Minute):
+			_ = cl.Process.Kill()
+			return fmt.Errorf("the cluster did not stop within 5 minutes of SIGTERM; killed")
+		}
+	}
+	ready, err := waitUp(ctx, clusterOut, exited, o.upTimeout)
+	if err != nil {
+		return errors.Join(err, stopCluster())
+	}
+
+	// 2. The suite.
+	start := time.Now()
+	suiteErr := runSuite(ctx, o, focus.String(), skip, filepath.Join(clusterOut, "kubeconfig"), junit, out)
+	wall := time.Since(start)
+	downErr := stopCluster()
+
+	// 3. What it says.
+	j, err := readJUnit(junit)
+	if err != nil {
+		return errors.Join(fmt.Errorf("the suite: %v", suiteErr), err, downErr)
+	}
+	s := summarize(j, focus, list)
+	ri := runInfo{Date: start, Focus: o.focus, Nodes: o.n, Procs: o.procs, Kubernetes: kubeVersion, Image: imageVersion(o.image),
+		Wall: wall, ClusterReadySeconds: ready}
+	var sum bytes.Buffer
+	writeSummary(&sum, s, ri)
+	fmt.Fprint(out, sum.String())
+	if err := fsutil.WriteFileAtomic(filepath.Join(o.out, "summary.txt"), sum.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if o.doc != "" {
+		var doc bytes.Buffer
+		writeDoc(&doc, s, ri, list)
+		if err := fsutil.WriteFileAtomic(o.doc, doc.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", o.doc, err)
+		}
+		fmt.Fprintf(out, "conformance: wrote %s\n", o.doc)
+	}
+	if len(s.Failed)+len(s.Setup) > 0 {
+		return errors.Join(fmt.Errorf("%d spec(s) failed; JUnit report %s, the suite's log %s", len(s.Failed)+len(s.Setup), junit, filepath.Join(o.out, "e2e.log")), downErr)
+	}
+	return downErr
+}
+
+// waitUp waits until the cluster command has written OUT/figures.json,
+// which it does once every node is Ready and the add-ons run, and returns
+// the seconds it says that took.
+func waitUp(ctx context.Context, clusterOut string, exited <-chan error, timeout time.Duration) (float64, error) {
+	deadline := time.After(timeout)
+	f := filepath.Join(clusterOut, "figures.json")
+	for {
+		if b, err := os.ReadFile(f); err == nil {
+			var fig struct {
+				AddonsSeconds float64 `json:"addonsSeconds"`
+			}
+			if err := json.Unmarshal(b, &fig); err != nil {
+				return 0, fmt.Errorf("the cluster's %s: %w", f, err)
+			}
+			return fig.AddonsSeconds, nil
+		}
+		select {
+		case err := <-exited:
+			return 0, fmt.Errorf("the cluster stopped before it was up: %v", err)
+		case <-deadline:
+			return 0, fmt.Errorf("the cluster was not up within %s", timeout)
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// runSuite runs e2e.test under ginkgo against kubeconfig, its output to
+// OUT/e2e.log and here. A failed spec makes ginkgo exit non-zero; the
+// JUnit report says which, so that is not an error here unless no report
+// was written.
+func runSuite(ctx context.Context, o options, focus, skip, kubeconfig, junit string, out io.Writer) error {
+	args := []string{"-p", "--procs=" + strconv.Itoa(o.procs), "--timeout=" + o.suiteTimeout.String(),
+		"--junit-report=" + filepath.Base(junit), "--output-dir=" + filepath.Dir(junit), "--no-color", "--focus=" + focus}
+	if skip != "" {
+		args = append(args, "--skip="+skip)
+	}
+	args = append(args, filepath.Join(o.e2eDir, "e2e.test"), "--",
+		"--provider=skeleton", "--kubeconfig="+kubeconfig, "--kubectl-path="+o.kubectl,
+		"--report-dir="+filepath.Dir(junit), "--non-blocking-taints=node-role.kubernetes.io/control-plane")
+	logf, err := os.Create(filepath.Join(o.out, "e2e.log"))
+	if err != nil {
+		return fmt.Errorf("creating the suite's log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, filepath.Join(o.e2eDir, "ginkgo"), args...)
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+o.repoList)
+	cmd.Stdout = io.MultiWriter(logf, prefixed(out, "e2e: "))
+	cmd.Stderr = cmd.Stdout
+	fmt.Fprintf(out, "conformance: %s %s\n", cmd.Path, strings.Join(args, " "))
+	return cmd.Run()
+}
+
+// e2eVersion is e2e.test's Kubernetes version.
+func e2eVersion(ctx context.Context, bin string) (string, error) {
+	b, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", bin, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "", fmt.Errorf("%s --version printed nothing", bin)
+	}
+	return f[len(f)-1], nil
+}
+
+// imageVersion is the node image's berth version and components, from
+// its manifest.
+func imageVersion(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	var m struct {
+		BerthVersion  string            `json:"berthVersion"`
+		KernelVersion string            `json:"kernelVersion"`
+		Components    map[string]string `json:"components"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "unknown (manifest: " + err.Error() + ")"
+	}
+	return fmt.Sprintf("berth %s, kernel %s, containerd %s, runc %s", m.BerthVersion, m.KernelVersion, m.Components["containerd"], m.Components["runc"])
+}
+
+// prefixWriter writes each whole line to w behind prefix; a partial
+// line waits for its end.
+type prefixWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	prefix  string
+	partial []byte
+}
+
+func prefixed(w io.Writer, prefix string) io.Writer {
+	return &prefixWriter{w: w, prefix: prefix}
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partial = append(p.partial, b...)
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := fmt.Fprintf(p.w, "%s%s", p.prefix, p.partial[:i+1]); err != nil {
+			return 0, err
+		}
+		p.partial = p.partial[i+1:]
+	}
+	// A line without end (a progress bar) is shown once it is long.
+	if len(p.partial) > 16<<10 {
+		if _, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.partial); err != nil {
+			return 0, err
+		}
+		p.partial = p.partial[:0]
+	}
+	return len(b), nil
+}
