@@ -145,13 +145,24 @@ func TestCluster(t *testing.T) {
 		t.Log(strings.TrimSpace(out))
 	}
 	figure(t, "QEMU start to CoreDNS Ready: %.1f s", since())
+	// kube-proxy has no readiness probe: Running is not synced. Its first
+	// sync waits for its informers, which on a loaded TCG guest took more
+	// than a minute once (the chain made, still empty); on failure its
+	// own log says where it is.
 	for _, nd := range nodes {
 		var rules string
 		var err error
-		waitFor(t, nd.vm, nd.name+": kube-proxy's KUBE-SERVICES rules for kube-dns in the host's iptables", time.Minute, func() (bool, string) {
+		ok := false
+		for start := time.Now(); !ok && time.Since(start) < clusterTimeout; time.Sleep(time.Second) {
 			rules, err = nd.vm.Shell("iptables -t nat -S KUBE-SERVICES", shellTimeout)
-			return err == nil && strings.Contains(rules, "kube-system/kube-dns:dns"), rules
-		})
+			ok = err == nil && strings.Contains(rules, "kube-system/kube-dns:dns")
+		}
+		if !ok {
+			logs, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "logs", "--tail=40", "-l", "k8s-app=kube-proxy", "--prefix")
+			pods, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "get", "pods", "-o", "wide")
+			t.Fatalf("%s: kube-proxy's KUBE-SERVICES rules for kube-dns not in the host's iptables within %s; last seen: %v\n%s\nkube-system's pods:\n%s\nkube-proxy's log:\n%s",
+				nd.name, clusterTimeout, err, rules, pods, logs)
+		}
 	}
 	dnsNode, err := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns", "-o", "jsonpath={.items[0].spec.nodeName}")
 	if err != nil {
