@@ -352,7 +352,9 @@ func (c *cluster) boot(ctx context.Context, i int, nd *node, ud []byte) error {
 	if nd.console, err = os.Create(nd.consoleAt); err != nil {
 		return fmt.Errorf("%s: %w", nd.Name, err)
 	}
-	if nd.vm, err = qemu.Boot(ctx, cfg, qemu.BootOptions{ConsoleLog: nd.console}); err != nil {
+	// Not ctx: Boot kills QEMU when its context ends, and ctx ends at the
+	// SIGTERM of make cluster-down, before down presses the power button.
+	if nd.vm, err = qemu.Boot(context.WithoutCancel(ctx), cfg, qemu.BootOptions{ConsoleLog: nd.console}); err != nil {
 		return fmt.Errorf("booting %s: %w", nd.Name, err)
 	}
 	return nil

@@ -234,10 +234,13 @@ func runSuite(ctx context.Context, o options, focus, skip, kubeconfig, junit str
 	}
 	defer logf.Close()
 	cmd := exec.CommandContext(ctx, filepath.Join(o.e2eDir, "ginkgo"), args...)
-	// Ctrl-C interrupts ginkgo as its own Ctrl-C would: the running specs
-	// clean up and the report is written, so a run cut short still says
-	// what passed and failed. Killed only if that takes too long.
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	// Ctrl-C interrupts ginkgo as a terminal's Ctrl-C would, in its own
+	// process group: its suite processes take the SIGINT themselves (the
+	// CLI does not pass one on: a SIGINT to the CLI alone left the last
+	// spec running), clean up, and the report is written, so a run cut
+	// short still says what passed and failed. Killed only if that takes
+	// too long.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 	cmd.WaitDelay = 3 * time.Minute
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+o.repoList)
