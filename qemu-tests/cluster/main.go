@@ -123,6 +123,7 @@ type cluster struct {
 	start time.Time
 
 	cp           *controlplane.Cluster
+	stopCP       context.CancelFunc
 	stopRegistry func()
 	rig          *vcluster.Rig
 	nodes        []*node
@@ -206,8 +207,15 @@ func (c *cluster) run(ctx context.Context) error {
 	if err := os.RemoveAll(cpDir); err != nil {
 		return fmt.Errorf("removing the previous control plane's state %s: %w", cpDir, err)
 	}
-	c.cp, err = controlplane.Start(ctx, c.log, controlplane.Options{BinDirs: dirs, StateDir: cpDir, KeepState: true,
+	// Start stops the control plane when its context ends: ctx may end
+	// its start (Ctrl-C), but once it is up only down stops it, after the
+	// nodes are off, so that kubelet can reach it while they shut down.
+	cpCtx, cpCancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopCP = cpCancel
+	detach := context.AfterFunc(ctx, cpCancel)
+	c.cp, err = controlplane.Start(cpCtx, c.log, controlplane.Options{BinDirs: dirs, StateDir: cpDir, KeepState: true,
 		AdvertiseAddress: vcluster.ServiceAddr.String(), KubeletAddressType: "InternalIP"})
+	detach()
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -506,6 +514,9 @@ func (c *cluster) down() error {
 	}
 	if c.stopRegistry != nil {
 		c.stopRegistry()
+	}
+	if c.stopCP != nil {
+		defer c.stopCP()
 	}
 	if c.cp != nil {
 		if err := c.cp.Stop(); err != nil {
