@@ -13,7 +13,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata's golden files")
 
-func TestSummarize(t *testing.T) {
+// sampleSummary is testdata's ginkgo report summarized with testdata's
+// skip list, focused on [NodeConformance].
+func sampleSummary(t *testing.T) (summary, skipList) {
+	t.Helper()
 	j, err := readJUnit(filepath.Join("testdata", "junit.xml"))
 	if err != nil {
 		t.Fatal(err)
@@ -22,7 +25,11 @@ func TestSummarize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := summarize(j, regexp.MustCompile(`\[NodeConformance\]`), list)
+	return summarize(j, regexp.MustCompile(`\[NodeConformance\]`), list), list
+}
+
+func TestSummarize(t *testing.T) {
+	s, _ := sampleSummary(t)
 	names := func(os []outcome) (n []string) {
 		for _, o := range os {
 			n = append(n, o.Name)
@@ -108,15 +115,7 @@ func TestSkipList(t *testing.T) {
 
 // TestDocGolden: docs/conformance.md's layout, from the sample report.
 func TestDocGolden(t *testing.T) {
-	j, err := readJUnit(filepath.Join("testdata", "junit.xml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := loadSkips(filepath.Join("testdata", "skips.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := summarize(j, regexp.MustCompile(`\[NodeConformance\]`), list)
+	s, list := sampleSummary(t)
 	ri := runInfo{Date: time.Date(2026, 11, 28, 18, 0, 0, 0, time.UTC), Focus: `\[NodeConformance\]`, Nodes: 2, Procs: 4,
 		Kubernetes: "v1.35.4", Image: "berth x, kernel 6.1", Wall: 312 * time.Second, ClusterReadySeconds: 250}
 	var b bytes.Buffer

@@ -27,14 +27,14 @@ type junitCase struct {
 	Skipped *struct {
 		Message string `xml:"message,attr"`
 	} `xml:"skipped"`
-	Failure *struct {
-		Message string `xml:"message,attr"`
-		Text    string `xml:",chardata"`
-	} `xml:"failure"`
-	Error *struct {
-		Message string `xml:"message,attr"`
-		Text    string `xml:",chardata"`
-	} `xml:"error"`
+	Failure *junitMessage `xml:"failure"`
+	Error   *junitMessage `xml:"error"`
+}
+
+// junitMessage is a failure's or an error's message and text.
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
 }
 
 // outcome is one spec's result as the summary counts it.
@@ -148,10 +148,7 @@ func isSuiteNode(n string) bool {
 }
 
 func failureLine(c junitCase) string {
-	for _, f := range []*struct {
-		Message string `xml:"message,attr"`
-		Text    string `xml:",chardata"`
-	}{c.Failure, c.Error} {
+	for _, f := range []*junitMessage{c.Failure, c.Error} {
 		if f == nil {
 			continue
 		}
