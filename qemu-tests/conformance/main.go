@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/qemu-tests/rigflags"
@@ -264,19 +265,11 @@ func e2eVersion(ctx context.Context, bin string) (string, error) {
 }
 
 // imageVersion is the node image's berth version and components, from
-// its manifest.
+// its manifest (its accepts are not needed, so not decoded).
 func imageVersion(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	m, _, err := manifest.LoadDeferred(filepath.Join(dir, "manifest.json"))
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
-	}
-	var m struct {
-		BerthVersion  string            `json:"berthVersion"`
-		KernelVersion string            `json:"kernelVersion"`
-		Components    map[string]string `json:"components"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "unknown (manifest: " + err.Error() + ")"
 	}
 	return fmt.Sprintf("berth %s, kernel %s, containerd %s, runc %s", m.BerthVersion, m.KernelVersion, m.Components["containerd"], m.Components["runc"])
 }
