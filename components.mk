@@ -595,8 +595,10 @@ E2E_MKOCI = @mkdir -p $(E2E_IMAGES_DIR) && $(GO) run ./image/oci/cmd/mkoci -spec
   -var KUBE_VERSION=$(KUBE_VERSION) -var E2E_BIN_DIR=$(E2E_BIN_DIR) -var E2E_NGINX_ROOT=$(E2E_NGINX_ROOT) $(2)$(MKOCI_ARCH)$(if $(SYSROOT), -sysroot $(SYSROOT)) -out $@
 E2E_SPEC_DEPS = $(MKOCI_SRCS) $(ARCH_BUILD)/.e2e-deps-stamp
 
-$(E2E_IMAGES_DIR)/agnhost-%.tar: image/oci/images/e2e/agnhost.yaml $(E2E_BIN_DIR)/.built $(wildcard image/oci/images/e2e/files/localhost.*) $(E2E_SPEC_DEPS)
-	$(call E2E_MKOCI,agnhost,-var AGNHOST_TAG=$*)
+# agnhost's fake registry serves the suite's pause image as pause:testing.
+$(E2E_IMAGES_DIR)/agnhost-%.tar: image/oci/images/e2e/agnhost.yaml $(E2E_BIN_DIR)/.built $(wildcard image/oci/images/e2e/files/localhost.*) \
+  $(E2E_IMAGES_DIR)/pause-3.10.1.tar $(E2E_SPEC_DEPS)
+	$(call E2E_MKOCI,agnhost,-var AGNHOST_TAG=$* -var PAUSE_TARBALL=$(E2E_IMAGES_DIR)/pause-3.10.1.tar)
 $(E2E_IMAGES_DIR)/nginx-%.tar: image/oci/images/e2e/nginx.yaml $(E2E_NGINX_ROOT)/.built $(E2E_SPEC_DEPS)
 	$(call E2E_MKOCI,nginx,-var NGINX_TAG=$*)
 $(E2E_IMAGES_DIR)/kitten-%.tar: image/oci/images/e2e/webserver.yaml $(E2E_BIN_DIR)/.built $(wildcard image/oci/images/e2e/files/kitten.*) $(E2E_SPEC_DEPS)

@@ -92,6 +92,16 @@ type Descriptor struct {
 	Digest      string            `json:"digest"`
 	Size        int64             `json:"size"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// Platform is set in an image index served by a registry (a
+	// multi-platform image's manifest list), never in index.json of
+	// what Write writes.
+	Platform *Platform `json:"platform,omitempty"`
+}
+
+// Platform is the platform of one manifest of an image index.
+type Platform struct {
+	Architecture string `json:"architecture"`
+	OS           string `json:"os"`
 }
 
 // Index is index.json of an image layout.

@@ -55,6 +55,8 @@ type Spec struct {
 	Architecture string `json:"architecture,omitempty"`
 	// Root is the image's content, in the node image spec's layer format.
 	Root spec.Layer `json:"root"`
+	// Registry adds images laid out for agnhost's fake registry server.
+	Registry *Registry `json:"registry,omitempty"`
 }
 
 // Parse expands ${NAME} from vars in data, then decodes and checks the spec
@@ -120,7 +122,12 @@ func (s *Spec) validate() error {
 		return fmt.Errorf("architecture %q: want one of %s", s.Architecture, elfarch.Names)
 	}
 	if len(s.Root.Images) > 0 {
-		return fmt.Errorf("root.images: a container image holds no images")
+		return fmt.Errorf("root.images: a container image holds no images (a registry's files go under registry)")
+	}
+	if s.Registry != nil {
+		if err := s.Registry.validate(); err != nil {
+			return err
+		}
 	}
 	return s.Root.Validate()
 }
@@ -170,6 +177,25 @@ func Build(ctx context.Context, s *Spec, repoRoot, sysroot string) (oci.Image, e
 			f.Data = e.Data
 		}
 		img.Files = append(img.Files, f)
+	}
+	if s.Registry != nil {
+		reg, err := s.Registry.files(repoRoot, s.arch())
+		if err != nil {
+			return oci.Image{}, fmt.Errorf("image %s: %w", s.Name, err)
+		}
+		have := map[string]bool{}
+		for _, f := range img.Files {
+			have[path.Clean("/"+f.Path)] = true
+		}
+		for _, f := range reg {
+			p := path.Clean("/" + f.Path)
+			if have[p] && !f.Dir {
+				return oci.Image{}, fmt.Errorf("image %s: registry file %s is also in root", s.Name, p)
+			}
+			if !have[p] {
+				img.Files = append(img.Files, f)
+			}
+		}
 	}
 	prog, err := s.program(img.Files)
 	if err != nil {

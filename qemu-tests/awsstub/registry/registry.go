@@ -7,11 +7,9 @@
 package registry
 
 import (
-	"archive/tar"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -91,51 +89,15 @@ var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 // its registry host dropped, so the name the node pulls
 // (<host>/demo:latest) finds it. Every blob's digest is verified.
 func (s *Server) Load(r io.Reader, ref string) ([]Image, error) {
-	files := map[string][]byte{}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading image tarball: %w", err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		if h.Size > maxBlob {
-			return nil, fmt.Errorf("image tarball entry %s: %d bytes is too large", h.Name, h.Size)
-		}
-		b, err := io.ReadAll(io.LimitReader(tr, maxBlob))
-		if err != nil {
-			return nil, fmt.Errorf("reading image tarball entry %s: %w", h.Name, err)
-		}
-		files[strings.TrimPrefix(h.Name, "./")] = b
-	}
-	idxJSON, ok := files["index.json"]
-	if !ok {
-		return nil, errors.New("image tarball has no index.json")
-	}
-	var idx oci.Index
-	if err := json.Unmarshal(idxJSON, &idx); err != nil {
-		return nil, fmt.Errorf("image tarball index.json: %w", err)
+	l, err := oci.ReadLayout(r, maxBlob)
+	if err != nil {
+		return nil, err
 	}
 	blobs := map[string]blob{}
-	for name, data := range files {
-		hexd, ok := strings.CutPrefix(name, "blobs/sha256/")
-		if !ok {
-			continue
-		}
-		d := "sha256:" + hexd
-		if got := digest(data); got != d {
-			return nil, fmt.Errorf("image tarball blob %s has digest %s", name, got)
-		}
+	for d, data := range l.Blobs {
 		blobs[d] = blob{mediaType: "application/octet-stream", data: data}
 	}
-	if len(idx.Manifests) == 0 {
-		return nil, errors.New("image tarball index.json lists no manifests")
-	}
+	idx := l.Index
 	if ref != "" && len(idx.Manifests) != 1 {
 		return nil, fmt.Errorf("image tarball has %d images; a ref names only one", len(idx.Manifests))
 	}
@@ -150,25 +112,14 @@ func (s *Server) Load(r io.Reader, ref string) ([]Image, error) {
 		if err != nil {
 			return nil, fmt.Errorf("image tarball index.json manifests[%d]: %w", i, err)
 		}
-		mb, ok := blobs[desc.Digest]
-		if !ok {
-			return nil, fmt.Errorf("image tarball manifests[%d]: manifest %s missing", i, desc.Digest)
+		m, mb, _, err := l.Image(i)
+		if err != nil {
+			return nil, err
 		}
-		blobs[desc.Digest] = blob{mediaType: desc.MediaType, data: mb.data}
-		var m oci.Manifest
-		if err := json.Unmarshal(mb.data, &m); err != nil {
-			return nil, fmt.Errorf("image tarball manifest %s: %w", desc.Digest, err)
-		}
+		blobs[desc.Digest] = blob{mediaType: desc.MediaType, data: mb}
 		owned[repo] = append(owned[repo], desc.Digest)
 		for _, d := range append([]oci.Descriptor{m.Config}, m.Layers...) {
-			b, ok := blobs[d.Digest]
-			if !ok {
-				return nil, fmt.Errorf("image tarball manifest %s: blob %s missing", desc.Digest, d.Digest)
-			}
-			if int64(len(b.data)) != d.Size {
-				return nil, fmt.Errorf("image tarball manifest %s: blob %s is %d bytes, manifest says %d", desc.Digest, d.Digest, len(b.data), d.Size)
-			}
-			blobs[d.Digest] = blob{mediaType: d.MediaType, data: b.data}
+			blobs[d.Digest] = blob{mediaType: d.MediaType, data: l.Blobs[d.Digest]}
 			owned[repo] = append(owned[repo], d.Digest)
 		}
 		out = append(out, Image{Repository: repo, Tag: tag, ManifestDigest: desc.Digest})
