@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/internal/fsutil"
+	"github.com/berth-node/berth/network"
 	"github.com/berth-node/berth/runtime/kubelet"
 )
 
@@ -35,7 +37,9 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), plan.DescribeMode); err != nil {
 		return err
 	}
-	errs := applySysctls(ctx, b, log, rep, p.Sysctls)
+	errs := applySysctls(ctx, b, log, rep, p.KernelModules, p.Sysctls)
+	applyHostname(log, rep, p.Hostname)
+	b.retime(ctx, log, p.NTPServers)
 	for _, f := range p.Files {
 		rep.Files = append(rep.Files, f.Path)
 	}
@@ -43,15 +47,25 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// applySysctls writes the plan's sysctls and returns the errors of the
-// required ones. The modules some keys live in are loaded first: the
-// modules phase's preload list may not have them, and a key that does not
-// exist yet cannot be written. Any other failure is logged and put in the
-// report's warnings, naming the key; boot goes on without it.
-func applySysctls(ctx context.Context, b *boot, log *slog.Logger, rep *report.Apply, sysctls []kubelet.Sysctl) []error {
-	if mods := kubelet.SysctlModules(sysctls); len(mods) > 0 {
+// applySysctls loads the modules user data asks for, writes the plan's
+// sysctls and returns the errors of the required ones. The modules some
+// keys live in are loaded first, with the user's (a user's sysctl may
+// live in a module the user names): the modules phase's preload list may
+// not have them, and a key that does not exist yet cannot be written. A
+// module that does not load, and any other failed write, is logged and
+// put in the report's warnings, naming the module or key; boot goes on
+// without it.
+func applySysctls(ctx context.Context, b *boot, log *slog.Logger, rep *report.Apply, userMods []string, sysctls []kubelet.Sysctl) []error {
+	mods := slices.Clone(userMods)
+	for _, m := range kubelet.SysctlModules(sysctls) {
+		if !slices.Contains(mods, m) {
+			mods = append(mods, m)
+		}
+	}
+	if len(mods) > 0 {
 		if err := b.loadModules(ctx, log, mods...); err != nil {
-			log.Warn("loading the modules sysctls need", "modules", mods, "err", err)
+			log.Warn("loading the modules user data and sysctls need", "modules", mods, "err", err)
+			rep.ModuleErrors = append(rep.ModuleErrors, err.Error())
 		}
 	}
 	var errs []error
@@ -70,6 +84,21 @@ func applySysctls(ctx context.Context, b *boot, log *slog.Logger, rep *report.Ap
 		}
 	}
 	return errs
+}
+
+// applyHostname sets the machine's hostname the plan decided (user
+// data's, over instance metadata's, which the config phase set). Not
+// fatal: the node's name is kubelet's --hostname-override, not this.
+func applyHostname(log *slog.Logger, rep *report.Apply, name string) {
+	if name == "" {
+		return
+	}
+	if err := network.SetHostname(name); err != nil {
+		log.Error("setting the hostname from user data", "hostname", name, "err", err)
+		return
+	}
+	rep.Hostname = name
+	log.Info("hostname from user data", "hostname", name)
 }
 
 // writeSysctl sets one kernel parameter. /proc/sys takes no temporary

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/berth-node/berth/init/report"
@@ -24,11 +26,19 @@ const firstSyncWait = 2 * time.Second
 // fatal: a node with a drifting clock still works for a while, and the
 // report says why it is not synced.
 func phaseTime(ctx context.Context, b *boot, log *slog.Logger) error {
-	n := b.cfg.NTP
-	if n.Off {
+	if b.cfg.NTP.Off {
 		log.Info("skipped: berth.ntp=off")
 		return nil
 	}
+	srcs, err := b.timeSources(nil)
+	b.startTime(ctx, log, srcs)
+	return err
+}
+
+// timeSources are the NTP client's sources: user data's servers (the
+// plan's NTPServers, port 123) first, then the command line's, DHCP's and
+// the Amazon Time Sync Service (timesync.Sources).
+func (b *boot) timeSources(user []string) ([]timesync.Source, error) {
 	var dhcp, node []netip.Addr
 	var err error
 	if r := b.node.net; r != nil {
@@ -50,22 +60,71 @@ func phaseTime(ctx context.Context, b *boot, log *slog.Logger) error {
 			dhcp = append(dhcp, a)
 		}
 	}
+	var srcs []timesync.Source
+	for _, h := range user {
+		srcs = append(srcs, timesync.Source{Addr: net.JoinHostPort(h, "123"), Origin: timesync.OriginUserData})
+	}
+	for _, s := range timesync.Sources(b.cfg.NTP.Servers, dhcp, node) {
+		if !slices.ContainsFunc(srcs, func(u timesync.Source) bool { return u.Addr == s.Addr }) {
+			srcs = append(srcs, s)
+		}
+	}
+	return srcs, err
+}
+
+// startTime starts an NTP client on srcs in the background, in place of
+// the one running (stopped first): the time phase starts the boot's, the
+// apply phase one with user data's servers first (retime). Only the
+// running client writes the report's time section.
+func (b *boot) startTime(ctx context.Context, log *slog.Logger, srcs []timesync.Source) {
+	if b.node.timeStop != nil {
+		b.node.timeStop()
+	}
+	ctx, stop := context.WithCancel(ctx)
 	c := timesync.New(timesync.Options{
-		Sources:  timesync.Sources(n.Servers, dhcp, node),
-		Clock:    timesync.Adjtimex{},
-		Policy:   timesync.DefaultPolicy(),
-		Log:      log,
-		Since:    b.clock,
-		OnChange: b.refreshTime,
+		Sources: srcs,
+		Clock:   timesync.Adjtimex{},
+		Policy:  timesync.DefaultPolicy(),
+		Log:     log,
+		Since:   b.clock,
+		OnChange: func(st timesync.Status) {
+			// A stopped client's last answers must not overwrite the
+			// running one's status.
+			if ctx.Err() == nil {
+				b.refreshTime(st)
+			}
+		},
 	})
-	b.node.time = c
+	b.node.time, b.node.timeStop = c, stop
 	st := c.Status()
 	b.repMu.Lock()
 	b.rep.Time = &st
 	b.repMu.Unlock()
 	b.goSafe(log, "timesync", func() { c.Run(ctx) })
 	log.Info("time sync started", "sources", len(st.Sources), "first", st.Sources[0].Addr)
-	return err
+}
+
+// retime restarts the NTP client with user data's servers first (the
+// plan's NTPServers, the berth.dev/ntp-servers annotation), the time
+// phase's sources after them as fallbacks. The clock the first client
+// may have set already stays; the new one's first answer is what the
+// services phase's bounded wait waits for. With berth.ntp=off there is
+// no client, and the command line wins: user data's servers are not
+// asked.
+func (b *boot) retime(ctx context.Context, log *slog.Logger, servers []string) {
+	if len(servers) == 0 {
+		return
+	}
+	if b.cfg.NTP.Off {
+		log.Warn("berth.ntp=off on the command line: user data's NTP servers are not asked", "servers", servers)
+		return
+	}
+	srcs, err := b.timeSources(servers)
+	if err != nil {
+		log.Warn("NTP sources", "err", err)
+	}
+	log.Info("NTP servers from user data first", "servers", servers)
+	b.startTime(ctx, log, srcs)
 }
 
 // refreshTime takes the time client's status into the report and, once

@@ -100,7 +100,9 @@ type nodeState struct {
 	config      *nodeconfig.Result
 	plan        *plan.Plan
 	storage     *localstorage.Result
-	time        *timesync.Client
+	// time is the running NTP client; timeStop stops it (startTime).
+	time     *timesync.Client
+	timeStop context.CancelFunc
 }
 
 // releaseInputs drops what the node phases decided from once the services

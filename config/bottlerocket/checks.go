@@ -3,6 +3,7 @@ package bottlerocket
 import (
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -38,14 +39,9 @@ var (
 	quantityRE = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$`)
 	// cpuSetRE is the kernel's cpuset list format (0,3-5,8).
 	cpuSetRE = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`)
-	// sysctlKeyRE is Bottlerocket's SysctlKey.
-	sysctlKeyRE = regexp.MustCompile(`^[a-zA-Z0-9./_-]{1,128}$`)
 	// unsafeSysctlRE is a sysctl name, or a prefix ending in '*', as
 	// kubelet's allowedUnsafeSysctls takes them.
 	unsafeSysctlRE = regexp.MustCompile(`^[a-zA-Z0-9./_-]+\*?$`)
-	// moduleNameRE is Bottlerocket's KmodKey (the kernel's 56-byte
-	// MODULE_NAME_LEN on 64-bit hosts).
-	moduleNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,56}$`)
 )
 
 // evictionSignals are Bottlerocket's KubernetesEvictionKey values.
@@ -167,16 +163,18 @@ func unsafeSysctl(s string) error {
 	return nil
 }
 
-func sysctlKey(s string) error {
-	if !sysctlKeyRE.MatchString(s) || strings.Contains(s, "..") || s[0] == '.' || s[0] == '/' {
-		return fmt.Errorf("want a sysctl name (up to 128 of a-z, A-Z, 0-9, '.', '/', '_', '-', not starting with '.' or '/', no \"..\"), got %s", quoteClipped(s))
-	}
-	return nil
-}
+func sysctlKey(s string) error  { return syntax.SysctlKey(s) }
+func moduleName(s string) error { return syntax.ModuleName(s) }
 
-func moduleName(s string) error {
-	if !moduleNameRE.MatchString(s) {
-		return fmt.Errorf("want a kernel module name (up to 56 of a-z, A-Z, 0-9, '_', '-'), got %s", quoteClipped(s))
+// sysctlValue is a value written to /proc/sys: not empty (that would
+// leave the key as it was while saying it was set), at most
+// MaxSysctlValue bytes.
+func sysctlValue(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty value: leave the key out to keep the kernel's or berth's")
+	case len(s) > MaxSysctlValue:
+		return fmt.Errorf("value of %d bytes, more than %d", len(s), MaxSysctlValue)
 	}
 	return nil
 }
@@ -192,12 +190,7 @@ func taintSyntax(s string) error { return syntax.Taint(s) }
 
 // timeServer is a hostname or an IP address: chrony's server line takes
 // the value as it is, so a URL would never work.
-func timeServer(s string) error {
-	if syntax.IPNoZone(s) == nil || syntax.DNSName(s) == nil {
-		return nil
-	}
-	return fmt.Errorf("want a hostname or an IP address, got %s", quoteClipped(s))
-}
+func timeServer(s string) error { return syntax.TimeServer(s) }
 
 // registryHost is a registry as image references name it: host or
 // host:port (an IPv6 address in brackets), or "*" for every registry.

@@ -534,12 +534,9 @@ func (r *reader) dnsKey(p, key string, v any) bool {
 func (r *reader) kernelKey(p, key string, v any) bool {
 	switch key {
 	case "sysctl":
-		// Ignored, but a bad name or value is still an error.
-		r.stringMap(p, v, sysctlKey, nil)
-		r.fate(p, "settings.kernel.sysctl")
+		r.sysctls(p, v)
 	case "modules":
 		r.modules(p, v)
-		r.fate(p, "settings.kernel.modules")
 	case "lockdown", "hugepages", "drivers":
 		r.fate(p, "settings.kernel."+key)
 	default:
@@ -548,9 +545,33 @@ func (r *reader) kernelKey(p, key string, v any) bool {
 	return true
 }
 
-// modules checks settings.kernel.modules: name -> {allowed, autoload}.
-// berth does not apply it (Table), but a bad name or value, or a module
-// both loaded and blocked, is still an error.
+// sysctls reads settings.kernel.sysctl: name -> value, both strings. A
+// name given both with '.' and with '/' is one key (the same file under
+// /proc/sys), so the second is an error.
+func (r *reader) sysctls(p string, v any) {
+	m := r.stringMap(p, v, sysctlKey, sysctlValue)
+	if len(m) > MaxSysctls {
+		r.errorf(p, "%d sysctls, more than %d", len(m), MaxSysctls)
+		return
+	}
+	seen := map[string]string{}
+	for _, k := range sortedKeys(m) {
+		canon := strings.ReplaceAll(k, "/", ".")
+		if first, ok := seen[canon]; ok {
+			r.errorf(join(p, k), "the same sysctl as %s", quoteClipped(first))
+			return
+		}
+		seen[canon] = k
+	}
+	r.s.Instance.Sysctls = m
+}
+
+// modules reads settings.kernel.modules: name -> {allowed, autoload}. A
+// module with autoload = true is loaded at boot (Instance.KernelModules).
+// allowed = false cannot be honoured: berth loads modules from the image's
+// set on the kernel's request and for devices, and has no way to block
+// one, so it is a warning at the module's path; a module both loaded and
+// blocked is an error.
 func (r *reader) modules(p string, v any) {
 	t, ok := r.table(p, v)
 	if !ok {
@@ -580,8 +601,17 @@ func (r *reader) modules(p string, v any) {
 				r.unknown(kp, "")
 			}
 		}
-		if !allowed && autoload {
+		switch {
+		case !allowed && autoload:
 			r.errorf(np, "autoload = true with allowed = false: a module cannot be both loaded and blocked")
+		case !allowed:
+			r.warnf(join(np, "allowed"), "ignored: berth cannot block a kernel module: it loads modules from the image's set when the kernel or a device asks; build the image without %s to keep it off the node", name)
+		case autoload:
+			if len(r.s.Instance.KernelModules) == MaxKernelModules {
+				r.errorf(np, "more than %d modules to load", MaxKernelModules)
+				continue
+			}
+			r.s.Instance.KernelModules = append(r.s.Instance.KernelModules, name)
 		}
 	}
 }
@@ -590,9 +620,7 @@ func (r *reader) modules(p string, v any) {
 func (r *reader) networkKey(p, key string, v any) bool {
 	switch key {
 	case "hostname":
-		// Ignored, but a bad hostname is still an error.
-		r.str(p, v, hostname)
-		r.fate(p, "settings.network.hostname")
+		r.s.Instance.Hostname, _ = r.str(p, v, hostname)
 	case "https-proxy":
 		r.proxyGiven = true
 		r.httpsProxy, _ = r.str(p, v, proxyURL)
@@ -611,9 +639,7 @@ func (r *reader) networkKey(p, key string, v any) bool {
 func (r *reader) ntpKey(p, key string, v any) bool {
 	switch key {
 	case "time-servers":
-		// Ignored, but a bad server is still an error.
 		r.timeServers(p, v)
-		r.fate(p, "settings.ntp.time-servers")
 	case "options", "logging":
 		r.fate(p, "settings.ntp."+key)
 	default:
@@ -622,12 +648,23 @@ func (r *reader) ntpKey(p, key string, v any) bool {
 	return true
 }
 
-// timeServers checks settings.ntp.time-servers in Bottlerocket's three
+// timeServers reads settings.ntp.time-servers in Bottlerocket's three
 // forms: a list of servers, a list of {address, directive, options}
-// tables, or a table of such tables by name. berth does not apply it
-// (Table), so directive and options pass unremarked: the setting as a
-// whole is ignored with a warning.
+// tables, or a table of such tables by name. The addresses are
+// Instance.TimeServers, in order; a table's directive and options are
+// chrony's, which berth's NTP client does not take, so each is a warning.
 func (r *reader) timeServers(p string, v any) {
+	var servers []string
+	add := func(sp string, s string) {
+		switch {
+		case slices.Contains(servers, s):
+			r.warnf(sp, "ignored: %s is listed already", quoteClipped(s))
+		case len(servers) == MaxTimeServers:
+			r.errorf(sp, "more than %d time servers", MaxTimeServers)
+		default:
+			servers = append(servers, s)
+		}
+	}
 	object := func(op string, o any) {
 		t, ok := r.table(op, o)
 		if !ok {
@@ -640,9 +677,11 @@ func (r *reader) timeServers(p string, v any) {
 			kp := join(op, k)
 			switch k {
 			case "address":
-				r.str(kp, t[k], timeServer)
+				if s, ok := r.str(kp, t[k], timeServer); ok {
+					add(kp, s)
+				}
 			case "directive", "options":
-				// Taken as they are: the whole setting is ignored.
+				r.warnf(kp, "ignored: berth's NTP client takes no chrony %s; it asks the address on port 123", k)
 			default:
 				r.unknown(kp, "")
 			}
@@ -660,8 +699,8 @@ func (r *reader) timeServers(p string, v any) {
 			ep := indexed(p, i)
 			if _, ok := e.(map[string]any); ok {
 				object(ep, e)
-			} else {
-				r.str(ep, e, timeServer)
+			} else if s, ok := r.str(ep, e, timeServer); ok {
+				add(ep, s)
 			}
 		}
 	case map[string]any:
@@ -671,6 +710,7 @@ func (r *reader) timeServers(p string, v any) {
 	default:
 		r.errorf(p, "want a list of servers, got %s", describe(v))
 	}
+	r.s.Instance.TimeServers = servers
 }
 
 // hostContainer reads one settings.host-containers.NAME: admin and

@@ -50,6 +50,14 @@ const (
 	// MaxProblems caps the problems kept; the rest are counted on one
 	// more problem, as nodeconfig caps its own.
 	MaxProblems = 50
+	// MaxSysctls, MaxSysctlValue, MaxKernelModules and MaxTimeServers
+	// are nodeconfig's bounds on the annotations the machine settings
+	// become (nodeconfig's tests hold them equal), so that a document
+	// over them is refused here, at its setting's path and line.
+	MaxSysctls       = 256
+	MaxSysctlValue   = 4096
+	MaxKernelModules = 64
+	MaxTimeServers   = 8
 )
 
 // Settings is what a Bottlerocket settings document means for berth. Each
@@ -217,10 +225,12 @@ type KubeletConfig struct {
 	UserNamespaces                  *UserNamespaces     `json:"userNamespaces,omitempty"`
 }
 
-// MemoryReservation is one entry of kubelet's reservedMemory.
+// MemoryReservation is one entry of kubelet's reservedMemory. Its fields
+// are in their JSON names' order, as a NodeConfig's keys come out of YAML,
+// so that the two documents hold the same bytes.
 type MemoryReservation struct {
-	NUMANode int32             `json:"numaNode"`
 	Limits   map[string]string `json:"limits"`
+	NUMANode int32             `json:"numaNode"`
 }
 
 // MemorySwap is kubelet's memorySwap.
@@ -248,11 +258,7 @@ func (c KubeletConfig) Document() (map[string]json.RawMessage, error) {
 	return doc, nil
 }
 
-// Instance is what the settings ask of the machine. The machine settings
-// berth does not apply from user data yet (settings.network.hostname,
-// settings.ntp.time-servers, settings.kernel.sysctl and
-// settings.kernel.modules) have no field here: they are checked and
-// ignored with a warning (see Table).
+// Instance is what the settings ask of the machine.
 type Instance struct {
 	// Nameservers is spec.instance.network.nameservers
 	// (settings.dns.name-servers).
@@ -264,6 +270,18 @@ type Instance struct {
 	// NO_PROXY and no_proxy, as Bottlerocket sets them for containerd and
 	// kubelet (settings.network.https-proxy and no-proxy).
 	Environment map[string]string `json:"environment,omitempty"`
+	// Sysctls are the berth.dev/sysctls annotation: kernel parameters by
+	// name, as given (settings.kernel.sysctl).
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// KernelModules are the berth.dev/kernel-modules annotation: the
+	// modules with autoload = true, by name (settings.kernel.modules).
+	KernelModules []string `json:"kernelModules,omitempty"`
+	// Hostname is the berth.dev/hostname annotation: the machine's
+	// hostname (settings.network.hostname).
+	Hostname string `json:"hostname,omitempty"`
+	// TimeServers are the berth.dev/ntp-servers annotation: NTP servers'
+	// names or addresses, in order (settings.ntp.time-servers).
+	TimeServers []string `json:"timeServers,omitempty"`
 }
 
 // Severity says whether a problem stops the node from being configured.

@@ -28,7 +28,7 @@ func (e *annotationError) path() string {
 		return "metadata.annotations"
 	}
 	p := fmt.Sprintf("metadata.annotations[%q]", e.Key)
-	if me, ok := e.Err.(*mirrorError); ok {
+	if me, ok := e.Err.(*subError); ok {
 		p += me.Sub
 	}
 	return p
@@ -36,7 +36,7 @@ func (e *annotationError) path() string {
 
 // reason is the error without the part of the path inside the value.
 func (e *annotationError) reason() error {
-	if me, ok := e.Err.(*mirrorError); ok {
+	if me, ok := e.Err.(*subError); ok {
 		return me.Err
 	}
 	return e.Err
@@ -96,6 +96,9 @@ func checkAnnotations(ps *problems, cfg *NodeConfig) {
 		if _, merr := ParseRegistryMirrors(v); merr != nil {
 			err = errors.Join(err, annotationErrors(RegistryMirrorsAnnotation, merr))
 		}
+	}
+	if _, merr := machineFrom(ann); merr != nil {
+		err = errors.Join(err, merr)
 	}
 	for _, e := range flatten(err) {
 		var ae *annotationError

@@ -15,8 +15,9 @@ const bootstrapTokenAnnotation = "berth.dev/bootstrap-token"
 // FromBottlerocket is the NodeConfig a Bottlerocket settings document
 // means (config/bottlerocket reads and decides each setting), with its
 // problems named by source and settings path: the cluster, kubelet's
-// config and flags, the registry mirrors and a bootstrap token as berth's
-// annotations, the resolver and the proxy environment.
+// config and flags, the registry mirrors, a bootstrap token and the
+// machine settings (sysctls, modules to load, hostname, NTP servers) as
+// berth's annotations, the resolver and the proxy environment.
 func FromBottlerocket(source string, s *bottlerocket.Settings) (*NodeConfig, []Problem) {
 	var out problemList
 	for _, p := range s.Problems {
@@ -54,9 +55,25 @@ func FromBottlerocket(source string, s *bottlerocket.Settings) (*NodeConfig, []P
 	if s.Cluster.BootstrapToken != "" {
 		ann[bootstrapTokenAnnotation] = s.Cluster.BootstrapToken
 	}
+	// Strings, lists and maps of strings always marshal.
 	if len(s.RegistryMirrors) > 0 {
-		b, _ := json.Marshal(s.RegistryMirrors) // strings always marshal
+		b, _ := json.Marshal(s.RegistryMirrors)
 		ann[RegistryMirrorsAnnotation] = string(b)
+	}
+	if in := s.Instance; len(in.Sysctls) > 0 {
+		b, _ := json.Marshal(in.Sysctls)
+		ann[SysctlsAnnotation] = string(b)
+	}
+	if in := s.Instance; len(in.KernelModules) > 0 {
+		b, _ := json.Marshal(in.KernelModules)
+		ann[KernelModulesAnnotation] = string(b)
+	}
+	if s.Instance.Hostname != "" {
+		ann[HostnameAnnotation] = s.Instance.Hostname
+	}
+	if in := s.Instance; len(in.TimeServers) > 0 {
+		b, _ := json.Marshal(in.TimeServers)
+		ann[NTPServersAnnotation] = string(b)
 	}
 	if len(ann) > 0 {
 		b, _ := json.Marshal(ann)

@@ -45,6 +45,17 @@ func Convert(res *Result) ([]byte, error) {
 	for _, p := range res.Problems {
 		comment("%s", p.String())
 	}
+	if ann, _ := Annotations(res.Config); len(ann) > 0 {
+		var own []string
+		for _, k := range []string{SysctlsAnnotation, KernelModulesAnnotation, HostnameAnnotation, NTPServersAnnotation} {
+			if _, ok := ann[k]; ok {
+				own = append(own, k)
+			}
+		}
+		if len(own) > 0 {
+			comment("%s: berth's machine settings; nodeadm (AL2023)\nignores them, and takes them from its AMI or a script instead.", strings.Join(own, ", "))
+		}
+	}
 	if res.Config.Spec.Cluster.CIDR == "" {
 		comment("spec.cluster.cidr is not known: berth takes the cluster DNS address from\nspec.kubelet.config.clusterDNS instead; nodeadm (AL2023) requires the CIDR.")
 	}

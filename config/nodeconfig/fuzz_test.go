@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/berth-node/berth/internal/syntax"
 )
 
 // FuzzParse feeds arbitrary YAML/JSON to Parse and validation: no panic,
@@ -130,6 +132,7 @@ func FuzzLoadAL2(f *testing.F) {
 func FuzzLoadBottlerocket(f *testing.F) {
 	f.Add("[settings.kubernetes]\ncluster-name = 'c'\napi-server = 'https://x'\ncluster-dns-ip = ['10.100.0.10']\nmax-pods = 29\n[settings.kubernetes.node-taints]\nk = ['v:NoSchedule']\n")
 	f.Add("[settings.container-registry]\nmirrors = [{registry = 'docker.io', endpoint = ['https://m']}]\n[settings.host-containers.admin]\nenabled = true\n")
+	f.Add("[settings.kernel.sysctl]\n'vm.x' = '1'\n'vm/y' = '2'\n[settings.kernel.modules.sctp]\nautoload = true\n[settings.network]\nhostname = 'n-1'\n[settings.ntp]\ntime-servers = ['a.example.com', '10.0.0.1']\n")
 	f.Fuzz(func(t *testing.T, doc string) {
 		res, _ := Load(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), []Source{{Name: UserDataSource, Data: []byte(doc)}})
 		checkCapped(t, res.Problems)
@@ -138,7 +141,51 @@ func FuzzLoadBottlerocket(f *testing.F) {
 				if p.Source != "user-data (Bottlerocket settings)" && p.Source != MergedSource && p.Source != SeveralSources {
 					t.Fatalf("problem %s: not named by its source", p)
 				}
+				// What config/bottlerocket accepts passes the
+				// annotations' own checks: its problems are at
+				// settings paths, where the user wrote them.
+				if strings.HasPrefix(p.Path, "metadata.annotations") {
+					t.Fatalf("problem %s: a setting berth took became a bad annotation", p)
+				}
 			}
+		}
+	})
+}
+
+// FuzzMachineOf: the machine annotations' parsers never panic, and what
+// they accept is what the apply phase can use as it is: sysctl names that
+// stay under /proc/sys, values without line breaks, module names, a
+// hostname and NTP servers that pass their checks.
+func FuzzMachineOf(f *testing.F) {
+	f.Add(`{"vm.max_map_count": "262144", "net/ipv4/ip_forward": "1"}`, `["ip_vs_lc"]`, "node-1", `["169.254.169.123", "time.example.com"]`)
+	f.Add(`{"a": "1", "a": "2"}`, `["x", "x"]`, "a_b", `["h:1"]`)
+	f.Fuzz(func(t *testing.T, sysctls, modules, hostname, servers string) {
+		b, err := json.Marshal(map[string]string{SysctlsAnnotation: sysctls, KernelModulesAnnotation: modules, HostnameAnnotation: hostname, NTPServersAnnotation: servers})
+		if err != nil {
+			return
+		}
+		cfg := &NodeConfig{APIVersion: APIVersion, Kind: Kind, Metadata: map[string]json.RawMessage{"annotations": b}}
+		m, _ := MachineOf(cfg)
+		for _, s := range m.Sysctls {
+			if syntax.SysctlKey(s.Key) != nil || strings.Contains(s.Key, "/") || strings.Contains(s.Key, "..") || s.Value == "" || syntax.NoControl(s.Value) != nil {
+				t.Fatalf("accepted sysctl %q = %q", s.Key, s.Value)
+			}
+		}
+		for _, n := range m.KernelModules {
+			if syntax.ModuleName(n) != nil {
+				t.Fatalf("accepted module %q", n)
+			}
+		}
+		if m.Hostname != "" && syntax.Hostname(m.Hostname) != nil {
+			t.Fatalf("accepted hostname %q", m.Hostname)
+		}
+		for _, s := range m.NTPServers {
+			if syntax.TimeServer(s) != nil {
+				t.Fatalf("accepted NTP server %q", s)
+			}
+		}
+		if len(m.Sysctls) > MaxSysctls || len(m.KernelModules) > MaxKernelModules || len(m.NTPServers) > MaxNTPServers {
+			t.Fatalf("over a bound: %d sysctls, %d modules, %d servers", len(m.Sysctls), len(m.KernelModules), len(m.NTPServers))
 		}
 	})
 }

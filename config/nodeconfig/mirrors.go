@@ -39,16 +39,16 @@ type RegistryMirrors struct {
 	Endpoints []string
 }
 
-// mirrorError is one bad entry of the annotation's value; Sub is its path
+// subError is one bad entry of the annotation's value; Sub is its path
 // inside the value (`["docker.io"][0]`), appended to the annotation's.
-type mirrorError struct {
+type subError struct {
 	Sub string
 	Err error
 }
 
-func (e *mirrorError) Error() string { return e.Sub + ": " + e.Err.Error() }
+func (e *subError) Error() string { return e.Sub + ": " + e.Err.Error() }
 
-func (e *mirrorError) Unwrap() error { return e.Err }
+func (e *subError) Unwrap() error { return e.Err }
 
 // RegistryMirrorsOf reads RegistryMirrorsAnnotation from a NodeConfig;
 // none when it is absent. Errors name the field path of each bad entry.
@@ -100,12 +100,12 @@ func ParseRegistryMirrors(value string) ([]RegistryMirrors, error) {
 		}
 		sub := "[" + strconv.Quote(cutMirror(key)) + "]"
 		if seen[key] {
-			errs = append(errs, &mirrorError{Sub: sub, Err: errors.New("registry listed twice")})
+			errs = append(errs, &subError{Sub: sub, Err: errors.New("registry listed twice")})
 			continue
 		}
 		seen[key] = true
 		if err := registryKey(key); err != nil {
-			errs = append(errs, &mirrorError{Sub: sub, Err: err})
+			errs = append(errs, &subError{Sub: sub, Err: err})
 			continue
 		}
 		eps, err := mirrorList(sub, raw)
@@ -129,10 +129,10 @@ func ParseRegistryMirrors(value string) ([]RegistryMirrors, error) {
 func mirrorList(sub string, raw json.RawMessage) ([]string, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil || isNull(raw) {
-		return nil, &mirrorError{Sub: sub, Err: fmt.Errorf("want a list of mirror URLs, got %s", cutRaw(raw))}
+		return nil, &subError{Sub: sub, Err: fmt.Errorf("want a list of mirror URLs, got %s", cutRaw(raw))}
 	}
 	if len(items) == 0 {
-		return nil, &mirrorError{Sub: sub, Err: errors.New("no mirrors: list at least one, or leave the registry out")}
+		return nil, &subError{Sub: sub, Err: errors.New("no mirrors: list at least one, or leave the registry out")}
 	}
 	var eps []string
 	var errs []error
@@ -140,15 +140,15 @@ func mirrorList(sub string, raw json.RawMessage) ([]string, error) {
 		at := fmt.Sprintf("%s[%d]", sub, i)
 		var s string
 		if err := json.Unmarshal(it, &s); err != nil || isNull(it) {
-			errs = append(errs, &mirrorError{Sub: at, Err: fmt.Errorf("want a URL string, got %s", cutRaw(it))})
+			errs = append(errs, &subError{Sub: at, Err: fmt.Errorf("want a URL string, got %s", cutRaw(it))})
 			continue
 		}
 		if err := MirrorURL(s); err != nil {
-			errs = append(errs, &mirrorError{Sub: at, Err: err})
+			errs = append(errs, &subError{Sub: at, Err: err})
 			continue
 		}
 		if slices.Contains(eps, s) {
-			errs = append(errs, &mirrorError{Sub: at, Err: fmt.Errorf("%q listed twice", s)})
+			errs = append(errs, &subError{Sub: at, Err: fmt.Errorf("%q listed twice", s)})
 			continue
 		}
 		eps = append(eps, s)

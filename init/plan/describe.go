@@ -82,7 +82,20 @@ func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 		if s.Module != "" {
 			fmt.Fprintf(&b, " (module %s)", s.Module)
 		}
+		if s.User {
+			b.WriteString(" (user data)")
+		}
 		b.WriteString("\n")
+	}
+	// The other machine settings, only when user data sets them.
+	if len(p.KernelModules) > 0 {
+		fmt.Fprintf(&b, "\nkernel-modules: %s\n", strings.Join(p.KernelModules, ", "))
+	}
+	if p.Hostname != "" {
+		fmt.Fprintf(&b, "\nhostname: %s\n", p.Hostname)
+	}
+	if len(p.NTPServers) > 0 {
+		fmt.Fprintf(&b, "\nntp-servers: %s (then the boot's own)\n", strings.Join(p.NTPServers, ", "))
 	}
 	b.WriteString("\nwarnings:\n")
 	if len(p.Warnings) == 0 {

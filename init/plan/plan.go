@@ -134,8 +134,21 @@ type Plan struct {
 	// fallback pod grace period and the stop bound it needs.
 	Shutdown Shutdown
 	// Sysctls must be written to /proc/sys before kubelet starts, sorted by
-	// key.
+	// key: berth's, with the berth.dev/sysctls annotation's over them
+	// (machine.go).
 	Sysctls []kubelet.Sysctl
+	// KernelModules are loaded before the sysctls are written (the
+	// berth.dev/kernel-modules annotation); a module the image lacks is
+	// a warning.
+	KernelModules []string
+	// Hostname is the machine's hostname (the berth.dev/hostname
+	// annotation), set by the apply phase over instance metadata's; empty
+	// leaves that one. The node's name is NodeName, whatever this is.
+	Hostname string
+	// NTPServers are asked first, on port 123, from the apply phase on
+	// (the berth.dev/ntp-servers annotation); the time phase's sources
+	// stay as fallbacks.
+	NTPServers []string
 	// DNS is what /etc/resolv.conf says when the NodeConfig sets
 	// spec.instance.network nameservers or domains; nil otherwise (the
 	// network phase's DHCP resolv.conf stands). PID 1 hands it to the DHCP
@@ -207,7 +220,8 @@ func Build(in Inputs) (*Plan, error) {
 		b.containerd,         // config.toml and the base runtime spec
 		b.mirrors,            // hosts.toml per registry mirror
 		b.dns,                // resolv.conf when the user sets it
-		b.storage,            // instance store, its modules, the sysctls
+		b.storage,            // instance store and its modules
+		b.machine,            // sysctls, modules to load, hostname, NTP servers
 		b.services,           // containerd and kubelet
 	} {
 		if err := step(); err != nil {
@@ -449,8 +463,7 @@ func (b *builder) dns() error {
 	return nil
 }
 
-// storage decides the instance-store request and its modules, and the
-// sysctls.
+// storage decides the instance-store request and its modules.
 func (b *builder) storage() error {
 	if b.spec.Instance.LocalStorage.Strategy != "" {
 		ls := b.spec.Instance.LocalStorage
@@ -461,8 +474,6 @@ func (b *builder) storage() error {
 		b.p.Storage = &ls
 	}
 	b.p.StorageModules = storageModules(b.p.Storage)
-
-	b.p.Sysctls = kubelet.Sysctls(b.ipv6)
 	return nil
 }
 

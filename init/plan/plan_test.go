@@ -82,6 +82,11 @@ func goldenCases() []goldenCase {
 		{name: "bottlerocket-karpenter", userData: "bottlerocket-karpenter.toml", instance: func(m *imds.Metadata) {
 			m.InstanceType = "m5.xlarge"
 		}, host: Host{CPUs: 4, MemoryMiB: 15360}},
+		// Every setting berth honours (config/bottlerocket's every-key
+		// document), the machine settings among them.
+		{name: "bottlerocket-every-key", userData: "bottlerocket-every-key.toml", instance: func(m *imds.Metadata) {
+			m.InstanceType = "m5.xlarge"
+		}, host: Host{CPUs: 4, MemoryMiB: 15360}},
 		{name: "karpenter", userData: "karpenter.txt", host: twoCPU},
 		{name: "ipv6", userData: "ipv6.yaml", host: twoCPU, instance: func(m *imds.Metadata) {
 			m.IPv6s = []string{"2600:1f14:abc:de00:1234:5678:9abc:def0"}
@@ -211,8 +216,8 @@ func TestForeignUserDataRendersAsNodeConfig(t *testing.T) {
 			}
 		})
 	}
-	if n < 5 {
-		t.Errorf("%d cases, want the 4 AL2 shapes and Bottlerocket's", n)
+	if n < 6 {
+		t.Errorf("%d cases, want the 4 AL2 shapes and Bottlerocket's 2", n)
 	}
 }
 

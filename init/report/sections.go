@@ -61,6 +61,12 @@ type Apply struct {
 	Overridden []string `json:"overridden,omitempty"`
 	// SysctlErrors are the optional sysctls that could not be set.
 	SysctlErrors []string `json:"sysctlErrors,omitempty"`
+	// ModuleErrors are the modules (user data's, the sysctls') that did
+	// not load.
+	ModuleErrors []string `json:"moduleErrors,omitempty"`
+	// Hostname is the machine's hostname once set from user data (the
+	// berth.dev/hostname annotation), over config.hostname.
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // Services is the services phase's section, rewritten in boot.json as the

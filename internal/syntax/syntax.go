@@ -300,3 +300,47 @@ func EnvName(s string) error {
 	}
 	return nil
 }
+
+var (
+	// sysctlKeyRE is Bottlerocket's SysctlKey.
+	sysctlKeyRE = regexp.MustCompile(`^[a-zA-Z0-9./_-]{1,128}$`)
+	// moduleNameRE is Bottlerocket's KmodKey (the kernel's 56-byte
+	// MODULE_NAME_LEN on 64-bit hosts).
+	moduleNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,56}$`)
+)
+
+// SysctlKey checks a kernel parameter's name as Bottlerocket's
+// settings.kernel.sysctl takes it: up to 128 of a-z, A-Z, 0-9, '.', '/',
+// '_' and '-', not starting with '.' or '/', and no "..". It becomes a
+// path under /proc/sys, so nothing that climbs out of it may pass.
+func SysctlKey(s string) error {
+	if !sysctlKeyRE.MatchString(s) || strings.Contains(s, "..") || s[0] == '.' || s[0] == '/' || strings.HasSuffix(s, ".") || strings.HasSuffix(s, "/") {
+		return fmt.Errorf("%q is not a sysctl name: want up to 128 of a-z, A-Z, 0-9, '.', '/', '_', '-', not starting or ending with '.' or '/', no \"..\"", s)
+	}
+	return nil
+}
+
+// ModuleName checks a kernel module's name: up to 56 of a-z, A-Z, 0-9,
+// '_' and '-' (Bottlerocket's KmodKey; the kernel's MODULE_NAME_LEN).
+func ModuleName(s string) error {
+	if !moduleNameRE.MatchString(s) {
+		return fmt.Errorf("%q is not a kernel module name: want up to 56 of a-z, A-Z, 0-9, '_', '-'", s)
+	}
+	return nil
+}
+
+// TimeServer checks an NTP server as Bottlerocket's
+// settings.ntp.time-servers and chrony's server lines take it: a DNS name
+// (see DNSName) or a unicast IP address without a zone, and no port.
+func TimeServer(s string) error {
+	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() {
+			return fmt.Errorf("%q is not an NTP server: want a unicast address without a zone", s)
+		}
+		return nil
+	}
+	if msg := nameProblem(s, false); msg != "" {
+		return fmt.Errorf("%q is not an NTP server: want a hostname or an IP address (%s)", s, msg)
+	}
+	return nil
+}

@@ -337,3 +337,45 @@ func FuzzNoControl(f *testing.F) {
 		}
 	})
 }
+
+func TestSysctlKey(t *testing.T) {
+	check(t, "SysctlKey", SysctlKey,
+		[]string{"vm.max_map_count", "net.ipv4.conf.all.rp_filter", "net/ipv4/ip_forward", "net.ipv4.conf.eth-1.rp_filter", strings.Repeat("a", 128)},
+		[]badCase{
+			{"", "not a sysctl name"},
+			{".vm", "not a sysctl name"},
+			{"/proc", "not a sysctl name"},
+			{"vm.", "not a sysctl name"},
+			{"net/", "not a sysctl name"},
+			{"kernel/../../etc", "not a sysctl name"},
+			{"vm max", "not a sysctl name"},
+			{"vm\nmax", "not a sysctl name"},
+			{strings.Repeat("a", 129), "not a sysctl name"},
+		})
+}
+
+func TestModuleName(t *testing.T) {
+	check(t, "ModuleName", ModuleName,
+		[]string{"sctp", "ip_vs_lc", "nf-conntrack", strings.Repeat("m", 56)},
+		[]badCase{
+			{"", "not a kernel module name"},
+			{"../x", "not a kernel module name"},
+			{"a.ko", "not a kernel module name"},
+			{"a b", "not a kernel module name"},
+			{strings.Repeat("m", 57), "not a kernel module name"},
+		})
+}
+
+func TestTimeServer(t *testing.T) {
+	check(t, "TimeServer", TimeServer,
+		[]string{"169.254.169.123", "fd00:ec2::123", "time.aws.com", "ntp1"},
+		[]badCase{
+			{"", "not an NTP server"},
+			{"0.0.0.0", "unicast"},
+			{"ff02::101", "unicast"},
+			{"fe80::1%eth0", "not an NTP server"},
+			{"time.aws.com:123", "not an NTP server"},
+			{"ntp://time.aws.com", "not an NTP server"},
+			{"a\nb", "not an NTP server"},
+		})
+}

@@ -23,10 +23,11 @@ const (
 
 // Where a source came from.
 const (
-	OriginConfig = "config" // berth.ntp
-	OriginDHCP   = "dhcp"   // DHCPv4 option 42
-	OriginDHCPv6 = "dhcpv6" // DHCPv6 option 56
-	OriginAmazon = "amazon" // the Amazon Time Sync Service
+	OriginConfig   = "config"   // berth.ntp
+	OriginUserData = "userdata" // the berth.dev/ntp-servers annotation
+	OriginDHCP     = "dhcp"     // DHCPv4 option 42
+	OriginDHCPv6   = "dhcpv6"   // DHCPv6 option 56
+	OriginAmazon   = "amazon"   // the Amazon Time Sync Service
 )
 
 // Source is one NTP server.

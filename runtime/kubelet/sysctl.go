@@ -17,6 +17,9 @@ type Sysctl struct {
 	// start (protectKernelDefaults) or pods cannot reach anything
 	// (forwarding). Another key that cannot be written is a warning.
 	Required bool
+	// User says the value is the user's (the berth.dev/sysctls
+	// annotation, init/plan's merge), over berth's default or beside it.
+	User bool
 }
 
 // Sysctls are the kernel tunables written before kubelet starts, sorted by
