@@ -92,8 +92,9 @@ lint:
 ## test-build still builds both halves at once, for a warm-up or a check.
 test: deps lint
 	+$(MAKE) --no-print-directory -j2 --output-sync=line test-unit test-build-amd64
-	+$(MAKE) --no-print-directory -j2 --output-sync=line test-qemu test-build-arm64
+	+$(MAKE) --no-print-directory -j2 --output-sync=line test-qemu test-build-arm64 test-build-e2e
 	+$(MAKE) --no-print-directory test-qemu-arm64
+	+$(MAKE) --no-print-directory test-e2e-images test-conformance
 
 ## test-build: everything test-qemu and test-qemu-arm64 boot, serve or
 ## pull (the amd64 test image, etcd, the cluster images; the arm64 test
@@ -112,6 +113,12 @@ test-build-all: test-build-amd64 test-build-arm64
 test-build-amd64: image-test etcd cluster-images pause-images $(TEST_COMPONENTS)
 test-build-arm64: kube etcd
 	+$(ARM64_TEST_BUILD)
+# The e2e suite and its images (test-conformance's), at nice 19 as the
+# arm64 half: under make test they build beside the amd64 QEMU suite,
+# after test-build-arm64 (-j2: test-qemu and one build at a time).
+.PHONY: test-build-e2e
+test-build-e2e:
+	+nice -n 19 $(MAKE) --no-print-directory e2e e2e-images e2e-repo-list
 
 ## test-unit: every package but the QEMU tests, with -race. It needs the
 ## kernel package: the image's module resolution is tested against it. The full verbose
@@ -375,20 +382,32 @@ cluster-down:
 ## reason. Writes the JUnit report and the logs under build/conformance/,
 ## prints passed, failed and skipped with each failure's first line, and
 ## rewrites docs/conformance.md unless FOCUS or SKIP was given. Not part
-## of make test (its subset is: see docs/conformance.md).
+## of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= \[NodeConformance\]
 SKIP  ?=
 PROCS ?= 4
 CONFORMANCE_DOC := $(if $(filter command line environment,$(origin FOCUS) $(origin SKIP)),,-doc docs/conformance.md)
-.PHONY: conformance
-conformance: deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(addprefix $(OCI_IMAGES_DIR)/,flannel.tar flannel-cni-plugin.tar) $(TEST_COMPONENTS) \
+CONFORMANCE_DEPS := deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(addprefix $(OCI_IMAGES_DIR)/,flannel.tar flannel-cni-plugin.tar) $(TEST_COMPONENTS) \
   e2e e2e-images e2e-repo-list
-	@mkdir -p $(ARCH_BUILD)/conformance
-	$(GO) build -o $(ARCH_BUILD)/conformance/cluster-cmd ./qemu-tests/cluster
-	$(GO) run ./qemu-tests/conformance -cluster $(ARCH_BUILD)/conformance/cluster-cmd -e2e $(E2E_DIR) -kubectl $(KUBE_DIR)/kubectl \
-	  -repo-list $(E2E_REPO_LIST) -e2e-images $(E2E_IMAGES_DIR) -components $(TEST_COMPONENTS_DIR) -image $(ARCH_BUILD)/image-test \
-	  -n $(CONFORMANCE_N) -procs $(PROCS) -focus '$(FOCUS)' -skip '$(SKIP)' -out $(ARCH_BUILD)/conformance $(CONFORMANCE_DOC)
+# $(call CONFORMANCE_RUN,OUT,FLAGS): the cluster command built into OUT,
+# then the runner, its output under OUT.
+CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests/cluster && \
+  $(GO) run ./qemu-tests/conformance -cluster $(1)/cluster-cmd -e2e $(E2E_DIR) -kubectl $(KUBE_DIR)/kubectl \
+  -repo-list $(E2E_REPO_LIST) -e2e-images $(E2E_IMAGES_DIR) -components $(TEST_COMPONENTS_DIR) -image $(ARCH_BUILD)/image-test \
+  -procs $(PROCS) -out $(1) $(2)
+.PHONY: conformance test-conformance
+conformance: $(CONFORMANCE_DEPS)
+	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance,-n $(CONFORMANCE_N) -focus '$(FOCUS)' -skip '$(SKIP)' $(CONFORMANCE_DOC))
+
+## test-conformance: make test's slice of the suite, the specs
+## qemu-tests/conformance/subset.yaml names (each area of a pod's life on
+## the node: lifecycle, probes, hooks, volumes, security contexts,
+## sysctls, logs, exec, image pulls, the pod network...), on one node;
+## every one must pass, and a name e2e.test no longer has fails it.
+## Output under build/conformance-subset/.
+test-conformance: $(CONFORMANCE_DEPS)
+	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance-subset,-n 1 -subset qemu-tests/conformance/subset.yaml)
 
 ## bench: boot the test image N times (default 5) without config and N times
 ## joining a local control plane, one at a time; print min, median and max per

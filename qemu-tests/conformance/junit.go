@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -76,10 +75,11 @@ func parseJUnit(r io.Reader, name string) (junitSuites, error) {
 	return j, nil
 }
 
-// summarize sorts the report's specs that match focus (all when nil)
-// into passed, failed and skipped; a skipped spec whose name list names
-// is counted as listed, with the list's reason.
-func summarize(j junitSuites, focus *regexp.Regexp, list skipList) summary {
+// summarize sorts the report's specs that were asked for (all when asked
+// is nil; it is given the JUnit case's name, "[It] " and ginkgo's labels
+// included) into passed, failed and skipped; a skipped spec whose name
+// list names is counted as listed, with the list's reason.
+func summarize(j junitSuites, asked func(caseName string) bool, list skipList) summary {
 	var s summary
 	for _, su := range j.Suites {
 		for _, c := range su.Cases {
@@ -102,7 +102,7 @@ func summarize(j junitSuites, focus *regexp.Regexp, list skipList) summary {
 				}
 				continue
 			}
-			if focus != nil && !focus.MatchString(c.Name) {
+			if asked != nil && !asked(c.Name) {
 				continue
 			}
 			switch state {

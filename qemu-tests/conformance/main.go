@@ -43,7 +43,7 @@ import (
 type options struct {
 	cluster, e2eDir, kubectl, repoList, e2eImages string
 	components, image                             string
-	out, skips, doc                               string
+	out, skips, doc, subset                       string
 	focus, skip                                   string
 	n, procs                                      int
 	upTimeout, suiteTimeout                       time.Duration
@@ -62,6 +62,7 @@ func main() {
 	flag.StringVar(&o.skips, "skips", filepath.Join("qemu-tests", "conformance", "skips.yaml"), "specs skipped by name, each with its reason")
 	flag.StringVar(&o.doc, "doc", "", "rewrite this Markdown file (docs/conformance.md) from the run")
 	flag.StringVar(&o.focus, "focus", `\[NodeConformance\]`, "ginkgo --focus: the specs to run")
+	flag.StringVar(&o.subset, "subset", "", "run exactly the specs this file names (qemu-tests/conformance/subset.yaml, make test's), each of which must pass; replaces -focus")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
 	flag.IntVar(&o.n, "n", 1, "number of nodes")
 	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes (specs mostly wait for pods: more than the cores)")
@@ -89,6 +90,18 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	focus, err := regexp.Compile(o.focus)
 	if err != nil {
 		return fmt.Errorf("-focus %q: %w", o.focus, err)
+	}
+	asked := focus.MatchString
+	var sub subset
+	if o.subset != "" {
+		if o.doc != "" {
+			return fmt.Errorf("-doc is for full runs: a subset's result is not the table")
+		}
+		if sub, err = loadSubset(o.subset); err != nil {
+			return err
+		}
+		o.focus = namesPattern(sub.names())
+		asked = sub.asked
 	}
 	skip := list.pattern()
 	if o.skip != "" {
@@ -156,7 +169,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 	// 2. The suite.
 	start := time.Now()
-	suiteErr := runSuite(ctx, o, focus.String(), skip, filepath.Join(clusterOut, "kubeconfig"), junit, out)
+	suiteErr := runSuite(ctx, o, o.focus, skip, filepath.Join(clusterOut, "kubeconfig"), junit, out)
 	wall := time.Since(start)
 	downErr := stopCluster()
 
@@ -165,8 +178,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("the suite: %v", suiteErr), err, downErr)
 	}
-	s := summarize(j, focus, list)
-	ri := runInfo{Date: start, Focus: o.focus, Nodes: o.n, Procs: o.procs, Kubernetes: kubeVersion, Image: imageVersion(o.image),
+	s := summarize(j, asked, list)
+	shownFocus := o.focus
+	if sub != nil {
+		shownFocus = fmt.Sprintf("the %d specs of %s", len(sub), o.subset)
+	}
+	ri := runInfo{Date: start, Focus: shownFocus, Nodes: o.n, Procs: o.procs, Kubernetes: kubeVersion, Image: imageVersion(o.image),
 		Wall: wall, ClusterReadySeconds: ready}
 	var sum bytes.Buffer
 	writeSummary(&sum, s, ri)
@@ -181,6 +198,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return fmt.Errorf("writing %s: %w", o.doc, err)
 		}
 		fmt.Fprintf(out, "conformance: wrote %s\n", o.doc)
+	}
+	if sub != nil {
+		if err := sub.check(s, list); err != nil {
+			return errors.Join(fmt.Errorf("%w; JUnit report %s, the suite's log %s", err, junit, filepath.Join(o.out, "e2e.log")), downErr)
+		}
 	}
 	if len(s.Failed)+len(s.Setup) > 0 {
 		return errors.Join(fmt.Errorf("%d spec(s) failed; JUnit report %s, the suite's log %s", len(s.Failed)+len(s.Setup), junit, filepath.Join(o.out, "e2e.log")), downErr)

@@ -58,22 +58,41 @@ func parseSkips(b []byte, path string) (skipList, error) {
 // specs: each name whole, quoted, never a broader pattern. Empty when the
 // list is.
 func (l skipList) pattern() string {
-	parts := make([]string, len(l))
+	names := make([]string, len(l))
 	for i, e := range l {
-		parts[i] = regexp.QuoteMeta(e.Name)
+		names[i] = e.Name
 	}
-	if len(parts) == 0 {
+	return namesPattern(names)
+}
+
+// namesPattern is a --focus or --skip regular expression that matches
+// exactly the specs named (full names, as e2e.test --list-tests prints
+// them), or "" for none. Ginkgo matches it against the suite's
+// description, a space and the spec's text (ginkgo v2's ApplyFocusToSpecs),
+// with no labels: so each name is whole between a space (or the start)
+// and the end, never a prefix or a part of a longer name.
+func namesPattern(names []string) string {
+	if len(names) == 0 {
 		return ""
 	}
-	// Ginkgo matches --skip against the spec's full text with its labels
-	// appended, so each name is anchored at the start only.
-	return "^(?:" + strings.Join(parts, "|") + ")"
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = regexp.QuoteMeta(n)
+	}
+	return `(?:^|\s)(?:` + strings.Join(parts, "|") + `)$`
+}
+
+// sameSpec says whether a JUnit case's name (its "[It] " cut, ginkgo's
+// labels maybe appended in brackets) is the spec named name.
+func sameSpec(caseName, name string) bool {
+	caseName = specName(caseName)
+	return caseName == name || strings.HasPrefix(caseName, name+" [")
 }
 
 // reason is the list's reason for the spec named name.
 func (l skipList) reason(name string) (string, bool) {
 	for _, e := range l {
-		if e.Name == name || strings.HasPrefix(name, e.Name+" [") {
+		if sameSpec(name, e.Name) {
 			return e.Reason, true
 		}
 	}

@@ -1,0 +1,63 @@
+//go:build components && e2e
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestNamesPatternAgainstSuite holds namesPattern to ginkgo itself: a dry
+// run of e2e.test (BERTH_E2E_DIR, make e2e) focused with the subset's
+// pattern selects exactly the subset's specs, and the same pattern as
+// --skip leaves every one of them out: so the subset runs what it names
+// and the skip list skips what it names, no more.
+func TestNamesPatternAgainstSuite(t *testing.T) {
+	dir := os.Getenv("BERTH_E2E_DIR")
+	if dir == "" {
+		t.Fatal("BERTH_E2E_DIR is not set: run make test-e2e-images")
+	}
+	s, err := loadSubset("subset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pattern := namesPattern(s.names())
+	dry := func(flagName string) summary {
+		t.Helper()
+		out := t.TempDir()
+		cmd := exec.Command(filepath.Join(dir, "e2e.test"), "--provider=skeleton", "--ginkgo.dry-run", "--ginkgo.no-color",
+			"--ginkgo."+flagName+"="+pattern, "--ginkgo.junit-report="+filepath.Join(out, "junit.xml"))
+		cmd.Dir = out
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("e2e.test dry run with --%s: %v\n%s", flagName, err, b[max(0, len(b)-2000):])
+		}
+		j, err := readJUnit(filepath.Join(out, "junit.xml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return summarize(j, nil, nil)
+	}
+	focused := dry("focus")
+	var ran []string
+	for _, o := range focused.Passed {
+		ran = append(ran, o.Name)
+	}
+	if err := s.check(focused, nil); err != nil {
+		t.Errorf("focused on the subset: %v", err)
+	}
+	if len(ran) != len(s) {
+		t.Errorf("focused on the subset's %d names, the dry run selects %d specs: %q", len(s), len(ran), ran)
+	}
+	skipped := dry("skip")
+	for _, o := range skipped.Passed {
+		if slices.ContainsFunc(s, func(e subsetEntry) bool { return sameSpec(o.Name, e.Name) }) {
+			t.Errorf("--skip with the subset's pattern still selects %s", o.Name)
+		}
+	}
+	if len(skipped.Passed) < 1000 {
+		t.Errorf("--skip with the subset's pattern selects only %d specs: it skips more than it names", len(skipped.Passed))
+	}
+}
