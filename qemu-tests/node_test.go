@@ -21,6 +21,7 @@ import (
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/mounts/localstorage"
 	"github.com/berth-node/berth/network"
+	"github.com/berth-node/berth/network/timesync"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
@@ -114,16 +115,53 @@ func section(t *testing.T, rep map[string]any, name string, v any) {
 	}
 }
 
+// bottlerocketSettings is Bottlerocket settings user data for the QEMU
+// cluster, with the machine settings berth takes as its annotations: a
+// sysctl over one of berth's defaults, one berth does not set, one that
+// lives in a module the settings load (ip_vs, under ip_vs_lc), the
+// hostname and an NTP server (TEST-NET: it never answers).
+func bottlerocketSettings(t *testing.T) string {
+	return fmt.Sprintf(`[settings.kubernetes]
+cluster-name = "berth-qemu"
+api-server = "https://10.0.2.2:6443"
+cluster-certificate = "%s"
+cluster-dns-ip = "10.100.0.10"
+
+[settings.kernel.sysctl]
+"vm.max_map_count" = "262144"
+"net/core/somaxconn" = "8192"
+"net.ipv4.vs.conntrack" = "1"
+
+[settings.kernel.modules.ip_vs_lc]
+allowed = true
+autoload = true
+
+[settings.network]
+hostname = "br-node-1"
+
+[settings.ntp]
+time-servers = ["192.0.2.123"]
+`, testCA(t))
+}
+
 // A node boots on QEMU's user network by DHCP, reads its metadata and its
 // MIME user data from an IMDSv2 stand-in on the host, renders the kubelet
 // and containerd files, and the boot report says where everything came from.
-// Its user data asks for RAID0 over instance-store disks it does not have
-// (only an EBS stand-in is attached): the storage phase is skipped and says
-// why, and the EBS disk is untouched after power-off (this boot once was
-// a storage test of its own, TestStorageNoDisks).
+// Its user data is a shell script (skipped), Bottlerocket settings (the
+// cluster, and the machine settings berth takes as annotations: sysctls,
+// a module to load, the hostname, an NTP server) and a NodeConfig asking
+// for RAID0 over instance-store disks it does not have (only an EBS
+// stand-in is attached): the storage phase is skipped and says why, and
+// the EBS disk is untouched after power-off (this boot once was a storage
+// test of its own, TestStorageNoDisks).
 func TestConfigFromIMDS(t *testing.T) {
 	dir := qemu.ImageDir(t)
-	srv, imdsURL := startIMDS(t, mimeUserData(nodeConfigYAML(t, "  instance:\n    localStorage:\n      strategy: RAID0\n")))
+	userData := []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n" +
+		"--//\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hello\n\n" +
+		"--//\nContent-Type: application/node.eks.aws\n\n" + bottlerocketSettings(t) + "\n" +
+		"--//\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" +
+		"  cluster:\n    cidr: 10.100.0.0/16\n  instance:\n    localStorage:\n      strategy: RAID0\n\n--//--\n")
+	srv, imdsURL := startIMDS(t, userData)
 	disks := newStorageNode(t, 0)
 	cfg := qemu.ImageConfig(dir, "berth.imds="+imdsURL)
 	cfg.Shell = true
@@ -168,6 +206,9 @@ func TestConfigFromIMDS(t *testing.T) {
 	if !slices.Contains(c.Sources, "user-data") {
 		t.Errorf("config sources %v lack user-data", c.Sources)
 	}
+	if !slices.Contains(c.Result.Used, "user-data part 2 (application/node.eks.aws) (Bottlerocket settings)") {
+		t.Errorf("config used %v, want the Bottlerocket settings part", c.Result.Used)
+	}
 	if len(c.Result.Skipped) != 1 || !strings.Contains(c.Result.Skipped[0].Source, "part 1") {
 		t.Errorf("the shell part should be skipped, got %+v", c.Result.Skipped)
 	}
@@ -181,16 +222,29 @@ func TestConfigFromIMDS(t *testing.T) {
 		t.Errorf("plan summary: %+v", pl)
 	}
 
-	// The files are really there, as the plan said.
-	out, err := vm.Shell("cat /etc/kubernetes/kubelet/config.json; echo; cat /proc/sys/kernel/hostname; cat /etc/resolv.conf", shellTimeout)
+	// The files are really there, as the plan said, and the machine is
+	// as the Bottlerocket settings asked: the hostname (the node's name
+	// stays the private DNS name), the sysctls, the one in ip_vs written
+	// after its module loaded.
+	out, err := vm.Shell("cat /etc/kubernetes/kubelet/config.json; echo; echo hostname=$(cat /proc/sys/kernel/hostname); cat /etc/resolv.conf; "+
+		"echo max_map_count=$(cat /proc/sys/vm/max_map_count) somaxconn=$(cat /proc/sys/net/core/somaxconn) vs.conntrack=$(cat /proc/sys/net/ipv4/vs/conntrack); "+
+		"test -d /sys/module/ip_vs_lc && echo ip_vs_lc=loaded", shellTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"providerID": "aws:///us-west-2a/i-0123456789abcdef0"`, `"cgroupDriver": "cgroupfs"`,
-		"ip-10-0-2-15.us-west-2.compute.internal", "nameserver 10.0.2.3"} {
+		"hostname=br-node-1\n", "nameserver 10.0.2.3", "max_map_count=262144 somaxconn=8192 vs.conntrack=1\n", "ip_vs_lc=loaded"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("guest files lack %q:\n%s", want, out)
+			t.Errorf("guest lacks %q:\n%s", want, out)
 		}
+	}
+	if ap.Hostname != "br-node-1" || len(ap.SysctlErrors) > 0 || len(ap.ModuleErrors) > 0 {
+		t.Errorf("apply section: hostname %q, sysctl errors %q, module errors %q; want br-node-1 and none", ap.Hostname, ap.SysctlErrors, ap.ModuleErrors)
+	}
+	var tm timesync.Status
+	section(t, rep, "time", &tm)
+	if len(tm.Sources) < 2 || tm.Sources[0].Addr != "192.0.2.123:123" || tm.Sources[0].Origin != timesync.OriginUserData {
+		t.Errorf("time sources %+v: want user data's 192.0.2.123:123 first, the boot's own after it", tm.Sources)
 	}
 	// IMDSv2 only: the first request was the token PUT and every GET
 	// carried the token.
