@@ -492,8 +492,9 @@ node-components: kubelet containerd runc cni pause-images accepts
 # packages they share come out of kubelet's build cache (order only on
 # kubelet's build, as kube-proxy: two go builds compiling one package at once
 # each do the whole work). They run on the host, whatever ARCH is, so they go
-# under the host's components directory. Not in make test's prerequisites:
-# see components/README.md for what they cost.
+# under the host's components directory. make test builds them beside the
+# amd64 QEMU suite (test-build-e2e) for test-conformance; see
+# components/README.md for what they cost.
 E2E_DIR := $(COMPONENTS_DIR)/e2e-$(KUBE_VERSION)
 .PHONY: e2e
 ## e2e: e2e.test and ginkgo, from the k8s.io/kubernetes kubelet is built from, in build/components/e2e-<version>/.

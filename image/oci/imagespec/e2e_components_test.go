@@ -90,7 +90,8 @@ func upstreamRun() map[string]upstreamImage {
 	return map[string]upstreamImage{
 		"agnhost": {[]string{"/agnhost"}, []string{"pause"}, "",
 			[]string{"/agnhost-2", "/localhost.crt", "/localhost.key", "/bin/sh", "/bin/bash", "/usr/bin/curl",
-				"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/nc", "/sbin/ip", "/usr/bin/iperf", "/usr/local/bin/iperf"}},
+				"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/nc", "/sbin/ip", "/usr/bin/iperf", "/usr/local/bin/iperf",
+				"/var/registry/pause/manifests/testing"}},
 		"busybox":         {nil, []string{"sh"}, "", []string{"/bin/sh", "/bin/ls", "/bin/wget", "/bin/nslookup", "/bin/sleep", "/bin/cat"}},
 		"nginx":           {[]string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}, "", []string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/bin/sh"}},
 		"pause":           {[]string{"/pause"}, nil, "65535:65535", nil},
@@ -160,6 +161,17 @@ func TestE2EImages(t *testing.T) {
 				}
 			}
 		})
+	}
+	// fake-registry-server answers pause:testing with the index its tag
+	// file names (the private-registry specs pull it).
+	for _, ref := range e.refs {
+		if repo, tag, _ := strings.Cut(path.Base(ref), ":"); repo == "agnhost" {
+			img := readTarball(t, filepath.Join(e.imagesDir, repo+"-"+tag+".tar"))
+			d := strings.TrimSpace(string(img.data["/var/registry/pause/manifests/testing"]))
+			if h := img.entries["/var/registry/pause/manifests/"+d]; d == "" || h == nil || h.Typeflag != tar.TypeReg || h.Mode&0o004 == 0 {
+				t.Errorf("%s: /var/registry/pause/manifests/testing names %q, which is no file all may read in the image", ref, d)
+			}
+		}
 	}
 	// nnp must run as root whoever starts it: the no-new-privileges specs
 	// read whether the set-user-ID bit took.
