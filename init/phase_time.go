@@ -124,7 +124,8 @@ func (b *boot) retime(ctx context.Context, log *slog.Logger, servers []string) {
 		log.Warn("NTP sources", "err", err)
 	}
 	log.Info("NTP servers from user data first", "servers", servers)
-	b.startTime(ctx, log, srcs)
+	// The client's lines are the time phase's, as the first client's.
+	b.startTime(ctx, b.log.With("phase", "time"), srcs)
 }
 
 // refreshTime takes the time client's status into the report and, once
