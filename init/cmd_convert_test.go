@@ -24,7 +24,7 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/convert")
 // with what was not carried over in comments; the output is golden.
 func TestConvertAL2(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, name := range []string{"al2-karpenter.txt", "al2-mng.txt", "al2-terraform.txt", "bottlerocket-karpenter.toml", "bottlerocket-every-key.toml"} {
+	for _, name := range []string{"al2-karpenter.txt", "al2-mng.txt", "al2-terraform.txt", "al2-eksctl.txt", "bottlerocket-karpenter.toml", "bottlerocket-every-key.toml"} {
 		t.Run(name, func(t *testing.T) {
 			in := filepath.Join("plan", "testdata", "userdata", name)
 			var stdout, stderr bytes.Buffer

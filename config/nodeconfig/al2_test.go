@@ -2,10 +2,13 @@ package nodeconfig
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -223,5 +226,57 @@ func TestDescribeClusterPending(t *testing.T) {
 	res, err = Load(context.Background(), quiet, []Source{{Name: UserDataSource, Data: []byte(mime)}})
 	if err != nil || res.DescribeCluster != nil {
 		t.Errorf("with a NodeConfig part giving them: %v, pending %+v", err, res.DescribeCluster)
+	}
+}
+
+// TestLoadEksctl: eksctl's AL2 user data (cloud-config, base64 of gzip as
+// eksctl writes it) is read as a NodeConfig named by its part, its
+// preBootstrapCommand listed as not run, and what its scripts did that
+// berth does not is a warning; a shape berth does not read stops the node
+// with "eksctl's AL2 user data" and what to do.
+func TestLoadEksctl(t *testing.T) {
+	doc, err := os.ReadFile("../al2/testdata/golden/eksctl.cloud-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	w.Write(doc)
+	w.Close()
+	data := []byte(base64.StdEncoding.EncodeToString(gz.Bytes()))
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	res, err := Load(context.Background(), quiet, []Source{{Name: UserDataSource, Data: data}})
+	if err != nil {
+		t.Fatalf("Load: %v\n%q", err, strs(res.Problems))
+	}
+	if !slices.Equal(res.Used, []string{"user-data (eksctl's AL2 cloud-config)"}) {
+		t.Errorf("used %q", res.Used)
+	}
+	c := res.Config
+	if c.Spec.Cluster.Name != "prod-west" || len(c.Spec.Cluster.CertificateAuthority) == 0 {
+		t.Errorf("cluster %+v", c.Spec.Cluster)
+	}
+	kc, _ := json.Marshal(c.Spec.Kubelet.Config)
+	for _, want := range []string{`"clusterDNS":["10.100.0.10"]`, `"kubeReserved":{"cpu":"300m","ephemeral-storage":"1Gi","memory":"300Mi"}`} {
+		if !strings.Contains(string(kc), want) {
+			t.Errorf("kubelet config %s lacks %s", kc, want)
+		}
+	}
+	if len(res.NotRun) != 1 || res.NotRun[0].Line != 4 {
+		t.Errorf("not run %+v", res.NotRun)
+	}
+	if !slices.ContainsFunc(res.Problems, func(p Problem) bool {
+		return p.Severity == SeverityWarning && strings.Contains(p.Message, "node-lifecycle")
+	}) {
+		t.Errorf("no warning about the labels: %q", strs(res.Problems))
+	}
+
+	bad := bytes.Replace(doc, []byte("- - /var/lib/cloud/scripts/eksctl/bootstrap.al2.sh\n"), nil, 1)
+	res, err = Load(context.Background(), quiet, []Source{{Name: UserDataSource, Data: bad}})
+	if err == nil || !slices.ContainsFunc(strs(res.Problems), func(s string) bool {
+		return strings.HasPrefix(s, "error: user-data (eksctl's AL2 cloud-config): line 1: eksctl's AL2 user data: runcmd does not run") &&
+			strings.Contains(s, "berth convert")
+	}) {
+		t.Errorf("eksctl's cloud-config that does not run its script: %v %q", err, strs(res.Problems))
 	}
 }

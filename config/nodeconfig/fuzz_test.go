@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -186,6 +187,29 @@ func FuzzMachineOf(f *testing.F) {
 		}
 		if len(m.Sysctls) > MaxSysctls || len(m.KernelModules) > MaxKernelModules || len(m.NTPServers) > MaxNTPServers {
 			t.Fatalf("over a bound: %d sysctls, %d modules, %d servers", len(m.Sysctls), len(m.KernelModules), len(m.NTPServers))
+		}
+	})
+}
+
+// FuzzLoadEksctl: eksctl's AL2 cloud-config through Load: no panic,
+// problems capped, the lines not run capped, and a cloud-config read
+// without error used under its part's name.
+func FuzzLoadEksctl(f *testing.F) {
+	if b, err := os.ReadFile("../al2/testdata/golden/eksctl.cloud-config"); err == nil {
+		f.Add(strings.TrimPrefix(string(b), "#cloud-config\n"))
+	}
+	f.Add("runcmd: [[/var/lib/cloud/scripts/eksctl/bootstrap.al2.sh]]\nwrite_files:\n- {path: /etc/eksctl/kubelet.env, content: \"CLUSTER_NAME=c\\nCLUSTER_DNS=10.100.0.10\"}\n- {path: /var/lib/cloud/scripts/eksctl/bootstrap.al2.sh, content: '/etc/eks/bootstrap.sh \"${CLUSTER_NAME}\"'}\n")
+	f.Fuzz(func(t *testing.T, body string) {
+		data := []byte("#cloud-config\n" + body)
+		res, _ := Load(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), []Source{{Name: UserDataSource, Data: data}})
+		checkCapped(t, res.Problems)
+		if len(res.NotRun) > MaxNotRun {
+			t.Fatalf("%d lines not run, over MaxNotRun", len(res.NotRun))
+		}
+		for _, u := range res.Used {
+			if u != "user-data (eksctl's AL2 cloud-config)" {
+				t.Fatalf("used %q", u)
+			}
 		}
 	})
 }

@@ -111,6 +111,15 @@ func LoadWith(ctx context.Context, log *slog.Logger, srcs []Source, opts Options
 				}
 				continue
 			}
+			if part.IsCloudConfig() && al2.IsEksctlCloudConfig(part.Data) {
+				source, cfg, ps := readEksctl(log, part, res)
+				found.add(ps...)
+				if cfg != nil {
+					docs = append(docs, Document{Source: source, Config: cfg})
+					res.Used = append(res.Used, source)
+				}
+				continue
+			}
 			if !part.IsNodeConfig() {
 				log.Info("skipping "+part.Source+": "+part.Skip, "source", part.Source, "contentType", part.ContentType)
 				res.Skipped = append(res.Skipped, Skipped{Source: part.Source, Reason: part.Skip})
@@ -203,27 +212,69 @@ func readAL2(log *slog.Logger, part userdata.Document, res *Result) (string, *No
 			Message: "reading its Amazon Linux 2 bootstrap.sh invocation (berth runs no shell; it reads the arguments): " + err.Error()}}
 	}
 	source := al2Source(part.Source, inv.Line)
-	for i, l := range inv.NotRun {
-		if i == MaxNotRun {
-			log.Warn(fmt.Sprintf("not run: %d more commands of %s", len(inv.NotRun)-i, part.Source), "source", part.Source)
-			break
-		}
-		text := truncateText(l.Text, 200)
-		res.NotRun = append(res.NotRun, NotRun{Source: part.Source, Line: l.N, Text: text})
-		log.Warn(fmt.Sprintf("not run: %s line %d: %s", part.Source, l.N, text), "source", part.Source, "line", l.N)
-	}
+	noteNotRun(log, res, part.Source, inv.NotRun)
 	o, err := al2.OptionsOf(inv)
 	if err != nil {
 		return source, nil, []Problem{{Severity: SeverityError, Source: source, Message: err.Error()}}
 	}
 	cfg, ps := FromAL2(source, o)
+	describeIfMissing(res, source, o)
+	return source, cfg, ps
+}
+
+// noteNotRun records and logs a part's commands berth did not run.
+func noteNotRun(log *slog.Logger, res *Result, source string, lines []al2.Line) {
+	for i, l := range lines {
+		if i == MaxNotRun {
+			log.Warn(fmt.Sprintf("not run: %d more commands of %s", len(lines)-i, source), "source", source)
+			break
+		}
+		text := truncateText(l.Text, 200)
+		res.NotRun = append(res.NotRun, NotRun{Source: source, Line: l.N, Text: text})
+		log.Warn(fmt.Sprintf("not run: %s line %d: %s", source, l.N, text), "source", source, "line", l.N)
+	}
+}
+
+// describeIfMissing leaves a DescribeCluster pending when bootstrap.sh's
+// options give no endpoint or no CA; Load decides after the merge, since
+// another part may give them.
+func describeIfMissing(res *Result, source string, o al2.Options) {
 	_, hasEndpoint := o.Set["--apiserver-endpoint"]
 	_, hasCA := o.Set["--b64-cluster-ca"]
 	if !hasEndpoint || !hasCA {
-		// Load decides after the merge: another part may give them.
 		res.DescribeCluster = &DescribeClusterRequest{Cluster: o.ClusterName, Source: source, IPFamily: strings.ToLower(o.Set["--ip-family"])}
 	}
-	return source, cfg, ps
+}
+
+// readEksctl reads eksctl's Amazon Linux 2 cloud-config (config/al2's
+// ReadEksctl) as a NodeConfig named "<part> (eksctl's AL2 cloud-config)":
+// bootstrap.sh's options as bootstrap.al2.sh gave them (FromAL2), with
+// kubelet-extra.json's fields merged over kubelet's config, as its jq did;
+// runcmd's other commands are not run, and what the scripts did that
+// berth does not is a warning. cfg is nil when it cannot be read.
+func readEksctl(log *slog.Logger, part userdata.Document, res *Result) (string, *NodeConfig, []Problem) {
+	source := part.Source + " (eksctl's AL2 cloud-config)"
+	e, err := al2.ReadEksctl(part.Data)
+	if err != nil {
+		return source, nil, []Problem{{Severity: SeverityError, Source: source, Message: err.Error()}}
+	}
+	noteNotRun(log, res, part.Source, e.NotRun)
+	cfg, ps := FromAL2(source, e.Options)
+	for _, w := range e.Warnings {
+		ps = append(ps, Problem{Severity: SeverityWarning, Source: source, Message: w})
+	}
+	describeIfMissing(res, source, e.Options)
+	if len(e.KubeletExtra) == 0 {
+		return source, cfg, ps
+	}
+	extra := &NodeConfig{APIVersion: APIVersion, Kind: Kind}
+	extra.Spec.Kubelet.Config = InlineDocument(e.KubeletExtra)
+	merged, err := Merge(cfg, extra)
+	if err != nil {
+		return source, nil, append(ps, Problem{Severity: SeverityError, Source: source, Path: "spec.kubelet.config",
+			Message: "merging " + al2.EksctlKubeletExtraPath + ": " + err.Error()})
+	}
+	return source, merged, ps
 }
 
 // truncateText clips s to n bytes on a rune boundary, marking the cut,

@@ -31,8 +31,8 @@ func checkBounds(t *testing.T, input []byte, docs []Document, err error) {
 		if len(d.Data) > MaxDecodedSize {
 			t.Errorf("%s: %d bytes, over MaxDecodedSize", d.Source, len(d.Data))
 		}
-		if d.Skip != "" && d.Data != nil && !d.IsShellScript() {
-			t.Errorf("skipped %s carries data and is no shell script", d.Source)
+		if d.Skip != "" && d.Data != nil && !d.IsShellScript() && !d.IsCloudConfig() {
+			t.Errorf("skipped %s carries data and is no shell script or cloud-config", d.Source)
 		}
 		if d.Skip == "" && d.IsShellScript() {
 			t.Errorf("%s is a shell script taken for a NodeConfig", d.Source)

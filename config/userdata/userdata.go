@@ -73,7 +73,9 @@ type Document struct {
 	// Skip, when not empty, says why this document is not a NodeConfig,
 	// for the caller's log line. Data is then left empty, but for a shell
 	// script (IsShellScript), whose text is kept: an Amazon Linux 2 node's
-	// script runs bootstrap.sh, whose arguments berth reads (config/al2).
+	// script runs bootstrap.sh, whose arguments berth reads (config/al2);
+	// and for cloud-config (IsCloudConfig): eksctl's Amazon Linux 2 user
+	// data is cloud-config, whose files berth reads (config/al2 too).
 	Skip string
 	// MistypedNodeConfig marks a skipped part whose content is a NodeConfig
 	// all the same (typed text/plain, or with no type): nodeadm skips it
@@ -93,6 +95,16 @@ func (d Document) IsNodeConfig() bool { return d.Skip == "" }
 func (d Document) IsShellScript() bool {
 	return isShellScript(d.ContentType) ||
 		d.ContentType == "text/plain" && bytes.HasPrefix(bytes.TrimSpace(d.Data), []byte("#!"))
+}
+
+// IsCloudConfig reports whether the document is cloud-init's
+// cloud-config: typed text/cloud-config, or starting with "#cloud-config".
+func (d Document) IsCloudConfig() bool { return d.ContentType == "text/cloud-config" }
+
+// keepsData says whether a skipped document of this type keeps its text
+// (see Document.Skip).
+func keepsData(contentType string) bool {
+	return isShellScript(contentType) || contentType == "text/cloud-config"
 }
 
 func isShellScript(contentType string) bool {
@@ -183,7 +195,7 @@ func (d *decoder) layer(name, partType string, data []byte, depth int) error {
 		doc.Data = data
 	} else {
 		doc.Skip = skipReason(ct)
-		if isShellScript(ct) {
+		if keepsData(ct) {
 			doc.Data = data
 		}
 	}
@@ -403,7 +415,7 @@ func (d *decoder) entity(name, number string, hdr textproto.MIMEHeader, body []b
 	}
 	if mediaType != NodeConfigContentType {
 		doc := Document{Source: where, ContentType: mediaType, Skip: skipReason(mediaType)}
-		if isShellScript(mediaType) {
+		if keepsData(mediaType) {
 			doc.Data = body
 		}
 		if mediaType == "text/plain" {
@@ -411,7 +423,7 @@ func (d *decoder) entity(name, number string, hdr textproto.MIMEHeader, body []b
 			// this one would have been.
 			if sniffed := sniffPlain(bytes.TrimSpace(body)); sniffed != NodeConfigContentType {
 				doc.Skip = skipReason(sniffed)
-				if isShellScript(sniffed) {
+				if keepsData(sniffed) {
 					doc.Data = body
 				}
 			} else if nodeConfigKind.Match(body) {

@@ -78,6 +78,9 @@ func goldenCases() []goldenCase {
 			m.InstanceType = "m5d.large"
 		}, host: twoCPU},
 		{name: "al2-cloudformation", userData: "al2-cloudformation.txt", eks: eksAnswer, host: twoCPU},
+		// eksctl's AL2 node group: cloud-config (base64 of gzip, as
+		// eksctl writes it) whose files bootstrap.al2.sh read.
+		{name: "al2-eksctl", userData: "al2-eksctl.txt", host: twoCPU},
 		// Bottlerocket settings TOML (config/bottlerocket), Karpenter's.
 		{name: "bottlerocket-karpenter", userData: "bottlerocket-karpenter.toml", instance: func(m *imds.Metadata) {
 			m.InstanceType = "m5.xlarge"
@@ -216,8 +219,8 @@ func TestForeignUserDataRendersAsNodeConfig(t *testing.T) {
 			}
 		})
 	}
-	if n < 6 {
-		t.Errorf("%d cases, want the 4 AL2 shapes and Bottlerocket's 2", n)
+	if n < 7 {
+		t.Errorf("%d cases, want the 5 AL2 shapes and Bottlerocket's 2", n)
 	}
 }
 
