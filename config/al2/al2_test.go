@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-node/berth/config/fate"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -133,7 +135,7 @@ func TestReadOptions(t *testing.T) {
 		}
 	}
 	for _, o := range Table {
-		if o.Why == "" || (o.Fate != Honoured && o.Fate != Ignored && o.Fate != Refused) {
+		if o.Why == "" || !o.Fate.Valid() {
 			t.Errorf("table entry %+v", o)
 		}
 	}
@@ -238,17 +240,12 @@ func TestREADMEListsEveryOption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []string
-	for _, l := range strings.Split(string(readme), "\n") {
-		if strings.HasPrefix(l, "| `--") {
-			rows = append(rows, l)
-		}
-	}
+	rows := fate.READMERows(readme, "--")
 	if len(rows) != len(Table) {
 		t.Errorf("README has %d option rows, Table %d", len(rows), len(Table))
 	}
 	for i, o := range Table {
-		want := "| `" + o.Name + "` | " + string(o.Fate) + " | " + o.Why + " |"
+		want := fate.Row(o.Name, o.Fate, o.Why)
 		if i >= len(rows) || rows[i] != want {
 			t.Errorf("README row %d: want\n%s", i, want)
 		}

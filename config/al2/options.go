@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/berth-node/berth/config/fate"
 )
 
 // Options are bootstrap.sh's arguments, read as AL2's last bootstrap.sh
@@ -70,43 +72,34 @@ func OptionsOf(inv *Invocation) (Options, error) {
 // Option names bootstrap.sh's options, each with how berth takes it.
 type Option struct {
 	Name string
-	// Fate is one of Honoured, Ignored (AL2 itself ignored it on a
-	// containerd node, or it is the default berth has anyway) or Refused.
-	Fate Fate
+	// Fate is honoured, ignored (AL2 itself ignored it on a containerd
+	// node, or it is the default berth has anyway) or refused.
+	Fate fate.Fate
 	// Why says what berth does with it, for the README's table and for
 	// the warning or error that names it.
 	Why string
 }
 
-// Fate is what becomes of an option.
-type Fate string
-
-const (
-	Honoured Fate = "honoured"
-	Ignored  Fate = "ignored, with a warning"
-	Refused  Fate = "refused"
-)
-
 // Table is every option of AL2's last bootstrap.sh, in its help's order.
 var Table = []Option{
-	{"--apiserver-endpoint", Honoured, "spec.cluster.apiServerEndpoint"},
-	{"--aws-api-retry-attempts", Ignored, "berth bounds its own retries"},
-	{"--b64-cluster-ca", Honoured, "spec.cluster.certificateAuthority"},
-	{"--cluster-id", Honoured, "spec.cluster.id"},
-	{"--container-runtime", Honoured, "containerd is the only runtime (as AL2 for Kubernetes 1.24 and later); any other value is refused"},
-	{"--containerd-config-file", Refused, "names a file on the AMI, which a berth image does not have: put the TOML in spec.containerd.config"},
-	{"--dns-cluster-ip", Honoured, "kubelet's clusterDNS (comma-separated)"},
-	{"--docker-config-json", Ignored, "no dockerd (AL2 ignored it with containerd too)"},
-	{"--enable-docker-bridge", Ignored, "no dockerd (AL2 ignored it with containerd too)"},
-	{"--enable-local-outpost", Refused, "local Outpost clusters are not supported; \"false\" is accepted"},
-	{"--ip-family", Honoured, "ipv4 or ipv6; must agree with the service CIDR"},
-	{"--kubelet-extra-args", Honoured, "spec.kubelet.flags, split and checked as NodeConfig's flags"},
-	{"--local-disks", Honoured, "spec.instance.localStorage.strategy: raid0 → RAID0, mount → Mount (and raid10 → RAID10)"},
-	{"--mount-bpf-fs", Honoured, "berth always mounts bpffs; \"false\" is refused"},
-	{"--pause-container-account", Ignored, "the image carries its pause image, imported at boot"},
-	{"--pause-container-version", Ignored, "the image carries its pause image, imported at boot"},
-	{"--service-ipv6-cidr", Honoured, "spec.cluster.cidr (implies --ip-family ipv6)"},
-	{"--use-max-pods", Honoured, "\"true\" (the default): maxPods from the instance type, as AL2; \"false\": kubelet's default, 110, which AL2 left in place (a --max-pods in --kubelet-extra-args wins over either, as on AL2)"},
+	{"--apiserver-endpoint", fate.Honoured, "spec.cluster.apiServerEndpoint"},
+	{"--aws-api-retry-attempts", fate.Ignored, "berth bounds its own retries"},
+	{"--b64-cluster-ca", fate.Honoured, "spec.cluster.certificateAuthority"},
+	{"--cluster-id", fate.Honoured, "spec.cluster.id"},
+	{"--container-runtime", fate.Honoured, "containerd is the only runtime (as AL2 for Kubernetes 1.24 and later); any other value is refused"},
+	{"--containerd-config-file", fate.Refused, "names a file on the AMI, which a berth image does not have: put the TOML in spec.containerd.config"},
+	{"--dns-cluster-ip", fate.Honoured, "kubelet's clusterDNS (comma-separated)"},
+	{"--docker-config-json", fate.Ignored, "no dockerd (AL2 ignored it with containerd too)"},
+	{"--enable-docker-bridge", fate.Ignored, "no dockerd (AL2 ignored it with containerd too)"},
+	{"--enable-local-outpost", fate.Refused, "local Outpost clusters are not supported; \"false\" is accepted"},
+	{"--ip-family", fate.Honoured, "ipv4 or ipv6; must agree with the service CIDR"},
+	{"--kubelet-extra-args", fate.Honoured, "spec.kubelet.flags, split and checked as NodeConfig's flags"},
+	{"--local-disks", fate.Honoured, "spec.instance.localStorage.strategy: raid0 → RAID0, mount → Mount (and raid10 → RAID10)"},
+	{"--mount-bpf-fs", fate.Honoured, "berth always mounts bpffs; \"false\" is refused"},
+	{"--pause-container-account", fate.Ignored, "the image carries its pause image, imported at boot"},
+	{"--pause-container-version", fate.Ignored, "the image carries its pause image, imported at boot"},
+	{"--service-ipv6-cidr", fate.Honoured, "spec.cluster.cidr (implies --ip-family ipv6)"},
+	{"--use-max-pods", fate.Honoured, "\"true\" (the default): maxPods from the instance type, as AL2; \"false\": kubelet's default, 110, which AL2 left in place (a --max-pods in --kubelet-extra-args wins over either, as on AL2)"},
 }
 
 // Lookup returns the table's entry for name.

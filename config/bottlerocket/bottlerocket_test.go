@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-node/berth/config/fate"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -72,7 +74,7 @@ func TestEveryKeyHasNoErrors(t *testing.T) {
 		t.Errorf("%v", p)
 	}
 	for _, row := range Table {
-		if row.Fate == Honoured && !strings.Contains(row.Key, "<") {
+		if row.Fate == fate.Honoured && !strings.Contains(row.Key, "<") {
 			if !strings.Contains(string(mustFile(t, "testdata/golden/every-key.toml")), lastKey(row.Key)) {
 				t.Errorf("every-key.toml does not set %s", row.Key)
 			}
@@ -211,7 +213,7 @@ func TestTable(t *testing.T) {
 			t.Errorf("%s: two rows", row.Key)
 		}
 		seen[row.Key] = true
-		if row.Why == "" || (row.Fate != Honoured && row.Fate != Ignored && row.Fate != Refused) {
+		if row.Why == "" || !row.Fate.Valid() {
 			t.Errorf("table entry %+v", row)
 		}
 		if got, ok := Lookup(row.Key); !ok || got != row {
@@ -229,7 +231,7 @@ func TestTable(t *testing.T) {
 			}
 			ps := withoutDNSWarning(s.Problems, row.Key)
 			switch row.Fate {
-			case Honoured:
+			case fate.Honoured:
 				for _, p := range ps {
 					t.Errorf("%v", p)
 				}
@@ -240,7 +242,7 @@ func TestTable(t *testing.T) {
 				}
 			default:
 				want := SeverityWarning
-				if row.Fate == Refused {
+				if row.Fate == fate.Refused {
 					want = SeverityError
 				}
 				if len(ps) != 1 || ps[0].Severity != want || ps[0].Path != c.path || ps[0].Unknown || !strings.Contains(ps[0].Message, row.Why) || ps[0].Line < 1 {
@@ -633,17 +635,12 @@ func TestREADMEListsEverySetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []string
-	for _, l := range strings.Split(string(readme), "\n") {
-		if strings.HasPrefix(l, "| `settings.") {
-			rows = append(rows, l)
-		}
-	}
+	rows := fate.READMERows(readme, "settings.")
 	if len(rows) != len(Table) {
 		t.Errorf("README has %d setting rows, Table %d", len(rows), len(Table))
 	}
 	for i, s := range Table {
-		want := "| `" + s.Key + "` | " + string(s.Fate) + " | " + s.Why + " |"
+		want := fate.Row(s.Key, s.Fate, s.Why)
 		if i >= len(rows) || rows[i] != want {
 			t.Errorf("README row %d: want\n%s", i, want)
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/berth-node/berth/config/fate"
 )
 
 // reader turns the decoded document into Settings, one setting at a time,
@@ -64,9 +66,9 @@ func (r *reader) unknown(path, hint string) {
 func (r *reader) fate(path, key string) {
 	row, ok := Lookup(key)
 	switch {
-	case ok && row.Fate == Refused:
+	case ok && row.Fate == fate.Refused:
 		r.errorf(path, "refused: %s", row.Why)
-	case ok && row.Fate == Ignored:
+	case ok && row.Fate == fate.Ignored:
 		r.warnf(path, "ignored: %s", row.Why)
 	default:
 		r.errorf(path, "bottlerocket: no ignored or refused Table row %s", key)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/berth-node/berth/config/al2"
+	"github.com/berth-node/berth/config/fate"
 )
 
 // FromAL2 is the NodeConfig an Amazon Linux 2 node's bootstrap.sh options
@@ -91,7 +92,7 @@ func FromAL2(source string, o al2.Options) (*NodeConfig, []Problem) {
 		}
 	}
 	for _, name := range o.Order {
-		if e, ok := al2.Lookup(name); ok && e.Fate == al2.Ignored {
+		if e, ok := al2.Lookup(name); ok && e.Fate == fate.Ignored {
 			ps.warnf(at(name), "ignored: %s", e.Why)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/berth-node/berth/config/al2"
+	"github.com/berth-node/berth/config/fate"
 )
 
 const al2CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -46,44 +47,44 @@ func TestFromAL2EveryOption(t *testing.T) {
 	for _, tc := range []struct {
 		args  []string
 		check func(*NodeConfig) bool
-		fate  al2.Fate
+		fate  fate.Fate
 	}{
-		{[]string{"--aws-api-retry-attempts", "5"}, nil, al2.Ignored},
-		{[]string{"--cluster-id", "abc"}, func(c *NodeConfig) bool { return c.Spec.Cluster.ID == "abc" }, al2.Honoured},
-		{[]string{"--container-runtime", "containerd"}, nil, al2.Honoured},
-		{[]string{"--container-runtime", "dockerd"}, nil, al2.Refused},
-		{[]string{"--containerd-config-file", "/etc/x.toml"}, nil, al2.Refused},
-		{[]string{"--docker-config-json", "{}"}, nil, al2.Ignored},
-		{[]string{"--enable-docker-bridge", "true"}, nil, al2.Ignored},
-		{[]string{"--enable-local-outpost", "false"}, nil, al2.Honoured},
-		{[]string{"--enable-local-outpost", "true"}, nil, al2.Refused},
-		{[]string{"--ip-family", "IPv4"}, nil, al2.Honoured},
-		{[]string{"--ip-family", "ipv5"}, nil, al2.Refused},
+		{[]string{"--aws-api-retry-attempts", "5"}, nil, fate.Ignored},
+		{[]string{"--cluster-id", "abc"}, func(c *NodeConfig) bool { return c.Spec.Cluster.ID == "abc" }, fate.Honoured},
+		{[]string{"--container-runtime", "containerd"}, nil, fate.Honoured},
+		{[]string{"--container-runtime", "dockerd"}, nil, fate.Refused},
+		{[]string{"--containerd-config-file", "/etc/x.toml"}, nil, fate.Refused},
+		{[]string{"--docker-config-json", "{}"}, nil, fate.Ignored},
+		{[]string{"--enable-docker-bridge", "true"}, nil, fate.Ignored},
+		{[]string{"--enable-local-outpost", "false"}, nil, fate.Honoured},
+		{[]string{"--enable-local-outpost", "true"}, nil, fate.Refused},
+		{[]string{"--ip-family", "IPv4"}, nil, fate.Honoured},
+		{[]string{"--ip-family", "ipv5"}, nil, fate.Refused},
 		{[]string{"--kubelet-extra-args", `--node-labels="a=b,c=d" --max-pods=110`}, func(c *NodeConfig) bool {
 			return slices.Equal(c.Spec.Kubelet.Flags, []string{`--node-labels="a=b,c=d" --max-pods=110`})
-		}, al2.Honoured},
-		{[]string{"--local-disks", "raid0"}, func(c *NodeConfig) bool { return c.Spec.Instance.LocalStorage.Strategy == LocalStorageRAID0 }, al2.Honoured},
-		{[]string{"--local-disks", "mount"}, func(c *NodeConfig) bool { return c.Spec.Instance.LocalStorage.Strategy == LocalStorageMount }, al2.Honoured},
-		{[]string{"--local-disks", "raid5"}, nil, al2.Refused},
-		{[]string{"--mount-bpf-fs", "true"}, nil, al2.Honoured},
-		{[]string{"--mount-bpf-fs", "false"}, nil, al2.Refused},
-		{[]string{"--pause-container-account", "602401143452"}, nil, al2.Ignored},
-		{[]string{"--pause-container-version", "3.5"}, nil, al2.Ignored},
-		{[]string{"--use-max-pods", "false"}, func(c *NodeConfig) bool { return string(c.Spec.Kubelet.Config["maxPods"]) == "110" }, al2.Honoured},
-		{[]string{"--use-max-pods", "maybe"}, nil, al2.Refused},
+		}, fate.Honoured},
+		{[]string{"--local-disks", "raid0"}, func(c *NodeConfig) bool { return c.Spec.Instance.LocalStorage.Strategy == LocalStorageRAID0 }, fate.Honoured},
+		{[]string{"--local-disks", "mount"}, func(c *NodeConfig) bool { return c.Spec.Instance.LocalStorage.Strategy == LocalStorageMount }, fate.Honoured},
+		{[]string{"--local-disks", "raid5"}, nil, fate.Refused},
+		{[]string{"--mount-bpf-fs", "true"}, nil, fate.Honoured},
+		{[]string{"--mount-bpf-fs", "false"}, nil, fate.Refused},
+		{[]string{"--pause-container-account", "602401143452"}, nil, fate.Ignored},
+		{[]string{"--pause-container-version", "3.5"}, nil, fate.Ignored},
+		{[]string{"--use-max-pods", "false"}, func(c *NodeConfig) bool { return string(c.Spec.Kubelet.Config["maxPods"]) == "110" }, fate.Honoured},
+		{[]string{"--use-max-pods", "maybe"}, nil, fate.Refused},
 	} {
 		cfg, ps := FromAL2("s", al2Opts(t, append(slices.Clone(base), tc.args...)...))
 		name := tc.args[0]
 		switch tc.fate {
-		case al2.Honoured:
+		case fate.Honoured:
 			if len(ps) != 0 {
 				t.Errorf("%v: %v", tc.args, ps)
 			}
-		case al2.Ignored:
+		case fate.Ignored:
 			if len(ps) != 1 || ps[0].Severity != SeverityWarning || ps[0].Path != "bootstrap.sh "+name || !strings.Contains(ps[0].Message, "ignored") {
 				t.Errorf("%v: want one warning naming %s, got %v", tc.args, name, ps)
 			}
-		case al2.Refused:
+		case fate.Refused:
 			if len(ps) != 1 || ps[0].Severity != SeverityError || ps[0].Path != "bootstrap.sh "+name {
 				t.Errorf("%v: want one error naming %s, got %v", tc.args, name, ps)
 			}
