@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/berth-node/berth/init/bootlog"
 	"github.com/berth-node/berth/init/kmod"
+	"github.com/berth-node/berth/init/plan"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,7 +77,44 @@ func cmdModprobe(e env, args []string) int {
 		log.Error("cannot load module index", "dir", dir, "err", boundText(err.Error()))
 		return 1
 	}
-	return modprobeRequest{names: names, quiet: quiet, ix: ix, log: log, stderr: e.stderr, load: kmod.Load}.run(e.ctx)
+	blocked, err := readBlockedModules(plan.BlockedModulesPath)
+	if err != nil {
+		// Loading what user data blocked would be worse than failing a
+		// request the kernel may retry.
+		log.Error("cannot read the modules user data blocks; refusing the request", "for", names, "err", boundText(err.Error()))
+		return 1
+	}
+	return modprobeRequest{names: names, quiet: quiet, ix: ix, blocked: blocked, log: log, stderr: e.stderr, load: kmod.Load}.run(e.ctx)
+}
+
+// maxBlockedFile bounds the blocked-modules file read: the plan writes at
+// most nodeconfig.MaxKernelModules names of at most 56 bytes.
+const maxBlockedFile = 16 << 10
+
+// readBlockedModules reads the plan's blocked-modules file (one module
+// name a line); none when it does not exist (user data blocks none, or
+// the apply phase has not run yet).
+func readBlockedModules(path string) (map[string]bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxBlockedFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(data) > maxBlockedFile {
+		return nil, fmt.Errorf("%s: more than %d bytes", path, maxBlockedFile)
+	}
+	blocked := map[string]bool{}
+	for _, l := range strings.Fields(string(data)) {
+		blocked[kmod.Name(l)] = true
+	}
+	return blocked, nil
 }
 
 // modprobeRequest is one modprobe run once its arguments are parsed and
@@ -83,6 +123,9 @@ type modprobeRequest struct {
 	names []string
 	quiet bool
 	ix    *kmod.Index
+	// blocked are the modules user data blocks (readBlockedModules):
+	// a request that needs one is refused.
+	blocked map[string]bool
 	// log is the kernel log; stderr the caller's (the kernel discards a
 	// usermode helper's).
 	log    *slog.Logger
@@ -104,6 +147,24 @@ func (r modprobeRequest) run(ctx context.Context) int {
 			} else {
 				unknown = append(unknown, n)
 			}
+		}
+	}
+	if len(names) > 0 && len(r.blocked) > 0 {
+		// What the request would load, dependencies included: blocking a
+		// module blocks what needs it, as modprobe.d's install lines do.
+		order, _ := r.ix.Resolve(names...)
+		var hit []string
+		for _, m := range order {
+			if r.blocked[kmod.Name(m)] {
+				hit = append(hit, m)
+			}
+		}
+		if len(hit) > 0 {
+			r.log.Warn("kernel's module request refused: user data blocks it (berth.dev/blocked-kernel-modules)", "for", names, "blocked", hit)
+			if !r.quiet {
+				fmt.Fprintf(r.stderr, "berth modprobe: %s blocked by user data (berth.dev/blocked-kernel-modules)\n", strings.Join(hit, ", "))
+			}
+			return 1
 		}
 	}
 	var loaded []string

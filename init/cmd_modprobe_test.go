@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -158,5 +159,66 @@ func TestModprobeUsage(t *testing.T) {
 		if code := runCLI(args, &out, &errb); code != 2 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a usage line", args, code, errb.String())
 		}
+	}
+}
+
+// TestModprobeBlocked: a request that needs a module user data blocks,
+// itself or as a dependency, is refused with one kernel log line and
+// loads nothing; other requests load as before.
+func TestModprobeBlocked(t *testing.T) {
+	ix, err := kmod.LoadIndex("kmod/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		quiet bool
+		want  int
+	}{
+		{"xfs", true, 1},        // xfs needs libcrc32c
+		{"libcrc32c", false, 1}, // the module itself
+		{"fs-erofs", true, 0},   // not blocked
+	} {
+		var c modprobeCase
+		c.fake.loaded = []string{"erofs"}
+		code := modprobeRequest{names: []string{tc.name}, quiet: tc.quiet, ix: ix, blocked: map[string]bool{"libcrc32c": true},
+			stderr: &c.stderr, load: c.fake.load, log: slog.New(slog.NewTextHandler(&c.kmsg, nil))}.run(context.Background())
+		if code != tc.want {
+			t.Errorf("%s: exit %d, want %d", tc.name, code, tc.want)
+		}
+		if tc.want == 1 {
+			if len(c.fake.asked) > 0 || !strings.Contains(c.kmsg.String(), "user data blocks it") || !strings.Contains(c.kmsg.String(), "libcrc32c") {
+				t.Errorf("%s: load asked for %v; kernel log %q", tc.name, c.fake.asked, c.kmsg.String())
+			}
+			if !tc.quiet && !strings.Contains(c.stderr.String(), "libcrc32c blocked by user data") {
+				t.Errorf("%s: stderr %q", tc.name, c.stderr.String())
+			}
+		} else if len(c.fake.asked) != 1 {
+			t.Errorf("%s: load asked for %v", tc.name, c.fake.asked)
+		}
+	}
+}
+
+// TestReadBlockedModules: the plan's file, one name a line (dashes read
+// as underscores, as module names are); none without the file; a file
+// over the bound is an error, so that the request is refused.
+func TestReadBlockedModules(t *testing.T) {
+	dir := t.TempDir()
+	if b, err := readBlockedModules(dir + "/none"); err != nil || b != nil {
+		t.Errorf("no file: %v %v", b, err)
+	}
+	path := dir + "/blocked"
+	if err := os.WriteFile(path, []byte("sctp\nnf-conntrack\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := readBlockedModules(path)
+	if err != nil || !b["sctp"] || !b["nf_conntrack"] || len(b) != 2 {
+		t.Errorf("got %v %v", b, err)
+	}
+	if err := os.WriteFile(path, bytes.Repeat([]byte("a\n"), maxBlockedFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readBlockedModules(path); err == nil {
+		t.Error("an oversized file read without error")
 	}
 }

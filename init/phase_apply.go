@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/berth-node/berth/init/kmod"
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/internal/fsutil"
@@ -37,6 +38,7 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), plan.DescribeMode); err != nil {
 		return err
 	}
+	blockModules(b, log, rep, p.BlockedModules)
 	errs := applySysctls(ctx, b, log, rep, p.KernelModules, p.Sysctls)
 	applyHostname(log, rep, p.Hostname)
 	b.retime(ctx, log, p.NTPServers)
@@ -84,6 +86,27 @@ func applySysctls(ctx context.Context, b *boot, log *slog.Logger, rep *report.Ap
 		}
 	}
 	return errs
+}
+
+// blockModules hands the modules user data blocks to the hotplug loop
+// (berth modprobe reads them from the plan's file, written just before),
+// and warns of each that is in the kernel already: the image's preload
+// list and the devices present at boot were loaded before user data was
+// read, and berth unloads nothing.
+func blockModules(b *boot, log *slog.Logger, rep *report.Apply, blocked []string) {
+	if len(blocked) == 0 {
+		return
+	}
+	set := map[string]bool{}
+	for _, m := range blocked {
+		set[kmod.Name(m)] = true
+		if _, err := os.Stat("/sys/module/" + kmod.Name(m)); err == nil {
+			log.Warn("a module user data blocks is in the kernel already (built in, preloaded by the image, or a device's at boot); it stays", "module", m)
+			rep.ModuleErrors = append(rep.ModuleErrors, fmt.Sprintf("%s: blocked by user data, but in the kernel already (built in, or loaded before user data was read)", m))
+		}
+	}
+	b.node.blockedModules.Store(&set)
+	log.Info("modules blocked by user data", "modules", blocked)
 }
 
 // applyHostname sets the machine's hostname the plan decided (user

@@ -43,7 +43,7 @@ func phaseModules(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	hlog := b.log.With("phase", "hotplug")
 	b.goSafe(hlog, "hotplug", func() {
-		err := kmod.Hotplug(ctx, hlog, ix, "/sys", func(mods []string) {
+		err := kmod.Hotplug(ctx, hlog, ix, "/sys", b.node.moduleBlocked, func(mods []string) {
 			hlog.Info("modules loaded for a new device", "modules", mods)
 		})
 		if err != nil {

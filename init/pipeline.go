@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-node/berth/config/accepts"
@@ -103,6 +104,17 @@ type nodeState struct {
 	// time is the running NTP client; timeStop stops it (startTime).
 	time     *timesync.Client
 	timeStop context.CancelFunc
+	// blockedModules are the modules user data blocks, once the apply
+	// phase has read them: the hotplug loop asks (moduleBlocked) from its
+	// own goroutine.
+	blockedModules atomic.Pointer[map[string]bool]
+}
+
+// moduleBlocked says whether user data blocks module name (a
+// kmod.Name); false until the apply phase has run.
+func (n *nodeState) moduleBlocked(name string) bool {
+	m := n.blockedModules.Load()
+	return m != nil && (*m)[name]
 }
 
 // releaseInputs drops what the node phases decided from once the services

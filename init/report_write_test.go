@@ -74,7 +74,7 @@ func TestFinishReleasesPlanInputs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.finish(ctx, nil)
-	n := b.node
+	n := &b.node
 	if n.config != nil || n.instance != nil || n.net != nil || n.plan != nil {
 		t.Errorf("after finish: config %v, instance %v, net %v, plan %v; want all released", n.config, n.instance, n.net, n.plan)
 	}

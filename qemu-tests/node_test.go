@@ -118,7 +118,8 @@ func section(t *testing.T, rep map[string]any, name string, v any) {
 // bottlerocketSettings is Bottlerocket settings user data for the QEMU
 // cluster, with the machine settings berth takes as its annotations: a
 // sysctl over one of berth's defaults, one berth does not set, one that
-// lives in a module the settings load (ip_vs, under ip_vs_lc), the
+// lives in a module the settings load (ip_vs, under ip_vs_lc), a module
+// blocked (dummy, which the image has and nothing loads at boot), the
 // hostname and an NTP server (TEST-NET: it never answers).
 func bottlerocketSettings(t *testing.T) string {
 	return fmt.Sprintf(`[settings.kubernetes]
@@ -135,6 +136,9 @@ cluster-dns-ip = "10.100.0.10"
 [settings.kernel.modules.ip_vs_lc]
 allowed = true
 autoload = true
+
+[settings.kernel.modules.dummy]
+allowed = false
 
 [settings.network]
 hostname = "br-node-1"
@@ -225,15 +229,17 @@ func TestConfigFromIMDS(t *testing.T) {
 	// The files are really there, as the plan said, and the machine is
 	// as the Bottlerocket settings asked: the hostname (the node's name
 	// stays the private DNS name), the sysctls, the one in ip_vs written
-	// after its module loaded.
+	// after its module loaded, and the blocked module refused when the
+	// kernel's modprobe is asked for it.
 	out, err := vm.Shell("cat /etc/kubernetes/kubelet/config.json; echo; echo hostname=$(cat /proc/sys/kernel/hostname); cat /etc/resolv.conf; "+
 		"echo max_map_count=$(cat /proc/sys/vm/max_map_count) somaxconn=$(cat /proc/sys/net/core/somaxconn) vs.conntrack=$(cat /proc/sys/net/ipv4/vs/conntrack); "+
-		"test -d /sys/module/ip_vs_lc && echo ip_vs_lc=loaded", shellTimeout)
+		"test -d /sys/module/ip_vs_lc && echo ip_vs_lc=loaded; /run/berth/modprobe dummy; echo modprobe-dummy=$?; test -d /sys/module/dummy || echo dummy=absent", shellTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"providerID": "aws:///us-west-2a/i-0123456789abcdef0"`, `"cgroupDriver": "cgroupfs"`,
-		"hostname=br-node-1\n", "nameserver 10.0.2.3", "max_map_count=262144 somaxconn=8192 vs.conntrack=1\n", "ip_vs_lc=loaded"} {
+		"hostname=br-node-1\n", "nameserver 10.0.2.3", "max_map_count=262144 somaxconn=8192 vs.conntrack=1\n", "ip_vs_lc=loaded",
+		"dummy blocked by user data", "modprobe-dummy=1\n", "dummy=absent"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("guest lacks %q:\n%s", want, out)
 		}

@@ -569,11 +569,9 @@ func (r *reader) sysctls(p string, v any) {
 }
 
 // modules reads settings.kernel.modules: name -> {allowed, autoload}. A
-// module with autoload = true is loaded at boot (Instance.KernelModules).
-// allowed = false cannot be honoured: berth loads modules from the image's
-// set on the kernel's request and for devices, and has no way to block
-// one, so it is a warning at the module's path; a module both loaded and
-// blocked is an error.
+// module with autoload = true is loaded at boot (Instance.KernelModules),
+// one with allowed = false is blocked (Instance.BlockedModules); both at
+// once is an error.
 func (r *reader) modules(p string, v any) {
 	t, ok := r.table(p, v)
 	if !ok {
@@ -607,7 +605,11 @@ func (r *reader) modules(p string, v any) {
 		case !allowed && autoload:
 			r.errorf(np, "autoload = true with allowed = false: a module cannot be both loaded and blocked")
 		case !allowed:
-			r.warnf(join(np, "allowed"), "ignored: berth cannot block a kernel module: it loads modules from the image's set when the kernel or a device asks; build the image without %s to keep it off the node", name)
+			if len(r.s.Instance.BlockedModules) == MaxKernelModules {
+				r.errorf(np, "more than %d modules to block", MaxKernelModules)
+				continue
+			}
+			r.s.Instance.BlockedModules = append(r.s.Instance.BlockedModules, name)
 		case autoload:
 			if len(r.s.Instance.KernelModules) == MaxKernelModules {
 				r.errorf(np, "more than %d modules to load", MaxKernelModules)

@@ -276,6 +276,10 @@ type Instance struct {
 	// KernelModules are the berth.dev/kernel-modules annotation: the
 	// modules with autoload = true, by name (settings.kernel.modules).
 	KernelModules []string `json:"kernelModules,omitempty"`
+	// BlockedModules are the berth.dev/blocked-kernel-modules
+	// annotation: the modules with allowed = false, by name
+	// (settings.kernel.modules).
+	BlockedModules []string `json:"blockedModules,omitempty"`
 	// Hostname is the berth.dev/hostname annotation: the machine's
 	// hostname (settings.network.hostname).
 	Hostname string `json:"hostname,omitempty"`

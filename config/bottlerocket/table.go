@@ -113,7 +113,7 @@ var Table = []Setting{
 	{"settings.host-containers.<name>", fate.Refused, "berth runs no host containers: run it as a DaemonSet or build it into the image; an entry that is not enabled is ignored with a warning"},
 	{"settings.image-verifier-plugins", fate.Ignored, "berth verifies no image signatures"},
 	{"settings.kernel.sysctl", fate.Honoured, "annotation berth.dev/sysctls: written before kubelet starts, over berth's own defaults (AL2023's and Bottlerocket's), as Bottlerocket's settings override its defaults; a key kubelet or pod networking needs (kernel.panic, net.ipv4.ip_forward, ...) with another value is refused; a failed write is a warning"},
-	{"settings.kernel.modules", fate.Honoured, "annotation berth.dev/kernel-modules: a module with autoload = true is loaded from the image's set before kubelet starts (one the image lacks is a warning); allowed = false is ignored with a warning, since berth cannot block a module the kernel or a device asks for: build the image without it"},
+	{"settings.kernel.modules", fate.Honoured, "allowed = false: annotation berth.dev/blocked-kernel-modules, the kernel's requests for the module (or one that needs it) and devices' refused once user data is read (one loaded before, by the image's preload list or a device at boot, stays, with a warning); autoload = true: annotation berth.dev/kernel-modules, loaded from the image's set before kubelet starts (one the image lacks is a warning)"},
 	{"settings.kernel.lockdown", fate.Ignored, "kernel lockdown is set by the berth image"},
 	{"settings.kernel.hugepages", fate.Ignored, "berth reserves no huge pages from user data"},
 	{"settings.kernel.drivers", fate.Ignored, "the image carries no NVIDIA drivers"},

@@ -68,6 +68,10 @@ func FromBottlerocket(source string, s *bottlerocket.Settings) (*NodeConfig, []P
 		b, _ := json.Marshal(in.KernelModules)
 		ann[KernelModulesAnnotation] = string(b)
 	}
+	if in := s.Instance; len(in.BlockedModules) > 0 {
+		b, _ := json.Marshal(in.BlockedModules)
+		ann[BlockedKernelModulesAnnotation] = string(b)
+	}
 	if s.Instance.Hostname != "" {
 		ann[HostnameAnnotation] = s.Instance.Hostname
 	}

@@ -47,7 +47,7 @@ func Convert(res *Result) ([]byte, error) {
 	}
 	if ann, _ := Annotations(res.Config); len(ann) > 0 {
 		var own []string
-		for _, k := range []string{SysctlsAnnotation, KernelModulesAnnotation, HostnameAnnotation, NTPServersAnnotation} {
+		for _, k := range MachineAnnotations() {
 			if _, ok := ann[k]; ok {
 				own = append(own, k)
 			}

@@ -14,7 +14,8 @@ import (
 
 // berth's annotations for the machine itself, which nodeadm's NodeConfig
 // has no fields for (AL2023 sets them from its AMI or from a script):
-// Bottlerocket's settings.kernel.sysctl, settings.kernel.modules,
+// Bottlerocket's settings.kernel.sysctl, settings.kernel.modules (autoload
+// and allowed),
 // settings.network.hostname and settings.ntp.time-servers carry over as
 // these, and a NodeConfig user sets the same:
 //
@@ -22,6 +23,7 @@ import (
 //	  annotations:
 //	    berth.dev/sysctls: '{"vm.max_map_count": "262144", "user.max_user_namespaces": "16384"}'
 //	    berth.dev/kernel-modules: '["ip_vs_lc"]'
+//	    berth.dev/blocked-kernel-modules: '["sctp", "udf"]'
 //	    berth.dev/hostname: node-12-34
 //	    berth.dev/ntp-servers: '["169.254.169.123", "time.example.com"]'
 //
@@ -35,6 +37,10 @@ const (
 	// KernelModulesAnnotation is a JSON list of kernel modules loaded
 	// before kubelet starts.
 	KernelModulesAnnotation = "berth.dev/kernel-modules"
+	// BlockedKernelModulesAnnotation is a JSON list of kernel modules
+	// never loaded once user data is read: the kernel's requests for
+	// them (or for a module that needs them) and devices' are refused.
+	BlockedKernelModulesAnnotation = "berth.dev/blocked-kernel-modules"
 	// HostnameAnnotation is the machine's hostname (uname -n), over the
 	// one instance metadata gives. The node's name is not this: it stays
 	// the private DNS name (or --hostname-override), as on Bottlerocket.
@@ -44,6 +50,12 @@ const (
 	// the Amazon Time Sync Service.
 	NTPServersAnnotation = "berth.dev/ntp-servers"
 )
+
+// MachineAnnotations are the machine annotations, in the order their
+// problems are reported.
+func MachineAnnotations() []string {
+	return []string{SysctlsAnnotation, KernelModulesAnnotation, BlockedKernelModulesAnnotation, HostnameAnnotation, NTPServersAnnotation}
+}
 
 // Bounds on the machine annotations: far above any real use, low enough
 // that hostile user data cannot make boot do much.
@@ -75,7 +87,10 @@ type Machine struct {
 	Sysctls []Sysctl
 	// KernelModules are in the order given, each once.
 	KernelModules []string
-	Hostname      string
+	// BlockedModules are in the order given, each once, none of them
+	// among KernelModules.
+	BlockedModules []string
+	Hostname       string
 	// NTPServers are host names or addresses, in the order given, each
 	// once.
 	NTPServers []string
@@ -104,6 +119,10 @@ func machineFrom(ann map[string]string) (Machine, error) {
 			m.KernelModules, err = parseNames(v, "kernel module", MaxKernelModules, syntax.ModuleName)
 			return err
 		},
+		BlockedKernelModulesAnnotation: func(v string) (err error) {
+			m.BlockedModules, err = parseNames(v, "kernel module", MaxKernelModules, syntax.ModuleName)
+			return err
+		},
 		HostnameAnnotation: func(v string) error {
 			if err := syntax.Hostname(v); err != nil {
 				return err
@@ -116,11 +135,17 @@ func machineFrom(ann map[string]string) (Machine, error) {
 			return err
 		},
 	}
-	for _, key := range []string{SysctlsAnnotation, KernelModulesAnnotation, HostnameAnnotation, NTPServersAnnotation} {
+	for _, key := range MachineAnnotations() {
 		if v, ok := ann[key]; ok {
 			if err := parse[key](v); err != nil {
 				errs = append(errs, annotationErrors(key, err))
 			}
+		}
+	}
+	for i, b := range m.BlockedModules {
+		if slices.Contains(m.KernelModules, b) {
+			errs = append(errs, annotationErrors(BlockedKernelModulesAnnotation, &subError{Sub: fmt.Sprintf("[%d]", i),
+				Err: fmt.Errorf("%q is also in %s: a module cannot be both loaded and blocked", b, KernelModulesAnnotation)}))
 		}
 	}
 	return m, errors.Join(errs...)

@@ -24,11 +24,12 @@ func withAnnotations(t *testing.T, ann map[string]string) *NodeConfig {
 
 func TestMachineOf(t *testing.T) {
 	cfg := withAnnotations(t, map[string]string{
-		SysctlsAnnotation:       `{"vm.max_map_count": "262144", "net/ipv4/tcp_keepalive_time": "300", "kernel.sched_rt_runtime_us": "-1"}`,
-		KernelModulesAnnotation: `["ip_vs_lc", "sctp"]`,
-		HostnameAnnotation:      "node-12-34",
-		NTPServersAnnotation:    `["169.254.169.123", "time.example.com", "fd00:ec2::123"]`,
-		"example.com/other":     "not berth's",
+		SysctlsAnnotation:              `{"vm.max_map_count": "262144", "net/ipv4/tcp_keepalive_time": "300", "kernel.sched_rt_runtime_us": "-1"}`,
+		KernelModulesAnnotation:        `["ip_vs_lc", "sctp"]`,
+		BlockedKernelModulesAnnotation: `["udf", "dccp"]`,
+		HostnameAnnotation:             "node-12-34",
+		NTPServersAnnotation:           `["169.254.169.123", "time.example.com", "fd00:ec2::123"]`,
+		"example.com/other":            "not berth's",
 	})
 	got, err := MachineOf(cfg)
 	if err != nil {
@@ -40,9 +41,10 @@ func TestMachineOf(t *testing.T) {
 			{Key: "net.ipv4.tcp_keepalive_time", Value: "300"},
 			{Key: "vm.max_map_count", Value: "262144"},
 		},
-		KernelModules: []string{"ip_vs_lc", "sctp"},
-		Hostname:      "node-12-34",
-		NTPServers:    []string{"169.254.169.123", "time.example.com", "fd00:ec2::123"},
+		KernelModules:  []string{"ip_vs_lc", "sctp"},
+		BlockedModules: []string{"udf", "dccp"},
+		Hostname:       "node-12-34",
+		NTPServers:     []string{"169.254.169.123", "time.example.com", "fd00:ec2::123"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -75,6 +77,7 @@ func TestMachineErrors(t *testing.T) {
 		{KernelModulesAnnotation, `["a.ko"]`, m + `[0]: "a.ko" is not a kernel module name`},
 		{KernelModulesAnnotation, `["sctp", "sctp"]`, m + `[1]: "sctp" listed twice`},
 		{KernelModulesAnnotation, `[1]`, m + `[0]: want a kernel module as a string, got 1`},
+		{BlockedKernelModulesAnnotation, `["a/b"]`, `metadata.annotations["berth.dev/blocked-kernel-modules"][0]: "a/b" is not a kernel module name`},
 		{HostnameAnnotation, `a_b`, h + `: "a_b" is not a hostname`},
 		{HostnameAnnotation, strings.Repeat("a", 60) + ".example", h + `: ` + `"` + strings.Repeat("a", 60) + `.example" is not a hostname: 68 characters`},
 		{NTPServersAnnotation, `["https://time.example.com"]`, n + `[0]: "https://time.example.com" is not an NTP server`},
@@ -117,6 +120,8 @@ cluster-dns-ip = "10.100.0.10"
 "net/core/somaxconn" = "4096"
 [settings.kernel.modules.ip_vs_lc]
 autoload = true
+[settings.kernel.modules.sctp]
+allowed = false
 [settings.network]
 hostname = "node-1"
 [settings.ntp]
@@ -132,15 +137,26 @@ time-servers = [{address = "time.example.com", options = ["iburst"]}, {address =
 		t.Fatal(err)
 	}
 	want := Machine{
-		Sysctls:       []Sysctl{{Key: "net.core.somaxconn", Value: "4096"}, {Key: "vm.max_map_count", Value: "262144"}},
-		KernelModules: []string{"ip_vs_lc"},
-		Hostname:      "node-1",
-		NTPServers:    []string{"time.example.com", "10.0.0.1"},
+		Sysctls:        []Sysctl{{Key: "net.core.somaxconn", Value: "4096"}, {Key: "vm.max_map_count", Value: "262144"}},
+		KernelModules:  []string{"ip_vs_lc"},
+		BlockedModules: []string{"sctp"},
+		Hostname:       "node-1",
+		NTPServers:     []string{"time.example.com", "10.0.0.1"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
-	if !slices.Contains(strs(res.Problems), "warning: user-data (Bottlerocket settings): settings.ntp.time-servers[0].options: ignored: berth's NTP client takes no chrony options; it asks the address on port 123 (line 13)") {
+	if !slices.Contains(strs(res.Problems), "warning: user-data (Bottlerocket settings): settings.ntp.time-servers[0].options: ignored: berth's NTP client takes no chrony options; it asks the address on port 123 (line 15)") {
 		t.Errorf("problems %q", strs(res.Problems))
+	}
+}
+
+// TestMachineLoadedAndBlocked: a module both loaded and blocked is an
+// error at the blocked list's entry.
+func TestMachineLoadedAndBlocked(t *testing.T) {
+	_, err := MachineOf(withAnnotations(t, map[string]string{KernelModulesAnnotation: `["sctp"]`, BlockedKernelModulesAnnotation: `["udf", "sctp"]`}))
+	want := `metadata.annotations["berth.dev/blocked-kernel-modules"][1]: "sctp" is also in berth.dev/kernel-modules: a module cannot be both loaded and blocked`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
 	}
 }

@@ -158,8 +158,11 @@ func LoadAndColdplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs str
 // loaded with each batch it loads. It starts with a scan, so a device added
 // between the coldplug and this call is not missed. It returns nil when ctx
 // ends, or an error if it cannot listen for uevents at all. Failures to
-// load are logged; a module that failed is not tried again.
-func Hotplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string, loaded func(modules []string)) error {
+// load are logged; a module that failed is not tried again. blocked, when
+// not nil, is asked before each batch: a module it names, or one that
+// needs a module it names, is not loaded (user data's blocked modules,
+// which arrive after the loop starts).
+func Hotplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string, blocked func(name string) bool, loaded func(modules []string)) error {
 	scan := func() ([]string, error) { return ScanModaliases(sysfs) }
 	u, err := openUevents(scan)
 	if err != nil {
@@ -167,17 +170,21 @@ func Hotplug(ctx context.Context, log *slog.Logger, ix *Index, sysfs string, loa
 	}
 	defer u.Close()
 	u.conn.Slice = time.Second // a long-lived listener need not wake often to notice ctx
-	return hotplug(ctx, newSession(ix, log, finitModule, procModules()), u, loaded)
+	return hotplug(ctx, newSession(ix, log, finitModule, procModules()), u, blocked, loaded)
 }
 
-func hotplug(ctx context.Context, s *session, src deviceSource, loaded func([]string)) error {
+func hotplug(ctx context.Context, s *session, src deviceSource, blocked func(string) bool, loaded func([]string)) error {
 	done := func(m string) bool { return s.present[m] || s.failed[m] != nil }
 	aliases, err := src.Scan()
 	if err != nil {
 		s.log.Warn("hotplug: first scan failed; following uevents only", "err", err)
 	}
 	for {
-		if want := PlanPass(s.ix, aliases, done); len(want) > 0 {
+		want := PlanPass(s.ix, aliases, done)
+		if blocked != nil {
+			want = s.dropBlocked(want, blocked)
+		}
+		if len(want) > 0 {
 			before := len(s.loaded)
 			lp, err := s.ix.plan(want)
 			if err != nil {
@@ -352,4 +359,26 @@ func (p *pollSource) Added(ctx context.Context, deadline time.Time) ([]string, e
 		case <-t.C:
 		}
 	}
+}
+
+// dropBlocked leaves out of want each module that blocked names, or that
+// needs one it names, marking it failed so that it is not asked for again.
+func (s *session) dropBlocked(want []string, blocked func(string) bool) []string {
+	kept := want[:0]
+	for _, m := range want {
+		hit := ""
+		for _, d := range append([]string{m}, s.ix.Deps(m)...) {
+			if blocked(Name(d)) {
+				hit = Name(d)
+				break
+			}
+		}
+		if hit == "" {
+			kept = append(kept, m)
+			continue
+		}
+		s.failed[m] = fmt.Errorf("%s: blocked by user data (%s)", m, hit)
+		s.log.Warn("hotplug: not loaded: user data blocks it", "module", m, "blocked", hit)
+	}
+	return kept
 }

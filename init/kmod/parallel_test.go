@@ -295,7 +295,9 @@ func TestHotplug(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- hotplug(ctx, s, src, func(m []string) { batches <- m }) }()
+	// virtio_net needs failover, which is blocked: it is never loaded.
+	blocked := func(m string) bool { return m == "failover" }
+	go func() { errc <- hotplug(ctx, s, src, blocked, func(m []string) { batches <- m }) }()
 	next := func() []string {
 		t.Helper()
 		select {
@@ -309,9 +311,13 @@ func TestHotplug(t *testing.T) {
 	if b := next(); !reflect.DeepEqual(b, []string{"button"}) {
 		t.Errorf("first batch %v, want [button] (the device present at start)", b)
 	}
+	src.events <- "virtio:d00000001v00001AF4" // virtio_net: blocked
 	src.events <- "virtio:d00000002v00001AF4"
 	if b := next(); !reflect.DeepEqual(b, []string{"virtio_ring", "virtio", "virtio_blk"}) {
-		t.Errorf("second batch %v, want virtio_blk after its dependencies", b)
+		t.Errorf("second batch %v, want virtio_blk after its dependencies, and no virtio_net", b)
+	}
+	if err := s.failed["virtio_net"]; err == nil || !strings.Contains(err.Error(), "blocked by user data (failover)") {
+		t.Errorf("virtio_net: %v, want blocked by user data", err)
 	}
 	cancel()
 	select {

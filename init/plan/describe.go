@@ -91,6 +91,9 @@ func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 	if len(p.KernelModules) > 0 {
 		fmt.Fprintf(&b, "\nkernel-modules: %s\n", strings.Join(p.KernelModules, ", "))
 	}
+	if len(p.BlockedModules) > 0 {
+		fmt.Fprintf(&b, "\nblocked-kernel-modules: %s\n", strings.Join(p.BlockedModules, ", "))
+	}
 	if p.Hostname != "" {
 		fmt.Fprintf(&b, "\nhostname: %s\n", p.Hostname)
 	}

@@ -24,8 +24,49 @@ func (b *builder) machine() error {
 		return err
 	}
 	b.p.KernelModules = m.KernelModules
+	if err := b.blockModules(m.BlockedModules); err != nil {
+		return err
+	}
 	b.p.Hostname = m.Hostname
 	b.p.NTPServers = m.NTPServers
+	return nil
+}
+
+// BlockedModulesPath lists the modules user data blocks, one name a
+// line, for berth modprobe, which the kernel runs as a process of its
+// own; the apply phase writes it before it loads any module.
+const BlockedModulesPath = "/run/berth/blocked-modules"
+
+// blockModules decides the modules user data blocks. A module berth
+// itself loads (the image's preload list, the instance-store strategy's,
+// the one a sysctl's key lives in) cannot be blocked: the error names it
+// at the annotation's path and says what needs it.
+func (b *builder) blockModules(blocked []string) error {
+	needs := map[string]string{}
+	for _, m := range b.in.Manifest.Preload {
+		needs[m] = "the image preloads it (its manifest's preload list)"
+	}
+	for _, m := range b.p.StorageModules {
+		needs[m] = "the instance-store strategy needs it"
+	}
+	for _, s := range b.p.Sysctls {
+		if s.Module != "" {
+			needs[s.Module] = "sysctl " + s.Key + " lives in it"
+		}
+	}
+	var errs []string
+	for i, m := range blocked {
+		if why, ok := needs[m]; ok {
+			errs = append(errs, fmt.Sprintf("metadata.annotations[%q][%d]: %q cannot be blocked: %s", nodeconfig.BlockedKernelModulesAnnotation, i, m, why))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	if len(blocked) > 0 {
+		b.p.BlockedModules = blocked
+		b.add(BlockedModulesPath, ModeFor(BlockedModulesPath), []byte(strings.Join(blocked, "\n")+"\n"))
+	}
 	return nil
 }
 

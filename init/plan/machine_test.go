@@ -96,3 +96,35 @@ func TestMachineOthers(t *testing.T) {
 		t.Errorf("bad hostname: %v", err)
 	}
 }
+
+// TestMachineBlockedModules: the blocked modules are a file berth
+// modprobe reads and a line of plan.txt; one berth loads itself cannot be
+// blocked, and the error says what needs it.
+func TestMachineBlockedModules(t *testing.T) {
+	p, err := Build(withMachine(t, map[string]string{"berth.dev/blocked-kernel-modules": `["sctp", "udf"]`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(p.Files, func(f File) bool { return f.Path == BlockedModulesPath })
+	if !slices.Equal(p.BlockedModules, []string{"sctp", "udf"}) || i < 0 || string(p.Files[i].Data) != "sctp\nudf\n" || p.Files[i].Mode != 0o644 {
+		t.Errorf("blocked %q, files %+v", p.BlockedModules, p.Files)
+	}
+	if !strings.Contains(string(p.Describe()), "blocked-kernel-modules: sctp, udf\n") {
+		t.Errorf("plan.txt:\n%s", p.Describe())
+	}
+	if p, err := Build(withMachine(t, nil)); err != nil || slices.ContainsFunc(p.Files, func(f File) bool { return f.Path == BlockedModulesPath }) {
+		t.Errorf("no annotation: %v, files %+v", err, p.Files)
+	}
+
+	in := withMachine(t, map[string]string{"berth.dev/blocked-kernel-modules": `["udf", "nf_conntrack", "overlay"]`})
+	in.Manifest.Preload = []string{"overlay"}
+	_, err = Build(in)
+	for _, want := range []string{
+		`metadata.annotations["berth.dev/blocked-kernel-modules"][1]: "nf_conntrack" cannot be blocked: sysctl net.netfilter.nf_conntrack_max lives in it`,
+		`metadata.annotations["berth.dev/blocked-kernel-modules"][2]: "overlay" cannot be blocked: the image preloads it`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v\nwant %s", err, want)
+		}
+	}
+}

@@ -34,6 +34,7 @@ var fileModes = map[string]fileMode{
 	containerd.BaseRuntimeSpecPath:       {0o644, "OCI defaults every container gets; what is in it is visible inside every container anyway"},
 	ResolvConfPath:                       {0o644, "every process resolves names"},
 	DescribePath:                         {DescribeMode, "service environments, which may hold secrets"},
+	BlockedModulesPath:                   {0o644, "module names, which berth modprobe reads whatever its caller"},
 }
 
 // hostsTOMLMode is every registry's hosts.toml (IsRegistryHostsFile),

@@ -141,6 +141,11 @@ type Plan struct {
 	// berth.dev/kernel-modules annotation); a module the image lacks is
 	// a warning.
 	KernelModules []string
+	// BlockedModules are never loaded once the apply phase has written
+	// them to BlockedModulesPath (the berth.dev/blocked-kernel-modules
+	// annotation): berth modprobe refuses the kernel's requests that
+	// need one, the hotplug loop devices' (machine.go).
+	BlockedModules []string
 	// Hostname is the machine's hostname (the berth.dev/hostname
 	// annotation), set by the apply phase over instance metadata's; empty
 	// leaves that one. The node's name is NodeName, whatever this is.
