@@ -591,6 +591,51 @@ else
 endif
 	@rm -rf $(E2E_BIN_DIR) && mv $(E2E_BIN_DIR).tmp $(E2E_BIN_DIR) && touch $@
 
+# The busybox image's busybox: upstream BusyBox, the version of the Docker
+# library image the suite's busybox is FROM (busybox:1.37.0), built static
+# from busybox's defconfig as that image is (tc left out: it needs CBQ
+# headers newer kernels dropped). Not Debian's busybox-static: Debian
+# reverts upstream's ash change that passes environment variables with
+# names that are not shell names (data-1) on to children
+# (debian/patches/revert-9c143ce5...), which the suite's envFrom specs
+# read through `sh -c env`, and bash as sh prints other error messages
+# than ash's, which "a read only busybox container" compares. The source
+# is the upstream tarball Debian ships as trixie's busybox orig,
+# fetched by apt-get source with a private apt state (deb.debian.org,
+# checked by apt against Debian's keyring), and checked against the
+# upstream tarball's sha256 here.
+E2E_BUSYBOX_VERSION := 1.37.0
+E2E_BUSYBOX_SHA256  := 3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
+E2E_BUSYBOX_SUITE   := trixie
+E2E_BUSYBOX_DIR     := $(ARCH_BUILD)/e2e-busybox-$(E2E_BUSYBOX_VERSION)
+E2E_BUSYBOX_APT      = -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=$(E2E_BUSYBOX_DIR).tmp/apt/sources \
+  -o Dir::State::Lists=$(E2E_BUSYBOX_DIR).tmp/apt/lists -o Dir::Cache=$(E2E_BUSYBOX_DIR).tmp/apt/cache
+.PHONY: e2e-busybox
+e2e-busybox: $(E2E_BUSYBOX_DIR)/.built
+$(E2E_BUSYBOX_DIR)/.built:
+	@[ "$(ARCH)" = amd64 ] || { echo "e2e-busybox: ARCH=$(ARCH): the e2e images are built for amd64 only (see above)"; exit 1; }
+	@rm -rf $(E2E_BUSYBOX_DIR).tmp && mkdir -p $(E2E_BUSYBOX_DIR).tmp/apt/lists/partial $(E2E_BUSYBOX_DIR).tmp/apt/cache/archives/partial \
+	  $(E2E_BUSYBOX_DIR).tmp/apt/sources $(E2E_BUSYBOX_DIR).tmp/src
+	@printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: $(E2E_BUSYBOX_SUITE)\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+	  > $(E2E_BUSYBOX_DIR).tmp/apt/sources/busybox-src.sources
+	@echo "e2e-busybox: fetching busybox's source from Debian $(E2E_BUSYBOX_SUITE) (upstream $(E2E_BUSYBOX_VERSION))"
+	@apt-get $(E2E_BUSYBOX_APT) update -qq 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
+	@cd $(E2E_BUSYBOX_DIR).tmp/src && apt-get $(E2E_BUSYBOX_APT) source --download-only -qq busybox 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
+	@cd $(E2E_BUSYBOX_DIR).tmp/src && test -f busybox_$(E2E_BUSYBOX_VERSION).orig.tar.bz2 || \
+	  { echo "e2e-busybox: Debian $(E2E_BUSYBOX_SUITE)'s busybox source has no busybox_$(E2E_BUSYBOX_VERSION).orig.tar.bz2 (it has: $$(ls))"; exit 1; }
+	@cd $(E2E_BUSYBOX_DIR).tmp/src && echo '$(E2E_BUSYBOX_SHA256)  busybox_$(E2E_BUSYBOX_VERSION).orig.tar.bz2' | sha256sum -c --quiet - || \
+	  { echo "e2e-busybox: busybox_$(E2E_BUSYBOX_VERSION).orig.tar.bz2 is not upstream's tarball (sha256 differs)"; exit 1; }
+	@cd $(E2E_BUSYBOX_DIR).tmp/src && tar -xjf busybox_$(E2E_BUSYBOX_VERSION).orig.tar.bz2 && cd busybox-$(E2E_BUSYBOX_VERSION) && \
+	  $(MAKE) -s defconfig >/dev/null && \
+	  sed -i 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/; s/^CONFIG_TC=y/# CONFIG_TC is not set/' .config && \
+	  grep -qx 'CONFIG_STATIC=y' .config && \
+	  $(NICE) $(MAKE) -s -j$$(nproc) busybox > ../build.log 2>&1 || { tail -30 ../build.log; echo "e2e-busybox: the build failed; log: $(E2E_BUSYBOX_DIR).tmp/src/build.log"; exit 1; }
+	@b=$(E2E_BUSYBOX_DIR).tmp/src/busybox-$(E2E_BUSYBOX_VERSION)/busybox; $$b 2>&1 | head -1 | grep -q '^BusyBox v$(E2E_BUSYBOX_VERSION) ' || \
+	  { echo "e2e-busybox: the built busybox is not v$(E2E_BUSYBOX_VERSION)"; exit 1; }; \
+	  if readelf -l $$b | grep -q INTERP; then echo "e2e-busybox: busybox is not statically linked"; exit 1; fi; \
+	  rm -rf $(E2E_BUSYBOX_DIR) && mkdir -p $(E2E_BUSYBOX_DIR) && cp $$b $(E2E_BUSYBOX_DIR)/busybox && $$b --list > $(E2E_BUSYBOX_DIR)/applets && \
+	  rm -rf $(E2E_BUSYBOX_DIR).tmp && touch $(E2E_BUSYBOX_DIR)/.built
+
 # $(call E2E_MKOCI,SPEC,VARS): mkoci on image/oci/images/e2e/SPEC.yaml.
 E2E_MKOCI = @mkdir -p $(E2E_IMAGES_DIR) && $(GO) run ./image/oci/cmd/mkoci -spec image/oci/images/e2e/$(1).yaml \
   -var KUBE_VERSION=$(KUBE_VERSION) -var E2E_BIN_DIR=$(E2E_BIN_DIR) -var E2E_NGINX_ROOT=$(E2E_NGINX_ROOT) $(2)$(MKOCI_ARCH)$(if $(SYSROOT), -sysroot $(SYSROOT)) -out $@
@@ -611,8 +656,8 @@ $(E2E_IMAGES_DIR)/pause-3.10.1.tar: image/oci/images/e2e/pause.yaml $(wildcard c
 $(E2E_IMAGES_DIR)/nonewprivs-1.3.tar: image/oci/images/e2e/nonewprivs.yaml $(E2E_BIN_DIR)/.built $(E2E_SPEC_DEPS)
 	$(call E2E_MKOCI,nonewprivs)
 # The specs that name their one tag themselves.
-$(E2E_IMAGES_DIR)/busybox-1.37.0-1.tar: image/oci/images/e2e/busybox.yaml $(E2E_SPEC_DEPS)
-	$(call E2E_MKOCI,busybox)
+$(E2E_IMAGES_DIR)/busybox-1.37.0-1.tar: image/oci/images/e2e/busybox.yaml $(E2E_BUSYBOX_DIR)/.built $(E2E_SPEC_DEPS)
+	$(call E2E_MKOCI,busybox,-var E2E_BUSYBOX=$(E2E_BUSYBOX_DIR)/busybox)
 $(E2E_IMAGES_DIR)/nonroot-1.4.tar: image/oci/images/e2e/nonroot.yaml $(E2E_SPEC_DEPS)
 	$(call E2E_MKOCI,nonroot)
 $(E2E_IMAGES_DIR)/ipc-utils-1.3.tar: image/oci/images/e2e/ipc-utils.yaml $(E2E_SPEC_DEPS)

@@ -266,6 +266,18 @@ func (s *Spec) validate() error {
 				return fmt.Errorf("%s.goBuild[%d]: package must start with ./ and dst be absolute", where, i)
 			}
 		}
+		if bb := l.Busybox; bb != nil {
+			// A repeat is most often YAML 1.1 at work: an unquoted yes
+			// (or on, y) in the list decodes as true, so the yes applet
+			// silently went missing beside true.
+			seen := map[string]int{}
+			for i, a := range bb.Applets {
+				if j, ok := seen[a]; ok {
+					return fmt.Errorf("%s.busybox.applets[%d] and [%d] are both %q (quote yes, no, on, off, y and n: YAML reads them as booleans)", where, j, i, a)
+				}
+				seen[a] = i
+			}
+		}
 		return nil
 	}
 	if err := check("root", s.Root); err != nil {

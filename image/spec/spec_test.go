@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // The repository's own spec must parse, and its test variant must add the
@@ -128,5 +130,23 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := Load("../spec.yaml", nil); err == nil || !strings.Contains(err.Error(), "NODE_COMPONENTS") {
 		t.Errorf("the repository's spec without NODE_COMPONENTS: %v, want an error naming it", err)
+	}
+}
+
+// TestBusyboxAppletRepeated: an unquoted yes in the applet list is YAML
+// 1.1's true, a repeat of the true applet; the spec is refused, naming
+// both entries, instead of losing the yes applet.
+func TestBusyboxAppletRepeated(t *testing.T) {
+	l := Layer{Busybox: &Busybox{Src: "/bin/busybox", Dst: "/bin/busybox"}}
+	if err := yaml.Unmarshal([]byte("[ls, true, yes]"), &l.Busybox.Applets); err != nil {
+		t.Fatal(err)
+	}
+	err := l.Validate()
+	if err == nil || !strings.Contains(err.Error(), `root.busybox.applets[1] and [2] are both "true"`) {
+		t.Fatalf("error %v, want the repeat named", err)
+	}
+	l.Busybox.Applets = []string{"ls", "true", "yes"}
+	if err := l.Validate(); err != nil {
+		t.Errorf("quoted: %v", err)
 	}
 }

@@ -42,7 +42,9 @@ edit the skip list (qemu-tests/conformance/skips.yaml), not this file.
 The suite runs offline: e2e.test and ginkgo built from the same
 k8s.io/kubernetes as kubelet, the e2e images built from their upstream
 Dockerfiles' contents and served by the registry stand-in
-(components/README.md, "The e2e suite").
+(components/README.md, "The e2e suite"). `+"`make test`"+` runs a slice
+of it on every run (`+"`make test-conformance`"+`: the specs
+qemu-tests/conformance/subset.yaml names, each of which must pass).
 
 ## Latest run
 

@@ -276,3 +276,76 @@ func TestE2ERepoList(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EBusybox runs the busybox image's own busybox (on an amd64
+// builder) for what the suite's specs read of it: every applet the binary
+// has is linked in /bin, as in the library image, and nothing else; sh
+// is busybox's ash; ash passes environment variables whose names are not
+// shell names on to what it runs (the envFrom specs' `sh -c env`); and a
+// write to a read-only file system fails with ash's own message (the
+// read-only busybox spec compares it).
+func TestE2EBusybox(t *testing.T) {
+	e := getE2EEnv(t)
+	const ref = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+	if !slices.Contains(e.refs, ref) {
+		t.Fatalf("%s is not among the e2e images (BERTH_E2E_IMAGE_REFS)", ref)
+	}
+	if e.arch != "amd64" {
+		t.Fatalf("BERTH_ARCH %s: this test runs the image's busybox on the builder, an amd64 machine", e.arch)
+	}
+	img := readTarball(t, filepath.Join(e.imagesDir, "busybox-1.37.0-1.tar"))
+	bin := filepath.Join(t.TempDir(), "busybox")
+	if err := os.WriteFile(bin, img.data["/bin/busybox"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--list").Output()
+	if err != nil {
+		t.Fatalf("busybox --list: %v", err)
+	}
+	want := strings.Fields(string(out))
+	var linked []string
+	for p, h := range img.entries {
+		if h.Typeflag == tar.TypeSymlink && h.Linkname == "busybox" && path.Dir(p) == "/bin" {
+			linked = append(linked, path.Base(p))
+		}
+	}
+	sort.Strings(want)
+	sort.Strings(linked)
+	if !slices.Equal(linked, want) {
+		var missing, extra []string
+		for _, a := range want {
+			if !slices.Contains(linked, a) {
+				missing = append(missing, a)
+			}
+		}
+		for _, a := range linked {
+			if !slices.Contains(want, a) {
+				extra = append(extra, a)
+			}
+		}
+		t.Errorf("/bin's links to busybox: %d, its applets: %d; not linked: %q; linked, no applet: %q", len(linked), len(want), missing, extra)
+	}
+	if p := img.resolve(t, "/bin/sh"); p != "/bin/busybox" {
+		t.Errorf("/bin/sh resolves to %s, want /bin/busybox (ash)", p)
+	}
+	cmd := exec.Command(bin, "sh", "-c", "env")
+	cmd.Env = []string{"data-1=value-1", "PATH=/bin"}
+	if got, err := cmd.Output(); err != nil || !strings.Contains(string(got), "data-1=value-1\n") {
+		t.Errorf("sh -c env with data-1 in its environment: %v, printed %q; want data-1=value-1 passed on", err, got)
+	}
+	// ash's message for a file it cannot create, as the spec expects it
+	// ("/bin/sh: can't create /file: Read-only file system"), here for a
+	// directory it may not write.
+	dir := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		// root writes anywhere: a file under a regular file fails for all.
+		dir = bin
+	}
+	b, _ := exec.Command(bin, "sh", "-c", "echo test > "+dir+"/file").CombinedOutput()
+	if !strings.HasPrefix(string(b), "sh: can't create "+dir+"/file: ") {
+		t.Errorf("a write that fails printed %q, want ash's \"sh: can't create %s/file: ...\"", b, dir)
+	}
+}
