@@ -2,6 +2,7 @@ package kmod
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-node/berth/internal/safe"
 )
 
 // TestLoadRunsIndependentModulesConcurrently: modules that do not depend on
@@ -297,7 +300,9 @@ func TestHotplug(t *testing.T) {
 	errc := make(chan error, 1)
 	// virtio_net needs failover, which is blocked: it is never loaded.
 	blocked := func(m string) bool { return m == "failover" }
-	go func() { errc <- hotplug(ctx, s, src, blocked, func(m []string) { batches <- m }) }()
+	// A panic in hotplug comes back as its error, failing the test by name.
+	safe.Go(slog.New(slog.DiscardHandler), "hotplug", func() { errc <- hotplug(ctx, s, src, blocked, func(m []string) { batches <- m }) },
+		func(p *safe.Panic) { errc <- p })
 	next := func() []string {
 		t.Helper()
 		select {
