@@ -231,24 +231,5 @@ func parseNames(value, what string, max int, check func(string) error) ([]string
 	if len(items) > max {
 		return nil, fmt.Errorf("%d %ss, at most %d", len(items), what, max)
 	}
-	var out []string
-	var errs []error
-	for i, it := range items {
-		at := fmt.Sprintf("[%d]", i)
-		var s string
-		if err := json.Unmarshal(it, &s); err != nil || isNull(it) {
-			errs = append(errs, &subError{Sub: at, Err: fmt.Errorf("want a %s as a string, got %s", what, cutRaw(it))})
-			continue
-		}
-		if err := check(s); err != nil {
-			errs = append(errs, &subError{Sub: at, Err: err})
-			continue
-		}
-		if slices.Contains(out, s) {
-			errs = append(errs, &subError{Sub: at, Err: fmt.Errorf("%q listed twice", s)})
-			continue
-		}
-		out = append(out, s)
-	}
-	return out, errors.Join(errs...)
+	return uniqueStrings("", items, what+" as a string", check)
 }

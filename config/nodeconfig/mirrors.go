@@ -134,26 +134,33 @@ func mirrorList(sub string, raw json.RawMessage) ([]string, error) {
 	if len(items) == 0 {
 		return nil, &subError{Sub: sub, Err: errors.New("no mirrors: list at least one, or leave the registry out")}
 	}
-	var eps []string
+	return uniqueStrings(sub, items, "URL string", MirrorURL)
+}
+
+// uniqueStrings checks each item of a JSON list: a string (described by
+// what in the error) that passes check, given once. Each error names its
+// item as sub[i]; the result holds the good items, in order.
+func uniqueStrings(sub string, items []json.RawMessage, what string, check func(string) error) ([]string, error) {
+	var out []string
 	var errs []error
 	for i, it := range items {
 		at := fmt.Sprintf("%s[%d]", sub, i)
 		var s string
 		if err := json.Unmarshal(it, &s); err != nil || isNull(it) {
-			errs = append(errs, &subError{Sub: at, Err: fmt.Errorf("want a URL string, got %s", cutRaw(it))})
+			errs = append(errs, &subError{Sub: at, Err: fmt.Errorf("want a %s, got %s", what, cutRaw(it))})
 			continue
 		}
-		if err := MirrorURL(s); err != nil {
+		if err := check(s); err != nil {
 			errs = append(errs, &subError{Sub: at, Err: err})
 			continue
 		}
-		if slices.Contains(eps, s) {
+		if slices.Contains(out, s) {
 			errs = append(errs, &subError{Sub: at, Err: fmt.Errorf("%q listed twice", s)})
 			continue
 		}
-		eps = append(eps, s)
+		out = append(out, s)
 	}
-	return eps, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 // registryKey checks a registry as image references name it: "*", or the
