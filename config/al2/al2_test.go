@@ -53,18 +53,7 @@ func TestGolden(t *testing.T) {
 			got, _ := json.MarshalIndent(golden{inv.Line, inv.Program, inv.Args, opts, inv.NotRun}, "", "  ")
 			got = append(got, '\n')
 			want := strings.TrimSuffix(in, ".sh") + ".json"
-			if *update {
-				if err := os.WriteFile(want, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			wb, err := os.ReadFile(want)
-			if err != nil {
-				t.Fatalf("%v (go test -update creates it)", err)
-			}
-			if !bytes.Equal(got, wb) {
-				t.Errorf("differs from %s:\n%s", want, got)
-			}
+			checkGolden(t, want, got)
 		})
 	}
 }
@@ -249,5 +238,23 @@ func TestREADMEListsEveryOption(t *testing.T) {
 		if i >= len(rows) || rows[i] != want {
 			t.Errorf("README row %d: want\n%s", i, want)
 		}
+	}
+}
+
+// checkGolden compares got with the golden file want (go test -update
+// writes it).
+func checkGolden(t *testing.T, want string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(want, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wb, err := os.ReadFile(want)
+	if err != nil {
+		t.Fatalf("%v (go test -update creates it)", err)
+	}
+	if !bytes.Equal(got, wb) {
+		t.Errorf("differs from %s:\n%s", want, got)
 	}
 }

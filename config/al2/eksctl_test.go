@@ -31,18 +31,7 @@ func TestEksctlGolden(t *testing.T) {
 	got, _ := json.MarshalIndent(e, "", "  ")
 	got = append(got, '\n')
 	want := strings.TrimSuffix(eksctlDoc, ".cloud-config") + ".json"
-	if *update {
-		if err := os.WriteFile(want, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wb, err := os.ReadFile(want)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if !bytes.Equal(got, wb) {
-		t.Errorf("differs from %s:\n%s", want, got)
-	}
+	checkGolden(t, want, got)
 	for _, opt := range e.Options.Order {
 		if _, ok := Lookup(opt); !ok {
 			t.Errorf("option %q is not bootstrap.sh's", opt)
