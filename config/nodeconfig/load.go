@@ -102,17 +102,16 @@ func LoadWith(ctx context.Context, log *slog.Logger, srcs []Source, opts Options
 			continue
 		}
 		for _, part := range parts {
-			if part.IsShellScript() && al2.IsBootstrapScript(part.Data) {
-				source, cfg, ps := readAL2(log, part, res)
-				found.add(ps...)
-				if cfg != nil {
-					docs = append(docs, Document{Source: source, Config: cfg})
-					res.Used = append(res.Used, source)
-				}
-				continue
+			// AL2's user data, read into a NodeConfig in the part's place.
+			var foreign func(*slog.Logger, userdata.Document, *Result) (string, *NodeConfig, []Problem)
+			switch {
+			case part.IsShellScript() && al2.IsBootstrapScript(part.Data):
+				foreign = readAL2
+			case part.IsCloudConfig() && al2.IsEksctlCloudConfig(part.Data):
+				foreign = readEksctl
 			}
-			if part.IsCloudConfig() && al2.IsEksctlCloudConfig(part.Data) {
-				source, cfg, ps := readEksctl(log, part, res)
+			if foreign != nil {
+				source, cfg, ps := foreign(log, part, res)
 				found.add(ps...)
 				if cfg != nil {
 					docs = append(docs, Document{Source: source, Config: cfg})
