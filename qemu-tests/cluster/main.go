@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/internal/fsutil"
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/qemu-tests/clusterimages"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/kubectl"
@@ -126,6 +127,7 @@ type cluster struct {
 	stopCP       context.CancelFunc
 	stopRegistry func()
 	rig          *vcluster.Rig
+	stopRoutes   func() // ends the route controller and waits for it
 	nodes        []*node
 	pidFile      string
 }
@@ -253,6 +255,9 @@ func (c *cluster) run(ctx context.Context) error {
 	if c.rig, err = vcluster.New(vcluster.Config{Nodes: specs, APIServer: apiServer, Registry: registry, Socket: vcluster.SocketIn(sockDir), Log: c.log}); err != nil {
 		return err
 	}
+	if err := c.routePods(ctx); err != nil {
+		return err
+	}
 	for i, vn := range c.rig.Nodes {
 		nd := &node{Node: vn}
 		c.nodes = append(c.nodes, nd)
@@ -313,6 +318,47 @@ func (c *cluster) run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	c.say("stopping: %v", context.Cause(ctx))
+	return nil
+}
+
+// routePods lets the control plane reach pods by their pod IPs, as the
+// control plane of a cluster in a VPC does (pods and services proxy,
+// webhooks and aggregated APIs dialled by endpoint): the apiserver's
+// egress proxy dials the cluster CIDR, and the subnet for host-network
+// pods, through the network's gateway, and a route controller puts each
+// node's pod CIDR into the gateway's route table via that node's IP once
+// the controller-manager has given it one. The node forwards to its pods
+// (berth sets net.ipv4.ip_forward=1 and the FORWARD policy ACCEPT), and a
+// pod's answer goes back through the node's default route.
+func (c *cluster) routePods(ctx context.Context) error {
+	info := c.cp.Info()
+	podNet, err := netip.ParsePrefix(info.ClusterCIDR)
+	if err != nil {
+		return fmt.Errorf("the cluster CIDR %q: %w", info.ClusterCIDR, err)
+	}
+	for _, p := range []netip.Prefix{podNet, c.rig.Net.Subnet()} {
+		if err := c.cp.RoutePodsVia(p, c.rig.Net.DialContext); err != nil {
+			return fmt.Errorf("routing the apiserver's connections to %s: %w", p, err)
+		}
+	}
+	// Not ctx: the routes are wanted until down, which stops the
+	// controller before the network.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	safe.Go(c.log, "route controller", func() {
+		defer close(done)
+		c.cp.RouteNodePods(rctx, func(r controlplane.NodeRoute) error {
+			if err := c.rig.Net.AddRoute(r.PodCIDR, r.Via); err != nil {
+				return err
+			}
+			c.say("%s: pod route %s via %s in the network's gateway", r.Node, r.PodCIDR, r.Via)
+			return nil
+		})
+	}, nil)
+	c.stopRoutes = func() {
+		cancel()
+		<-done
+	}
 	return nil
 }
 
@@ -508,6 +554,9 @@ func (c *cluster) down() error {
 		if nd.console != nil {
 			errs = append(errs, nd.console.Close())
 		}
+	}
+	if c.stopRoutes != nil {
+		c.stopRoutes()
 	}
 	if c.rig != nil {
 		errs = append(errs, c.rig.Close())

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -536,6 +537,16 @@ func (c *Cluster) RouteKubelet(node string, hostPort int) error {
 // apiserver names it by (KubeletAddressType): its InternalIP there.
 func (c *Cluster) RouteKubeletVia(node, addr string, dial DialFunc) error {
 	return c.proxy.routeVia(node, addr, dial)
+}
+
+// RoutePodsVia makes the apiserver's connections to an IP in prefix (a
+// pod IP: pods/services proxy, webhooks and aggregated APIs dialled by
+// endpoint) go to that address through dial, the virtual network the pods
+// are reached on (vnet.Network.DialContext, its gateway routing each
+// node's pod CIDR to the node: RouteNodePods). A target in no routed
+// prefix gets a 502 that names it.
+func (c *Cluster) RoutePodsVia(prefix netip.Prefix, dial DialFunc) error {
+	return c.proxy.routeNet(prefix, dial)
 }
 
 // Stop stops the components in reverse start order, each bounded by

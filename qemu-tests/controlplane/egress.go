@@ -15,6 +15,15 @@ package controlplane
 // (egressselector's getTLSConfig is called even for an http:// URL), the UDS
 // transport is plain, and a socket in the 0700 state directory needs no port.
 //
+// The same egress carries the apiserver's connections to pods: the
+// pods/<p>/proxy and services/<s>/proxy subresources, and admission and
+// CRD conversion webhooks and aggregated APIs, which the apiserver dials
+// by endpoint, a pod IP, under --enable-aggregator-routing. A CONNECT to
+// an IP inside a registered pod network (Cluster.RoutePodsVia) is dialled
+// through that network's dial function, the virtual network's gateway,
+// whose route table sends each node's pod CIDR to that node
+// (noderoutes.go), as a VPC's route table does.
+//
 // --kubelet-preferred-address-types=Hostname makes the apiserver CONNECT to
 // "<hostname>:10250": berth nodes report their hostname (the node name,
 // from IMDS local-hostname) as the Hostname address, and that is what
@@ -29,11 +38,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-node/berth/internal/safe"
 )
 
 // KubeletPort is the port kubelet serves on, and so the port of every
@@ -75,6 +88,9 @@ type kubeletProxy struct {
 
 	mu     sync.Mutex
 	routes map[string]kubeletRoute // by CONNECT target "host:port"
+	// nets are the pod networks: a CONNECT to an IP in one is dialled,
+	// as it is, through its dial.
+	nets   map[netip.Prefix]DialFunc
 	ln     net.Listener
 	conns  map[net.Conn]bool // open client and upstream connections, closed by close
 	wg     sync.WaitGroup
@@ -93,7 +109,7 @@ type kubeletRoute struct {
 }
 
 func newKubeletProxy(log *slog.Logger) *kubeletProxy {
-	return &kubeletProxy{log: log, dialTimeout: 10 * time.Second, routes: map[string]kubeletRoute{}, conns: map[net.Conn]bool{}}
+	return &kubeletProxy{log: log, dialTimeout: 10 * time.Second, routes: map[string]kubeletRoute{}, nets: map[netip.Prefix]DialFunc{}, conns: map[net.Conn]bool{}}
 }
 
 // route registers the kubelet of node as reachable at 127.0.0.1:hostPort
@@ -121,21 +137,58 @@ func (p *kubeletProxy) routeVia(node, addr string, dial DialFunc) error {
 	return nil
 }
 
+// routeNet registers a pod network: a CONNECT to an IP:port inside
+// prefix is dialled through dial. A later call for the same prefix
+// replaces the earlier; of overlapping prefixes the longest wins, as in a
+// route table.
+func (p *kubeletProxy) routeNet(prefix netip.Prefix, dial DialFunc) error {
+	if !prefix.IsValid() || prefix != prefix.Masked() {
+		return fmt.Errorf("routing a pod network: %s is not a network prefix", prefix)
+	}
+	if dial == nil {
+		return fmt.Errorf("routing the pod network %s: no dial function (the host has no route to pods)", prefix)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nets[prefix] = dial
+	return nil
+}
+
 // errNoRoute is a CONNECT target no test registered.
 var errNoRoute = errors.New("no route")
 
-// lookup decides where a CONNECT target goes.
+// lookup decides where a CONNECT target goes: a kubelet registered by
+// name, else the pod network with the longest prefix holding the
+// target's IP.
 func (p *kubeletProxy) lookup(target string) (kubeletRoute, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r, ok := p.routes[target]; ok {
 		return r, nil
 	}
+	if ap, err := netip.ParseAddrPort(target); err == nil {
+		ip := ap.Addr().Unmap()
+		var best netip.Prefix
+		for pfx := range p.nets {
+			if pfx.Contains(ip) && (!best.IsValid() || pfx.Bits() > best.Bits()) {
+				best = pfx
+			}
+		}
+		if best.IsValid() {
+			return kubeletRoute{addr: netip.AddrPortFrom(ip, ap.Port()).String(), dial: p.nets[best]}, nil
+		}
+	}
 	known := make([]string, 0, len(p.routes))
 	for t := range p.routes {
 		known = append(known, t)
 	}
-	return kubeletRoute{}, fmt.Errorf("%w for CONNECT %s (routes: %v; a test registers a node's kubelet with Cluster.RouteKubelet)", errNoRoute, target, known)
+	slices.Sort(known)
+	nets := make([]string, 0, len(p.nets))
+	for pfx := range p.nets {
+		nets = append(nets, pfx.String())
+	}
+	slices.Sort(nets)
+	return kubeletRoute{}, fmt.Errorf("%w for CONNECT %s (routes: %v; pod networks: %v; a test registers a node's kubelet with Cluster.RouteKubelet and a pod network with Cluster.RoutePodsVia)", errNoRoute, target, known, nets)
 }
 
 // serve accepts CONNECT requests on ln until close.
@@ -156,11 +209,11 @@ func (p *kubeletProxy) serve(ln net.Listener) {
 			return
 		}
 		p.wg.Add(1)
-		go func() {
+		safe.Go(p.log, "egress proxy: connection", func() {
 			defer p.wg.Done()
 			defer p.untrack(c)
 			p.handle(c)
-		}()
+		}, nil)
 	}
 }
 
@@ -233,11 +286,11 @@ func (p *kubeletProxy) handle(c net.Conn) {
 	// The client may have sent its first bytes (a TLS hello) along with
 	// the CONNECT: they are in br.
 	done := make(chan struct{})
-	go func() {
+	safe.Go(p.log, "egress proxy: tunnel upstream", func() {
 		defer close(done)
 		_, _ = io.Copy(up, br)
 		closeWrite(up)
-	}()
+	}, nil)
 	_, _ = io.Copy(c, up)
 	closeWrite(c)
 	<-done
@@ -295,6 +348,6 @@ func startKubeletProxy(ctx context.Context, log *slog.Logger, path string) (*kub
 	p.mu.Lock()
 	p.ln = ln
 	p.mu.Unlock()
-	go p.serve(ln)
+	safe.Go(log, "egress proxy: accepting", func() { p.serve(ln) }, nil)
 	return p, nil
 }

@@ -3,11 +3,13 @@ package controlplane
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/internal/safe"
 )
 
 func TestEgressSelectorConfigGolden(t *testing.T) {
@@ -63,22 +67,28 @@ func echoServer(t *testing.T, name string) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
+	spawn(t, name+" accepting", func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() {
+			spawn(t, name+" answering", func() {
 				defer c.Close()
 				sc := bufio.NewScanner(c)
 				for sc.Scan() {
 					fmt.Fprintf(c, "%s:%s\n", name, sc.Text())
 				}
-			}()
+			})
 		}
-	}()
+	})
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// spawn starts fn through safe.Go, as every goroutine in the project
+// starts; a panic fails the test by name.
+func spawn(t testing.TB, name string, fn func()) {
+	safe.Go(slog.Default(), name, fn, func(p *safe.Panic) { t.Errorf("goroutine %s: %v", name, p) })
 }
 
 // connect sends CONNECT target over the socket as kube-apiserver does
@@ -222,10 +232,10 @@ func TestProxyConcurrentTunnels(t *testing.T) {
 	for _, n := range nodes {
 		for i := range perNode {
 			wg.Add(1)
-			go func() {
+			spawn(t, "tunnel", func() {
 				defer wg.Done()
 				errs <- tunnelRoundTrips(sock, n, i)
-			}()
+			})
 		}
 	}
 	wg.Wait()
@@ -285,7 +295,7 @@ func TestProxyCloseEndsTunnels(t *testing.T) {
 		t.Fatal(resp.Status)
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.close() }()
+	spawn(t, "close", func() { done <- p.close() })
 	select {
 	case err := <-done:
 		if err != nil {
@@ -320,5 +330,98 @@ func TestProxySocketPathTooLong(t *testing.T) {
 	_, err := startKubeletProxy(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), long)
 	if err == nil || !strings.Contains(err.Error(), "shorter state directory") {
 		t.Errorf("a %d-byte socket path: %v", len(long), err)
+	}
+}
+
+// A CONNECT to a pod IP (pods/services proxy, a webhook or aggregated API
+// dialled by endpoint) goes through the pod network's dial function, to
+// the target as it is; of two pod networks holding the IP, the longer
+// prefix wins; a kubelet route still goes where it went.
+func TestProxyRoutesPods(t *testing.T) {
+	p, sock := startTestProxy(t)
+	podPort := echoServer(t, "pod")
+	kubeletPort := echoServer(t, "kubelet")
+	var mu sync.Mutex
+	var asked []string
+	via := func(name string) DialFunc {
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			mu.Lock()
+			asked = append(asked, name+" "+network+" "+addr)
+			mu.Unlock()
+			// The "pod network" here is the host's loopback.
+			return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort("127.0.0.1", strconv.Itoa(podPort)))
+		}
+	}
+	if err := p.routeNet(netip.MustParsePrefix("10.244.0.0/16"), via("cluster")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.routeNet(netip.MustParsePrefix("10.244.1.0/24"), via("node-b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.route("192.168.127.10", kubeletPort); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ target, want string }{
+		{"10.244.0.5:8443", "pod:hello\n"},
+		{"10.244.1.7:443", "pod:hello\n"},
+		{"192.168.127.10:10250", "kubelet:hello\n"},
+	} {
+		resp, conn, br := connect(t, sock, c.target)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("CONNECT %s: %s", c.target, resp.Status)
+		}
+		fmt.Fprintf(conn, "hello\n")
+		if line, err := br.ReadString('\n'); err != nil || line != c.want {
+			t.Errorf("through the tunnel to %s: %q, %v; want %q", c.target, line, err, c.want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"cluster tcp 10.244.0.5:8443", "node-b tcp 10.244.1.7:443"}; strings.Join(asked, "|") != strings.Join(want, "|") {
+		t.Errorf("the pod networks were asked %q; want %q", asked, want)
+	}
+}
+
+// A CONNECT to an IP in no pod network, or to a name that is no routed
+// kubelet, is refused with a 502 naming the target and what is routed.
+func TestProxyUnroutedPod(t *testing.T) {
+	p, sock := startTestProxy(t)
+	dial := func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("the pod network must not be asked")
+	}
+	if err := p.routeNet(netip.MustParsePrefix("10.244.0.0/16"), dial); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"10.245.0.5:443", "10.96.0.1:443", "pod.example:443"} {
+		resp, _, _ := connect(t, sock, target)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "no route for CONNECT "+target) ||
+			!strings.Contains(string(body), "pod networks: [10.244.0.0/16]") || !strings.Contains(string(body), "RoutePodsVia") {
+			t.Errorf("CONNECT %s: %s %q; want 502 naming the target, the pod networks and RoutePodsVia", target, resp.Status, body)
+		}
+	}
+	// A pod network whose dial fails: 502 with the dial's error.
+	resp, _, _ := connect(t, sock, "10.244.3.4:443")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "dialing 10.244.3.4:443 for CONNECT 10.244.3.4:443: the pod network must not be asked") {
+		t.Errorf("CONNECT through a failing pod network: %s %q; want 502 with the dial's error", resp.Status, body)
+	}
+}
+
+func TestProxyRouteNetRejects(t *testing.T) {
+	p := newKubeletProxy(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	dial := func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("unused") }
+	for _, c := range []struct {
+		prefix netip.Prefix
+		dial   DialFunc
+		want   string
+	}{
+		{netip.Prefix{}, dial, "is not a network prefix"},
+		{netip.MustParsePrefix("10.244.1.5/16"), dial, "10.244.1.5/16 is not a network prefix"},
+		{netip.MustParsePrefix("10.244.0.0/16"), nil, "routing the pod network 10.244.0.0/16: no dial function"},
+	} {
+		if err := p.routeNet(c.prefix, c.dial); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("routeNet(%s): %v; want an error with %q", c.prefix, err, c.want)
+		}
 	}
 }

@@ -19,6 +19,11 @@
 // traffic to the guests' addresses. Guest-to-guest frames go through the
 // switch as on a real L2 segment.
 //
+// The gateway's route table holds, besides the subnet, the routes a
+// cloud's route controller makes (AddRoute: a node's pod CIDR via that
+// node's address, as a VPC route table holds them), so that DialContext
+// reaches a pod by its pod IP through the node that hosts it.
+//
 // It is test code: nothing that ships imports it.
 package vnet
 
@@ -138,6 +143,7 @@ type Network struct {
 	byIP    map[netip.Addr]*Node
 
 	mu        sync.Mutex
+	routes    map[netip.Prefix]netip.Addr // AddRoute's, by destination
 	refusals  []Refusal
 	refused   int
 	closers   []io.Closer
@@ -165,6 +171,7 @@ func New(cfg Config) (_ *Network, err error) {
 		log:     cfg.Log,
 		gateway: cfg.Subnet.Addr().Next(),
 		byIP:    map[netip.Addr]*Node{},
+		routes:  map[netip.Prefix]netip.Addr{},
 		conns:   map[net.Conn]struct{}{},
 	}
 	if err := n.check(); err != nil {
@@ -279,6 +286,10 @@ func lastAddr(p netip.Prefix) netip.Addr {
 
 func tcpipAddr(a netip.Addr) tcpip.Address { return tcpip.AddrFrom4(a.As4()) }
 
+func tcpipSubnet(p netip.Prefix) (tcpip.Subnet, error) {
+	return tcpip.NewSubnet(tcpipAddr(p.Addr()), tcpip.MaskFromBytes(net.CIDRMask(p.Bits(), 32)))
+}
+
 // newStack is the gateway's stack: IPv4 only, promiscuous so that it sees
 // every packet a guest sends it (for the link-local services, and to
 // refuse the rest with a reset instead of silence), spoofing so that it
@@ -315,7 +326,7 @@ func (n *Network) newStack(link stack.LinkEndpoint) error {
 	if err := s.SetPromiscuousMode(1, true); err != nil {
 		return fmt.Errorf("vnet: gateway promiscuous mode: %s", err)
 	}
-	subnet, err := tcpip.NewSubnet(tcpipAddr(n.cfg.Subnet.Addr()), tcpip.MaskFromBytes(net.CIDRMask(n.cfg.Subnet.Bits(), 32)))
+	subnet, err := tcpipSubnet(n.cfg.Subnet)
 	if err != nil {
 		return fmt.Errorf("vnet: subnet route: %w", err)
 	}
@@ -702,9 +713,133 @@ func (n *Network) isClosed() bool {
 	return n.closed
 }
 
+// linkLocal is where EC2's own services live (IMDS, time): never behind
+// a node.
+var linkLocal = netip.MustParsePrefix("169.254.0.0/16")
+
+// notRoutable are destinations no node's pods hold: "this network",
+// loopback, multicast and the limited broadcast.
+var notRoutable = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("255.255.255.255/32"),
+}
+
+// Subnet is the nodes' subnet.
+func (n *Network) Subnet() netip.Prefix { return n.cfg.Subnet }
+
+// AddRoute routes prefix via a node's address on the subnet, as a cloud's
+// route controller adds a node's pod CIDR to a VPC route table: the
+// gateway then sends what it dials in prefix (DialContext) to via's MAC,
+// and the node forwards it to its pods. Adding a route that is already
+// there is a no-op, so a controller may repeat itself; a route for the
+// same prefix via another address, a prefix overlapping the subnet, the
+// link-local services or another route, and a via that is not a host
+// address of the subnet, or is the gateway's or a service's, are refused
+// with what is wrong. It is safe for concurrent use.
+func (n *Network) AddRoute(prefix netip.Prefix, via netip.Addr) error {
+	if !prefix.IsValid() || !prefix.Addr().Is4() {
+		return fmt.Errorf("vnet: route %s via %s: want an IPv4 prefix", prefix, via)
+	}
+	if prefix != prefix.Masked() {
+		return fmt.Errorf("vnet: route %s via %s: host bits set (the prefix is %s)", prefix, via, prefix.Masked())
+	}
+	if !via.Is4() || !n.cfg.Subnet.Contains(via) || via == n.cfg.Subnet.Addr() || via == lastAddr(n.cfg.Subnet) {
+		return fmt.Errorf("vnet: route %s via %s: the next hop is not a host address of the subnet %s", prefix, via, n.cfg.Subnet)
+	}
+	if via == n.gateway {
+		return fmt.Errorf("vnet: route %s via %s: the next hop is the gateway itself", prefix, via)
+	}
+	for _, s := range n.cfg.Services {
+		if s.Virtual.Addr() == via {
+			return fmt.Errorf("vnet: route %s via %s: the next hop is service %q's virtual address, not a node", prefix, via, s.Name)
+		}
+	}
+	if prefix.Overlaps(n.cfg.Subnet) {
+		return fmt.Errorf("vnet: route %s via %s: overlaps the subnet %s, which the gateway reaches directly", prefix, via, n.cfg.Subnet)
+	}
+	if prefix.Overlaps(linkLocal) {
+		return fmt.Errorf("vnet: route %s via %s: overlaps %s, the gateway's own link-local services (IMDS %s, time %s)", prefix, via, linkLocal, IMDSAddr.Addr(), TimeSyncAddr.Addr())
+	}
+	for _, p := range notRoutable {
+		if prefix.Overlaps(p) {
+			return fmt.Errorf("vnet: route %s via %s: overlaps %s, which no node holds", prefix, via, p)
+		}
+	}
+	dest, err := tcpipSubnet(prefix)
+	if err != nil {
+		return fmt.Errorf("vnet: route %s via %s: %w", prefix, via, err)
+	}
+	if added, err := n.claimRoute(prefix, via); err != nil || !added {
+		return err
+	}
+	// Outside n.mu: the stack's own lock guards its table, and the stack
+	// calls back into the network (refuse) under its locks.
+	//
+	// SourceHint: the gateway's address, not one of the service or
+	// link-local addresses the NIC also holds, is what a node's pods see
+	// and answer to.
+	n.stack.AddRoute(tcpip.Route{Destination: dest, Gateway: tcpipAddr(via), NIC: 1, SourceHint: tcpipAddr(n.gateway)})
+	n.log.Info("vnet: route added", "prefix", prefix, "via", via, "node", n.nodeName(via))
+	return nil
+}
+
+// claimRoute records prefix via via, unless a route for it (or
+// overlapping it) is already there: added is false for the same route
+// again, which is no error.
+func (n *Network) claimRoute(prefix netip.Prefix, via netip.Addr) (added bool, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false, fmt.Errorf("vnet: route %s via %s: network closed", prefix, via)
+	}
+	if old, ok := n.routes[prefix]; ok {
+		if old == via {
+			return false, nil
+		}
+		return false, fmt.Errorf("vnet: route %s via %s: %s is already routed via %s", prefix, via, prefix, old)
+	}
+	for p, v := range n.routes {
+		if p.Overlaps(prefix) {
+			return false, fmt.Errorf("vnet: route %s via %s: overlaps the route %s via %s", prefix, via, p, v)
+		}
+	}
+	n.routes[prefix] = via
+	return true, nil
+}
+
+// Routes returns AddRoute's routes: destination to next hop.
+func (n *Network) Routes() map[netip.Prefix]netip.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[netip.Prefix]netip.Addr, len(n.routes))
+	for p, v := range n.routes {
+		out[p] = v
+	}
+	return out
+}
+
+// routed says whether a is on the subnet or behind one of AddRoute's
+// routes.
+func (n *Network) routed(a netip.Addr) bool {
+	if n.cfg.Subnet.Contains(a) {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for p := range n.routes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // DialContext connects from the gateway to a guest's TCP port: how
 // host-side code (the API server's egress proxy, a test) reaches a node,
-// without a route from the host to the guests' addresses.
+// or a pod behind a node (AddRoute), without a route from the host to
+// the guests' addresses.
 func (n *Network) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	if network != "tcp" && network != "tcp4" {
 		return nil, fmt.Errorf("vnet: dialing %s %s: only tcp reaches the guests", network, address)
@@ -713,8 +848,8 @@ func (n *Network) DialContext(ctx context.Context, network, address string) (net
 	if err != nil {
 		return nil, fmt.Errorf("vnet: dialing %s: want IPv4:port: %w", address, err)
 	}
-	if !n.cfg.Subnet.Contains(ap.Addr()) {
-		return nil, fmt.Errorf("vnet: dialing %s: not on the subnet %s", address, n.cfg.Subnet)
+	if !n.routed(ap.Addr()) {
+		return nil, fmt.Errorf("vnet: dialing %s: not on the subnet %s nor behind a route (routes: %v)", address, n.cfg.Subnet, n.Routes())
 	}
 	c, err := gonet.DialContextTCP(ctx, n.stack, tcpip.FullAddress{NIC: 1, Addr: tcpipAddr(ap.Addr()), Port: ap.Port()}, ipv4.ProtocolNumber)
 	if err != nil {

@@ -578,3 +578,244 @@ func TestZones(t *testing.T) {
 		t.Errorf("zones:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// pod is a network namespace behind a guest, as a pod is behind its node:
+// a veth pair, the node's end (cni0) holding the first address of the
+// node's pod CIDR, the pod's end its own address with its default route
+// via the node; the node forwards between its eth0 and cni0 as berth's
+// net.ipv4.ip_forward=1 makes a node do.
+func (g *guest) pod(t *testing.T, podCIDR netip.Prefix, ip netip.Addr) *guest {
+	t.Helper()
+	p := &guest{t: t, name: g.name + "'s pod " + ip.String()}
+	var err error
+	func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		orig, gerr := netns.Get()
+		if gerr != nil {
+			err = gerr
+			return
+		}
+		defer orig.Close()
+		p.ns, err = netns.New()
+		if serr := netns.Set(orig); serr != nil {
+			panic(fmt.Sprintf("returning to the test's netns: %v", serr))
+		}
+	}()
+	if p.ns != 0 {
+		t.Cleanup(func() { p.ns.Close() })
+	}
+	if err != nil {
+		t.Fatalf("%s: its network namespace: %v", p.name, err)
+	}
+	hostSide := netip.PrefixFrom(podCIDR.Addr().Next(), podCIDR.Bits())
+	g.do(func() {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "cni0"}, PeerName: "eth0", PeerNamespace: netlink.NsFd(p.ns)}
+		if err = netlink.LinkAdd(veth); err != nil {
+			err = fmt.Errorf("adding the veth pair: %w", err)
+			return
+		}
+		if err = setUp("cni0", hostSide, netip.Addr{}); err != nil {
+			return
+		}
+		err = os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644)
+	})
+	if err != nil {
+		t.Fatalf("%s: the node's side: %v", p.name, err)
+	}
+	p.do(func() {
+		if err = setUp("lo", netip.Prefix{}, netip.Addr{}); err == nil {
+			err = setUp("eth0", netip.PrefixFrom(ip, podCIDR.Bits()), hostSide.Addr())
+		}
+	})
+	if err != nil {
+		t.Fatalf("%s: the pod's side: %v", p.name, err)
+	}
+	return p
+}
+
+// setUp brings the link up in the calling thread's namespace, with addr
+// when valid and a default route via gw when valid.
+func setUp(name string, addr netip.Prefix, gw netip.Addr) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if addr.IsValid() {
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(addr.Bits(), 32)}}
+		if err := netlink.AddrAdd(link, a); err != nil {
+			return fmt.Errorf("%s: adding %s: %w", name, addr, err)
+		}
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("%s: up: %w", name, err)
+	}
+	if gw.IsValid() {
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Gw: gw.AsSlice()}); err != nil {
+			return fmt.Errorf("%s: default route via %s: %w", name, gw, err)
+		}
+	}
+	return nil
+}
+
+// The control plane reaches a pod by its pod IP as a VPC's route table
+// makes it reachable: the gateway routes each node's pod CIDR via that
+// node's address, the node forwards to its pod, and the pod's answer comes
+// back through the node's default route. Each node's pods are reached
+// through that node, not the other; an address behind no route is refused
+// by name.
+func TestRoutedPods(t *testing.T) {
+	n, err := New(Config{Nodes: []Node{
+		{Name: "node-a", MAC: mac(0x0a), IP: netip.MustParseAddr("192.168.127.10")},
+		{Name: "node-b", MAC: mac(0x0b), IP: netip.MustParseAddr("192.168.127.11")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	a := newGuest(t, n, "node-a", mac(0x0a))
+	b := newGuest(t, n, "node-b", mac(0x0b))
+	a.up(t)
+	b.up(t)
+	pods := []struct {
+		node   *guest
+		via    string
+		cidr   string
+		ip     string
+		answer string
+	}{
+		{a, "192.168.127.10", "10.244.0.0/24", "10.244.0.5", "pod-a"},
+		{b, "192.168.127.11", "10.244.1.0/24", "10.244.1.7", "pod-b"},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, p := range pods {
+		ns := p.node.pod(t, netip.MustParsePrefix(p.cidr), netip.MustParseAddr(p.ip))
+		ln, err := ns.listen(p.ip + ":8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		answer(t, ln, p.answer)
+		// Before the route: no way there, said by name.
+		if c, err := n.DialContext(ctx, "tcp", p.ip+":8080"); err == nil {
+			c.Close()
+			t.Errorf("dialed %s before any route to it", p.ip)
+		} else if !strings.Contains(err.Error(), "dialing "+p.ip+":8080: not on the subnet 192.168.127.0/24 nor behind a route") {
+			t.Errorf("dialing %s before its route: %v; want it named as behind no route", p.ip, err)
+		}
+		if err := n.AddRoute(netip.MustParsePrefix(p.cidr), netip.MustParseAddr(p.via)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range pods {
+		c, err := n.DialContext(ctx, "tcp", p.ip+":8080")
+		if err != nil {
+			t.Fatalf("dialing %s through %s: %v", p.ip, p.via, err)
+		}
+		// The pod sees the gateway's own address (no NAT on the way) and
+		// its answer reaches it: the return path works.
+		got, err := roundTrip(c, "hi")
+		if err != nil || !strings.HasPrefix(got, p.answer+" from 192.168.127.1:") || !strings.HasSuffix(got, ": hi\n") {
+			t.Errorf("the gateway to %s via %s: %q, %v; want %s to answer the gateway 192.168.127.1", p.ip, p.via, got, err, p.answer)
+		}
+	}
+	if got := n.Routes(); len(got) != 2 || got[netip.MustParsePrefix("10.244.1.0/24")] != netip.MustParseAddr("192.168.127.11") {
+		t.Errorf("Routes() = %v; want both pod CIDRs, 10.244.1.0/24 via 192.168.127.11", got)
+	}
+	if c, err := n.DialContext(ctx, "tcp", "10.245.0.5:8080"); err == nil {
+		c.Close()
+		t.Error("dialed 10.245.0.5, which no route covers")
+	} else if !strings.Contains(err.Error(), "10.245.0.5:8080: not on the subnet 192.168.127.0/24 nor behind a route") || !strings.Contains(err.Error(), "10.244.0.0/24:192.168.127.10") {
+		t.Errorf("dialing an unrouted address: %v; want it named, with the routes there are", err)
+	}
+}
+
+// AddRoute refuses a route that would shadow the subnet or the gateway's
+// own services, send traffic to something that is no node, or contradict
+// a route already there, and says which; the same route again is
+// accepted, so a controller may repeat itself.
+func TestAddRouteRefused(t *testing.T) {
+	host := netip.MustParseAddrPort("127.0.0.1:6443")
+	n, err := New(Config{
+		Nodes:    []Node{{Name: "node-a", MAC: mac(0x0a), IP: netip.MustParseAddr("192.168.127.10")}},
+		Services: []Service{{Name: "api", Virtual: netip.MustParseAddrPort("192.168.127.254:6443"), Host: host}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	pfx, ip := netip.MustParsePrefix, netip.MustParseAddr
+	if err := n.AddRoute(pfx("10.244.0.0/24"), ip("192.168.127.10")); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddRoute(pfx("10.244.0.0/24"), ip("192.168.127.10")); err != nil {
+		t.Errorf("the same route again: %v; want it accepted", err)
+	}
+	for _, c := range []struct {
+		name   string
+		prefix netip.Prefix
+		via    netip.Addr
+		want   string
+	}{
+		{"via off the subnet", pfx("10.244.1.0/24"), ip("10.0.0.5"), "route 10.244.1.0/24 via 10.0.0.5: the next hop is not a host address of the subnet 192.168.127.0/24"},
+		{"via the broadcast", pfx("10.244.1.0/24"), ip("192.168.127.255"), "the next hop is not a host address of the subnet"},
+		{"via the gateway", pfx("10.244.1.0/24"), ip("192.168.127.1"), "the next hop is the gateway itself"},
+		{"via a service", pfx("10.244.1.0/24"), ip("192.168.127.254"), `the next hop is service "api"'s virtual address`},
+		{"overlaps the subnet", pfx("192.168.0.0/16"), ip("192.168.127.10"), "overlaps the subnet 192.168.127.0/24"},
+		{"default route", pfx("0.0.0.0/0"), ip("192.168.127.10"), "overlaps the subnet 192.168.127.0/24"},
+		{"link-local", pfx("169.254.169.0/24"), ip("192.168.127.10"), "overlaps 169.254.0.0/16, the gateway's own link-local services"},
+		{"loopback", pfx("127.0.0.0/16"), ip("192.168.127.10"), "overlaps 127.0.0.0/8, which no node holds"},
+		{"another via", pfx("10.244.0.0/24"), ip("192.168.127.11"), "route 10.244.0.0/24 via 192.168.127.11: 10.244.0.0/24 is already routed via 192.168.127.10"},
+		{"overlaps a route", pfx("10.244.0.0/16"), ip("192.168.127.11"), "overlaps the route 10.244.0.0/24 via 192.168.127.10"},
+		{"host bits", pfx("10.244.1.5/24"), ip("192.168.127.10"), "host bits set (the prefix is 10.244.1.0/24)"},
+		{"IPv6", pfx("fd00::/64"), ip("192.168.127.10"), "want an IPv4 prefix"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := n.AddRoute(c.prefix, c.via)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("AddRoute(%s, %s) = %v; want an error with %q", c.prefix, c.via, err, c.want)
+			}
+		})
+	}
+	if got := n.Routes(); len(got) != 1 || got[pfx("10.244.0.0/24")] != ip("192.168.127.10") {
+		t.Errorf("Routes() after the refusals = %v; want only 10.244.0.0/24 via 192.168.127.10", got)
+	}
+}
+
+// Concurrent AddRoute calls, as a route controller's and a test's may be:
+// for one prefix exactly one next hop wins and every other is refused by
+// name; distinct prefixes all land.
+func TestAddRouteConcurrent(t *testing.T) {
+	n, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	const k = 16
+	errs := make(chan error, 2*k)
+	for i := range k {
+		spawn(t, "AddRoute", func() {
+			errs <- n.AddRoute(netip.MustParsePrefix("10.244.200.0/24"), netip.AddrFrom4([4]byte{192, 168, 127, byte(10 + i)}))
+		})
+		spawn(t, "AddRoute", func() {
+			errs <- n.AddRoute(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i), 0}), 24), netip.AddrFrom4([4]byte{192, 168, 127, byte(10 + i)}))
+		})
+	}
+	won := 0
+	for range 2 * k {
+		err := <-errs
+		switch {
+		case err == nil:
+			won++
+		case !strings.Contains(err.Error(), "10.244.200.0/24 is already routed via 192.168.127."):
+			t.Errorf("a losing AddRoute: %v; want it to name the route that won", err)
+		}
+	}
+	if won != k+1 {
+		t.Errorf("%d AddRoute calls succeeded; want %d (every distinct prefix, one next hop for the shared one)", won, k+1)
+	}
+	if got := len(n.Routes()); got != k+1 {
+		t.Errorf("%d routes; want %d", got, k+1)
+	}
+}

@@ -1,0 +1,146 @@
+package controlplane
+
+// A cloud's route controller (Kubernetes' route controller in the
+// cloud-controller-manager, or a VPC CNI's own) makes each node's pod CIDR
+// reachable from the rest of the VPC: a route "podCIDR via the node". The
+// test control plane has no cloud, and the control plane itself, on the
+// host, must reach pods by their pod IPs (pods and services proxy,
+// admission and conversion webhooks, aggregated APIs: see egress.go), so it
+// plays that part for a virtual network (vnet): once a node has its
+// spec.podCIDR, from the controller-manager's IPAM, and its InternalIP,
+// the route goes into the network's gateway.
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// NodeRoute is one node's pod CIDR and the address it is reached at.
+type NodeRoute struct {
+	Node    string
+	PodCIDR netip.Prefix
+	Via     netip.Addr
+}
+
+func (r NodeRoute) String() string {
+	return fmt.Sprintf("%s via %s (node %s)", r.PodCIDR, r.Via, r.Node)
+}
+
+// nodeList is what the route controller reads of GET /api/v1/nodes.
+type nodeList struct {
+	Items []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			PodCIDR  string   `json:"podCIDR"`
+			PodCIDRs []string `json:"podCIDRs"`
+		} `json:"spec"`
+		Status struct {
+			Addresses []struct {
+				Type    string `json:"type"`
+				Address string `json:"address"`
+			} `json:"addresses"`
+		} `json:"status"`
+	} `json:"items"`
+}
+
+// nodeRoutes are the routes the nodes call for: each node's IPv4 pod
+// CIDRs via its IPv4 InternalIP. A node without either is not ready for a
+// route yet and is left out; a value that does not parse is an error
+// naming the node.
+func nodeRoutes(list nodeList) ([]NodeRoute, []error) {
+	var out []NodeRoute
+	var errs []error
+	for _, n := range list.Items {
+		name := n.Metadata.Name
+		var via netip.Addr
+		for _, a := range n.Status.Addresses {
+			if a.Type != "InternalIP" {
+				continue
+			}
+			ip, err := netip.ParseAddr(a.Address)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %s: InternalIP %q: %w", name, a.Address, err))
+				continue
+			}
+			if ip.Is4() && !via.IsValid() {
+				via = ip
+			}
+		}
+		cidrs := n.Spec.PodCIDRs
+		if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+			cidrs = []string{n.Spec.PodCIDR}
+		}
+		if !via.IsValid() {
+			continue
+		}
+		for _, s := range cidrs {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %s: pod CIDR %q: %w", name, s, err))
+				continue
+			}
+			if p.Addr().Is4() {
+				out = append(out, NodeRoute{Node: name, PodCIDR: p.Masked(), Via: via})
+			}
+		}
+	}
+	return out, errs
+}
+
+// routeInterval is how often the route controller lists the nodes: a node
+// gets its pod CIDR as it registers, and its pods start seconds later.
+const routeInterval = approveInterval
+
+// RouteNodePods plays a cloud's route controller until ctx ends: every
+// routeInterval it lists the nodes and calls add once for each node's pod
+// CIDR via its InternalIP (vnet.Network.AddRoute), logging each route it
+// adds. A failed add is logged once for that route and error, and tried
+// again at the next list: the same route again is harmless to a route
+// table that holds it.
+func (c *Cluster) RouteNodePods(ctx context.Context, add func(NodeRoute) error) {
+	added := map[NodeRoute]bool{}
+	failed := map[NodeRoute]string{}
+	t := time.NewTicker(routeInterval)
+	defer t.Stop()
+	for {
+		if err := c.routeOnce(ctx, add, added, failed); err != nil && ctx.Err() == nil {
+			c.log.Warn("route controller", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Cluster) routeOnce(ctx context.Context, add func(NodeRoute) error, added map[NodeRoute]bool, failed map[NodeRoute]string) error {
+	var list nodeList
+	if err := c.getJSON(ctx, c.hostEndpoint()+"/api/v1/nodes", &list); err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	routes, errs := nodeRoutes(list)
+	for _, err := range errs {
+		c.log.Warn("route controller: a node's addresses", "err", err)
+	}
+	for _, r := range routes {
+		if added[r] {
+			continue
+		}
+		if err := add(r); err != nil {
+			if failed[r] != err.Error() {
+				failed[r] = err.Error()
+				c.log.Warn("route controller: adding a node's pod route", "route", r.String(), "err", err)
+			}
+			continue
+		}
+		delete(failed, r)
+		added[r] = true
+		c.log.Info("pod route added (as a cloud's route controller does): the control plane reaches the node's pods by their IPs", "node", r.Node, "podCIDR", r.PodCIDR, "via", r.Via)
+	}
+	return nil
+}

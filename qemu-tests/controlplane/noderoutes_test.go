@@ -1,0 +1,135 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// nodesJSON is GET /api/v1/nodes as the apiserver answers it, for nodes
+// given as name, pod CIDRs and InternalIP ("" for none).
+func nodesJSON(t *testing.T, nodes ...[3]string) nodeList {
+	t.Helper()
+	var items []map[string]any
+	for _, n := range nodes {
+		item := map[string]any{"metadata": map[string]any{"name": n[0]}, "spec": map[string]any{}}
+		if n[1] != "" {
+			cidrs := strings.Split(n[1], ",")
+			item["spec"] = map[string]any{"podCIDR": cidrs[0], "podCIDRs": cidrs}
+		}
+		addrs := []map[string]string{{"type": "Hostname", "address": "ip-" + n[0]}}
+		if n[2] != "" {
+			addrs = append(addrs, map[string]string{"type": "InternalIP", "address": n[2]})
+		}
+		item["status"] = map[string]any{"addresses": addrs}
+		items = append(items, item)
+	}
+	b, err := json.Marshal(map[string]any{"kind": "NodeList", "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l nodeList
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestNodeRoutes(t *testing.T) {
+	got, errs := nodeRoutes(nodesJSON(t,
+		[3]string{"a", "10.244.0.0/24", "192.168.127.10"},
+		[3]string{"b", "10.244.1.0/24,fd00:1::/64", "192.168.127.11"}, // dual stack: the IPv4 one
+		[3]string{"c", "", "192.168.127.12"},                          // no pod CIDR yet
+		[3]string{"d", "10.244.3.0/24", ""},                           // no InternalIP yet
+		[3]string{"e", "10.244.4.0/24", "not-an-ip"},
+		[3]string{"f", "10.244.5.0/33", "192.168.127.15"},
+	))
+	want := []NodeRoute{
+		{Node: "a", PodCIDR: netip.MustParsePrefix("10.244.0.0/24"), Via: netip.MustParseAddr("192.168.127.10")},
+		{Node: "b", PodCIDR: netip.MustParsePrefix("10.244.1.0/24"), Via: netip.MustParseAddr("192.168.127.11")},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("routes %v; want %v", got, want)
+	}
+	msgs := errors.Join(errs...)
+	if len(errs) != 2 || !strings.Contains(msgs.Error(), `node e: InternalIP "not-an-ip"`) || !strings.Contains(msgs.Error(), `node f: pod CIDR "10.244.5.0/33"`) {
+		t.Errorf("errors %v; want node e's InternalIP and node f's pod CIDR named", msgs)
+	}
+}
+
+// The route controller against an apiserver stand-in: each node's route
+// is added once, however often the nodes are listed; a node that gets its
+// pod CIDR later gets its route then; a failed add is tried again.
+func TestRouteNodePods(t *testing.T) {
+	var mu sync.Mutex
+	nodes := [][3]string{{"a", "10.244.0.0/24", "192.168.127.10"}, {"b", "", "192.168.127.11"}}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/nodes" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		_ = json.NewEncoder(w).Encode(nodesJSON(t, nodes...))
+	}))
+	t.Cleanup(srv.Close)
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{log: slog.New(slog.NewTextHandler(io.Discard, nil)), client: srv.Client()}
+	if c.opts.Ports.APIServer, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	fail := true
+	add := func(r NodeRoute) error {
+		calls = append(calls, r.String())
+		if r.Node == "b" && fail {
+			fail = false
+			return errors.New("the network said no")
+		}
+		return nil
+	}
+	added, failed := map[NodeRoute]bool{}, map[NodeRoute]string{}
+	ctx := context.Background()
+	for range 2 {
+		if err := c.routeOnce(ctx, add, added, failed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	nodes[1][1] = "10.244.1.0/24"
+	mu.Unlock()
+	for range 3 {
+		if err := c.routeOnce(ctx, add, added, failed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		"10.244.0.0/24 via 192.168.127.10 (node a)",
+		"10.244.1.0/24 via 192.168.127.11 (node b)", // refused
+		"10.244.1.0/24 via 192.168.127.11 (node b)", // tried again, added
+	}
+	if !reflect.DeepEqual(calls, want) {
+		t.Errorf("add called with %q; want %q", calls, want)
+	}
+	if len(added) != 2 || len(failed) != 0 {
+		t.Errorf("added %v, failed %v; want both routes added and no failure left", added, failed)
+	}
+	c.client = http.DefaultClient // does not trust the stand-in's certificate
+	if err := c.routeOnce(ctx, add, added, failed); err == nil || !strings.Contains(err.Error(), "listing nodes") {
+		t.Errorf("routeOnce with the apiserver unreachable: %v; want an error saying it was listing nodes", err)
+	}
+}
