@@ -537,7 +537,8 @@ E2E_PROMOTER    := registry.k8s.io/e2e-test-images
 E2E_IMAGE_REFS  := $(E2E_PROMOTER)/agnhost:2.59 $(E2E_PROMOTER)/agnhost:2.55 $(E2E_PROMOTER)/busybox:1.37.0-1 \
   $(E2E_PROMOTER)/nginx:1.14-4 $(E2E_PROMOTER)/nginx:1.15-4 registry.k8s.io/pause:3.10.1 \
   $(E2E_PROMOTER)/nonroot:1.4 $(E2E_PROMOTER)/nonewprivs:1.3 $(E2E_PROMOTER)/kitten:1.7 \
-  $(E2E_PROMOTER)/nautilus:1.7 $(E2E_PROMOTER)/ipc-utils:1.3 $(E2E_PROMOTER)/jessie-dnsutils:1.7
+  $(E2E_PROMOTER)/nautilus:1.7 $(E2E_PROMOTER)/ipc-utils:1.3 $(E2E_PROMOTER)/jessie-dnsutils:1.7 \
+  $(E2E_PROMOTER)/sample-apiserver:1.29.2 registry.k8s.io/etcd:3.6.6-0
 # Each reference's tarball: REPO-TAG.tar (agnhost-2.59.tar).
 E2E_IMAGE_TARS  := $(foreach r,$(E2E_IMAGE_REFS),$(E2E_IMAGES_DIR)/$(subst :,-,$(notdir $(r))).tar)
 # The Debian packages whose programs the specs copy from this host (nginx
@@ -546,7 +547,7 @@ E2E_APT_PKGS    := busybox-static bash curl bind9-dnsutils bind9-host netcat-ope
   libpcre2-8-0 libssl3 zlib1g libcrypt1
 
 .PHONY: e2e-images e2e-deps e2e-nginx e2e-repo-list test-e2e-images
-## e2e-images: the e2e suite's images for its [NodeConformance] specs, in build/components/e2e-images/.
+## e2e-images: the e2e suite's images for its [NodeConformance] specs and the aggregator's, in build/components/e2e-images/.
 e2e-images: $(E2E_IMAGE_TARS)
 ## e2e-repo-list: the KUBE_TEST_REPO_LIST file mapping the suite's registries to registry.berth.test.
 e2e-repo-list: $(E2E_REPO_LIST)
@@ -590,6 +591,55 @@ else
 	@$(call CHECK_CROSS,e2e-bin,$(E2E_BIN_DIR).tmp/agnhost $(E2E_BIN_DIR).tmp/nnp)
 endif
 	@rm -rf $(E2E_BIN_DIR) && mv $(E2E_BIN_DIR).tmp $(E2E_BIN_DIR) && touch $@
+
+# The aggregator specs' two images (the [Conformance] "Sample API Server"
+# spec runs them in one pod): sample-apiserver, k8s.io/sample-apiserver at
+# the tag upstream built its 1.29.2 image from, and etcd, etcd, etcdctl and
+# etcdutl at the version of the suite's etcd image (3.6.6-0), each from its
+# own tools module (components/sample-apiserver, components/e2e-etcd; their
+# tools.go say why apart from components/kube and components/etcd). For the
+# node's ARCH, as agnhost. Upstream builds both CGO_ENABLED=0 with no
+# -ldflags but etcd's GitSHA, which a module build has not; -s -w as the
+# other components.
+E2E_SAMPLE_APISERVER_VERSION := v0.29.2
+E2E_ETCD_VERSION             := v3.6.6
+E2E_SAMPLE_APISERVER_DIR     := $(ARCH_COMPONENTS_DIR)/sample-apiserver-$(E2E_SAMPLE_APISERVER_VERSION)
+E2E_ETCD_DIR                 := $(ARCH_COMPONENTS_DIR)/e2e-etcd-$(E2E_ETCD_VERSION)
+.PHONY: e2e-sample-apiserver e2e-etcd
+e2e-sample-apiserver: $(E2E_SAMPLE_APISERVER_DIR)/.built
+e2e-etcd: $(E2E_ETCD_DIR)/.built
+
+$(E2E_SAMPLE_APISERVER_DIR)/.built: components/sample-apiserver/go.mod components/sample-apiserver/go.sum
+	@grep -q '^require k8s.io/sample-apiserver $(E2E_SAMPLE_APISERVER_VERSION)$$' components/sample-apiserver/go.mod || \
+	  { echo "e2e-sample-apiserver: components/sample-apiserver/go.mod does not require k8s.io/sample-apiserver $(E2E_SAMPLE_APISERVER_VERSION)"; exit 1; }
+	@rm -rf $(E2E_SAMPLE_APISERVER_DIR).tmp && mkdir -p $(E2E_SAMPLE_APISERVER_DIR).tmp
+	cd components/sample-apiserver && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' \
+	  -o $(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver k8s.io/sample-apiserver
+	@$(GO) version -m $(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver | grep -P '^\t(mod|dep)\tk8s.io/sample-apiserver\t$(E2E_SAMPLE_APISERVER_VERSION)\t' >/dev/null || \
+	  { echo "e2e-sample-apiserver: not built from k8s.io/sample-apiserver $(E2E_SAMPLE_APISERVER_VERSION)"; exit 1; }
+	@if readelf -l $(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver | grep -q INTERP; then echo "e2e-sample-apiserver: not statically linked"; exit 1; fi
+ifneq ($(ARCH),amd64)
+	@$(call CHECK_CROSS,e2e-sample-apiserver,$(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver)
+endif
+	@rm -rf $(E2E_SAMPLE_APISERVER_DIR) && mv $(E2E_SAMPLE_APISERVER_DIR).tmp $(E2E_SAMPLE_APISERVER_DIR) && touch $@
+
+$(E2E_ETCD_DIR)/.built: components/e2e-etcd/go.mod components/e2e-etcd/go.sum
+	@for m in server etcdctl etcdutl; do grep -Eq "^(require )?[[:space:]]*go.etcd.io/etcd/$$m/v3 $(E2E_ETCD_VERSION)$$" components/e2e-etcd/go.mod || \
+	  { echo "e2e-etcd: components/e2e-etcd/go.mod does not require go.etcd.io/etcd/$$m/v3 $(E2E_ETCD_VERSION)"; exit 1; }; done
+	@rm -rf $(E2E_ETCD_DIR).tmp && mkdir -p $(E2E_ETCD_DIR).tmp
+	cd components/e2e-etcd && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' \
+	  -o $(E2E_ETCD_DIR).tmp/etcd go.etcd.io/etcd/server/v3 && \
+	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_ETCD_DIR).tmp/etcdctl go.etcd.io/etcd/etcdctl/v3 && \
+	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_ETCD_DIR).tmp/etcdutl go.etcd.io/etcd/etcdutl/v3
+	@for f in etcd etcdctl etcdutl; do if readelf -l $(E2E_ETCD_DIR).tmp/$$f | grep -q INTERP; then echo "e2e-etcd: $$f is not statically linked"; exit 1; fi; done
+ifeq ($(ARCH),amd64)
+	@$(E2E_ETCD_DIR).tmp/etcd --version | grep -qx 'etcd Version: $(E2E_ETCD_VERSION:v%=%)' || { echo "e2e-etcd: etcd --version is not $(E2E_ETCD_VERSION)"; exit 1; }
+	@$(E2E_ETCD_DIR).tmp/etcdctl version | grep -qx 'etcdctl version: $(E2E_ETCD_VERSION:v%=%)' || { echo "e2e-etcd: etcdctl version is not $(E2E_ETCD_VERSION)"; exit 1; }
+	@$(E2E_ETCD_DIR).tmp/etcdutl version | grep -qx 'etcdutl version: $(E2E_ETCD_VERSION:v%=%)' || { echo "e2e-etcd: etcdutl version is not $(E2E_ETCD_VERSION)"; exit 1; }
+else
+	@$(call CHECK_CROSS,e2e-etcd,$(E2E_ETCD_DIR).tmp/etcd $(E2E_ETCD_DIR).tmp/etcdctl $(E2E_ETCD_DIR).tmp/etcdutl)
+endif
+	@rm -rf $(E2E_ETCD_DIR) && mv $(E2E_ETCD_DIR).tmp $(E2E_ETCD_DIR) && touch $@
 
 # The busybox image's busybox: upstream BusyBox, the version of the Docker
 # library image the suite's busybox is FROM (busybox:1.37.0), built static
@@ -664,6 +714,11 @@ $(E2E_IMAGES_DIR)/ipc-utils-1.3.tar: image/oci/images/e2e/ipc-utils.yaml $(E2E_S
 	$(call E2E_MKOCI,ipc-utils)
 $(E2E_IMAGES_DIR)/jessie-dnsutils-1.7.tar: image/oci/images/e2e/jessie-dnsutils.yaml $(E2E_SPEC_DEPS)
 	$(call E2E_MKOCI,jessie-dnsutils)
+
+$(E2E_IMAGES_DIR)/sample-apiserver-1.29.2.tar: image/oci/images/e2e/sample-apiserver.yaml $(E2E_SAMPLE_APISERVER_DIR)/.built $(MKOCI_SRCS)
+	$(call E2E_MKOCI,sample-apiserver,-var E2E_SAMPLE_APISERVER_DIR=$(E2E_SAMPLE_APISERVER_DIR))
+$(E2E_IMAGES_DIR)/etcd-3.6.6-0.tar: image/oci/images/e2e/etcd.yaml $(E2E_ETCD_DIR)/.built $(MKOCI_SRCS)
+	$(call E2E_MKOCI,etcd,-var E2E_ETCD_DIR=$(E2E_ETCD_DIR))
 
 $(E2E_REPO_LIST): $(filter-out %_test.go,$(wildcard image/oci/e2erepo/*.go image/oci/cmd/e2erepolist/*.go))
 	$(GO) run ./image/oci/cmd/e2erepolist -registry registry.berth.test -out $@

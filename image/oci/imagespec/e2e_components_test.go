@@ -10,6 +10,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -83,6 +86,9 @@ type upstreamImage struct {
 	entrypoint, cmd []string
 	user            string
 	files           []string
+	// command is the program the specs' pods run in an image that names
+	// none (etcd's), checked as the entrypoint is elsewhere.
+	command string
 }
 
 // upstreamRun is each e2e image's upstreamImage, by repository name.
@@ -91,16 +97,20 @@ func upstreamRun() map[string]upstreamImage {
 		"agnhost": {[]string{"/agnhost"}, []string{"pause"}, "",
 			[]string{"/agnhost-2", "/localhost.crt", "/localhost.key", "/bin/sh", "/bin/bash", "/usr/bin/curl",
 				"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/nc", "/sbin/ip", "/usr/bin/iperf", "/usr/local/bin/iperf",
-				"/var/registry/pause/manifests/testing"}},
-		"busybox":         {nil, []string{"sh"}, "", []string{"/bin/sh", "/bin/ls", "/bin/wget", "/bin/nslookup", "/bin/sleep", "/bin/cat"}},
-		"nginx":           {[]string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}, "", []string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/bin/sh"}},
-		"pause":           {[]string{"/pause"}, nil, "65535:65535", nil},
-		"nonroot":         {nil, []string{"/bin/sh"}, "1234", []string{"/bin/id"}},
-		"nonewprivs":      {nil, []string{"nnp"}, "", []string{"/usr/local/bin/nnp"}},
-		"kitten":          {[]string{"/agnhost"}, []string{"test-webserver"}, "", []string{"/kitten.jpg", "/data.json"}},
-		"nautilus":        {[]string{"/agnhost"}, []string{"test-webserver"}, "", []string{"/nautilus.jpg", "/data.json"}},
-		"ipc-utils":       {nil, []string{"/bin/sh"}, "", []string{"/usr/bin/ipcs", "/usr/bin/ipcmk", "/usr/bin/ipcrm"}},
-		"jessie-dnsutils": {nil, []string{"bash"}, "", []string{"/bin/bash", "/usr/bin/dig", "/usr/bin/host", "/usr/bin/nslookup"}},
+				"/var/registry/pause/manifests/testing"}, ""},
+		"busybox":         {nil, []string{"sh"}, "", []string{"/bin/sh", "/bin/ls", "/bin/wget", "/bin/nslookup", "/bin/sleep", "/bin/cat"}, ""},
+		"nginx":           {[]string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}, "", []string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/bin/sh"}, ""},
+		"pause":           {[]string{"/pause"}, nil, "65535:65535", nil, ""},
+		"nonroot":         {nil, []string{"/bin/sh"}, "1234", []string{"/bin/id"}, ""},
+		"nonewprivs":      {nil, []string{"nnp"}, "", []string{"/usr/local/bin/nnp"}, ""},
+		"kitten":          {[]string{"/agnhost"}, []string{"test-webserver"}, "", []string{"/kitten.jpg", "/data.json"}, ""},
+		"nautilus":        {[]string{"/agnhost"}, []string{"test-webserver"}, "", []string{"/nautilus.jpg", "/data.json"}, ""},
+		"ipc-utils":       {nil, []string{"/bin/sh"}, "", []string{"/usr/bin/ipcs", "/usr/bin/ipcmk", "/usr/bin/ipcrm"}, ""},
+		"jessie-dnsutils": {nil, []string{"bash"}, "", []string{"/bin/bash", "/usr/bin/dig", "/usr/bin/host", "/usr/bin/nslookup"}, ""},
+		// The aggregator specs' pair (test/images/sample-apiserver;
+		// cluster/images/etcd on distroless/static, whose user is 0).
+		"sample-apiserver": {[]string{"/sample-apiserver"}, nil, "", []string{"/bin/sh"}, ""},
+		"etcd":             {nil, nil, "0", []string{"/usr/local/bin/etcdctl", "/usr/local/bin/etcdutl"}, "/usr/local/bin/etcd"},
 	}
 }
 
@@ -136,7 +146,11 @@ func TestE2EImages(t *testing.T) {
 			if !slices.Equal(rc.Entrypoint, up.entrypoint) || !slices.Equal(rc.Cmd, up.cmd) || rc.User != up.user {
 				t.Errorf("entrypoint %q cmd %q user %q, want upstream's %q %q %q", rc.Entrypoint, rc.Cmd, rc.User, up.entrypoint, up.cmd, up.user)
 			}
-			prog := e2eProgram(t, img, rc.Entrypoint, rc.Cmd, rc.Env)
+			words := rc.Cmd
+			if len(rc.Entrypoint) == 0 && len(rc.Cmd) == 0 && up.command != "" {
+				words = []string{up.command}
+			}
+			prog := e2eProgram(t, img, rc.Entrypoint, words, rc.Env)
 			if h := img.entries[prog]; h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 ||
 				!(bytes.HasPrefix(img.data[prog], []byte("\x7fELF")) || bytes.HasPrefix(img.data[prog], []byte("#!/bin/sh\n"))) {
 				t.Errorf("program %s: type %c mode %o, want an executable ELF file or sh script", prog, h.Typeflag, h.Mode)
@@ -348,4 +362,92 @@ func TestE2EBusybox(t *testing.T) {
 	if !strings.HasPrefix(string(b), "sh: can't create "+dir+"/file: ") {
 		t.Errorf("a write that fails printed %q, want ash's \"sh: can't create %s/file: ...\"", b, dir)
 	}
+}
+
+// TestE2EAggregatorImages runs the aggregator specs' programs out of their
+// images (on an amd64 builder) with the flags the spec gives them
+// (test/e2e/apimachinery/aggregator.go): the etcd image's etcd serves on
+// the client URL the spec names it, and sample-apiserver knows every flag
+// the spec passes (started outside a cluster it only exits: it reads its
+// clients' CA from the kube-apiserver it is aggregated into).
+func TestE2EAggregatorImages(t *testing.T) {
+	e := getE2EEnv(t)
+	const etcdRef, sampleRef = "registry.k8s.io/etcd:3.6.6-0", "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2"
+	if !slices.Contains(e.refs, etcdRef) || !slices.Contains(e.refs, sampleRef) {
+		t.Fatalf("%s or %s is not among the e2e images (BERTH_E2E_IMAGE_REFS)", etcdRef, sampleRef)
+	}
+	if e.arch != "amd64" {
+		t.Fatalf("BERTH_ARCH %s: this test runs the images' programs on the builder, an amd64 machine", e.arch)
+	}
+	dir := t.TempDir()
+	extract := func(tarball, file string) string {
+		t.Helper()
+		img := readTarball(t, filepath.Join(e.imagesDir, tarball))
+		p := filepath.Join(dir, path.Base(file))
+		if err := os.WriteFile(p, img.data[img.resolve(t, file)], 0o755); err != nil {
+			t.Fatalf("copying %s out of %s: %v", file, tarball, err)
+		}
+		return p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	sample := extract("sample-apiserver-1.29.2.tar", "/sample-apiserver")
+	help, err := exec.CommandContext(ctx, sample, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sample-apiserver --help: %v\n%s", err, help)
+	}
+	for _, flag := range []string{"--etcd-servers", "--tls-cert-file", "--tls-private-key-file", "--audit-log-path", "--audit-log-maxage", "--audit-log-maxbackup"} {
+		if !strings.Contains(string(help), flag+" ") {
+			t.Errorf("sample-apiserver --help lists no %s, which the aggregator spec passes", flag)
+		}
+	}
+
+	etcd := extract("etcd-3.6.6-0.tar", "/usr/local/bin/etcd")
+	if v, err := exec.CommandContext(ctx, etcd, "--version").Output(); err != nil || !strings.Contains(string(v), "etcd Version: 3.6.6\n") {
+		t.Errorf("etcd --version: %v, printed %q; want 3.6.6", err, v)
+	}
+	client, peer := freeLoopbackURL(t), freeLoopbackURL(t)
+	// The spec's command, on free ports: in its pod etcd has the pod's
+	// own loopback; on the builder the peer port must be free too. No
+	// --data-dir, as the spec: etcd keeps default.etcd in its directory.
+	cmd := exec.CommandContext(ctx, etcd, "--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer)
+	cmd.Dir = dir
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the etcd image's etcd: %v", err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	var health string
+	for ctx.Err() == nil && !strings.Contains(health, `"health":"true"`) {
+		time.Sleep(200 * time.Millisecond)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			health = string(b)
+		}
+	}
+	if !strings.Contains(health, `"health":"true"`) {
+		t.Errorf("etcd on %s: /health said %q within a minute; its log:\n%s", client, health, log.Bytes())
+	}
+}
+
+// freeLoopbackURL is http://127.0.0.1:PORT for a port free a moment ago.
+func freeLoopbackURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String()
 }

@@ -45,6 +45,13 @@ type Spec struct {
 	Version    string   `json:"version"`
 	Entrypoint []string `json:"entrypoint"`
 	Cmd        []string `json:"cmd,omitempty"`
+	// Command is for an image that, like its upstream one, names no
+	// program in its config (the e2e suite's etcd: a distroless base and
+	// no ENTRYPOINT or CMD), because the pods that run it give their own
+	// command: the program, by absolute path, those pods run. It is not
+	// written into the image; the build checks it is in the image, as it
+	// checks an entrypoint.
+	Command    []string `json:"command,omitempty"`
 	Env        []string `json:"env,omitempty"`
 	WorkingDir string   `json:"workingDir,omitempty"`
 	// User is the config's user ("1234", "65535:65535"); empty runs as
@@ -111,11 +118,15 @@ func (s *Spec) validate() error {
 		return fmt.Errorf("title is required (the org.opencontainers.image.title annotation)")
 	case s.Version == "":
 		return fmt.Errorf("version is required (the org.opencontainers.image.version annotation)")
-	case len(s.Entrypoint) == 0 && len(s.Cmd) == 0:
-		return fmt.Errorf("entrypoint and cmd are empty: want an absolute program path first in entrypoint, or a program in cmd")
+	case len(s.Command) > 0 && (len(s.Entrypoint) > 0 || len(s.Cmd) > 0):
+		return fmt.Errorf("command %q with an entrypoint or cmd: command is only for an image that names no program", s.Command)
+	case len(s.Command) > 0 && !strings.HasPrefix(s.Command[0], "/"):
+		return fmt.Errorf("command %q: want an absolute program path first", s.Command)
+	case len(s.Entrypoint) == 0 && len(s.Cmd) == 0 && len(s.Command) == 0:
+		return fmt.Errorf("entrypoint and cmd are empty: want an absolute program path first in entrypoint, or a program in cmd (or, for an image that names none, the pods' program in command)")
 	case len(s.Entrypoint) > 0 && !strings.HasPrefix(s.Entrypoint[0], "/"):
 		return fmt.Errorf("entrypoint %q: want an absolute program path first", s.Entrypoint)
-	case len(s.Entrypoint) == 0 && s.Cmd[0] == "":
+	case len(s.Entrypoint) == 0 && len(s.Cmd) > 0 && s.Cmd[0] == "":
 		return fmt.Errorf("cmd %q: want a program first", s.Cmd)
 	}
 	if _, ok := elfarch.Machine(s.arch()); !ok {
@@ -210,10 +221,14 @@ func Build(ctx context.Context, s *Spec, repoRoot, sysroot string) (oci.Image, e
 // program is the path the runtime execs: the entrypoint's first word, or
 // with no entrypoint the cmd's, which upstream images (busybox's ["sh"],
 // nonewprivs' ["nnp"]) often name bare, to be found along the image's
-// PATH as the runtime finds it.
+// PATH as the runtime finds it; for an image that names neither, the
+// command its pods give.
 func (s *Spec) program(files []oci.File) (string, error) {
 	if len(s.Entrypoint) > 0 {
 		return s.Entrypoint[0], nil
+	}
+	if len(s.Cmd) == 0 {
+		return s.Command[0], nil
 	}
 	name := s.Cmd[0]
 	if strings.Contains(name, "/") {

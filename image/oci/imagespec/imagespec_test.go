@@ -291,9 +291,37 @@ func TestParseRejectsNoProgram(t *testing.T) {
 	for name, tc := range map[string]struct{ spec, errHas string }{
 		"neither":   {strings.Replace(sample, "entrypoint: [/usr/sbin/tool-alias]\n", "", 1), "entrypoint and cmd are empty"},
 		"empty cmd": {strings.Replace(sample, "entrypoint: [/usr/sbin/tool-alias]\n", "cmd: [\"\"]\n", 1), "want a program first"},
+		"command beside entrypoint": {strings.Replace(sample, "entrypoint: [/usr/sbin/tool-alias]\n", "entrypoint: [/usr/sbin/tool-alias]\ncommand: [/usr/sbin/tool]\n", 1),
+			"command is only for an image that names no program"},
+		"relative command": {strings.Replace(sample, "entrypoint: [/usr/sbin/tool-alias]\n", "command: [tool]\n", 1), "want an absolute program path first"},
 	} {
 		if _, err := Parse([]byte(tc.spec), vars); err == nil || !strings.Contains(err.Error(), tc.errHas) {
 			t.Errorf("%s: Parse = %v, want an error containing %q", name, err, tc.errHas)
 		}
+	}
+}
+
+// An image that names no program (etcd's, whose pods give their command)
+// has an empty config and is still checked for the program its pods run.
+func TestBuildCommandOnly(t *testing.T) {
+	vars := map[string]string{"VERSION": "v1", "SRC": hostTrue}
+	ok := strings.Replace(sample, "entrypoint: [/usr/sbin/tool-alias]\n", "command: [/usr/sbin/tool, --flag]\n", 1)
+	s, err := Parse([]byte(ok), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := Build(context.Background(), s, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Entrypoint != nil || img.Cmd != nil {
+		t.Errorf("entrypoint %q cmd %q, want none: command is not written into the image", img.Entrypoint, img.Cmd)
+	}
+	missing, err := Parse([]byte(strings.Replace(sample, "entrypoint: [/usr/sbin/tool-alias]\n", "command: [/usr/sbin/absent]\n", 1)), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(context.Background(), missing, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "/usr/sbin/absent") {
+		t.Errorf("Build with a command the image lacks = %v, want an error naming /usr/sbin/absent", err)
 	}
 }
