@@ -464,6 +464,9 @@ func (c *Cluster) writePKI(l layout) error {
 	if err := write(l.caKey(), ca.KeyPEM, 0o600); err != nil {
 		return err
 	}
+	if err := writeFrontProxyPKI(l, now); err != nil {
+		return err
+	}
 	serviceIP, err := firstServiceIP(c.opts.ServiceCIDR)
 	if err != nil {
 		return err

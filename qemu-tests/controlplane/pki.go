@@ -11,12 +11,21 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"time"
+
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 // certValidity is long enough for any test or demo run and short enough that
 // a leaked test CA is harmless soon.
 const certValidity = 7 * 24 * time.Hour
+
+// frontProxyClientName is the name of the client certificate the
+// apiserver's aggregator presents to an aggregated API server
+// (--proxy-client-cert-file), and the one name --requestheader-allowed-names
+// lets set the X-Remote-* headers: kubeadm's.
+const frontProxyClientName = "front-proxy-client"
 
 // KeyPair is a certificate with its private key, both PEM-encoded.
 type KeyPair struct {
@@ -144,4 +153,45 @@ func newSerial() (*big.Int, error) {
 		return nil, fmt.Errorf("generating certificate serial: %w", err)
 	}
 	return s, nil
+}
+
+// newFrontProxyPKI creates the front-proxy (requestheader) CA and the
+// client certificate it signs for the aggregator, as kubeadm does. A CA of
+// its own, not the cluster CA: an aggregated API server believes the user
+// named in the X-Remote-* headers of any client this CA vouches for, so no
+// certificate the cluster CA issues (kubelets', admins') may pass as one.
+func newFrontProxyPKI(now time.Time) (ca, client *KeyPair, err error) {
+	ca, err = NewCA("front-proxy-ca", now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the front-proxy CA: %w", err)
+	}
+	client, err = ca.Issue(CertSpec{CommonName: frontProxyClientName, Client: true}, now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("issuing the front-proxy client certificate: %w", err)
+	}
+	return ca, client, nil
+}
+
+// writeFrontProxyPKI writes the front-proxy CA's certificate and key and
+// the front-proxy-client key pair where apiServerArgs names them.
+func writeFrontProxyPKI(l layout, now time.Time) error {
+	ca, client, err := newFrontProxyPKI(now)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}{
+		{l.frontProxyCACert(), ca.CertPEM, 0o644},
+		{l.frontProxyCAKey(), ca.KeyPEM, 0o600},
+		{l.cert(frontProxyClientName), client.CertPEM, 0o644},
+		{l.key(frontProxyClientName), client.KeyPEM, 0o600},
+	} {
+		if err := fsutil.WriteFileAtomic(f.path, f.data, f.mode); err != nil {
+			return fmt.Errorf("writing the front-proxy PKI: %w", err)
+		}
+	}
+	return nil
 }

@@ -39,12 +39,14 @@ type layout struct{ dir string }
 func (l layout) path(parts ...string) string {
 	return filepath.Join(append([]string{l.dir}, parts...)...)
 }
-func (l layout) caCert() string       { return l.path("pki", "ca.crt") }
-func (l layout) caKey() string        { return l.path("pki", "ca.key") }
-func (l layout) saKey() string        { return l.path("pki", "sa.key") }
-func (l layout) saPub() string        { return l.path("pki", "sa.pub") }
-func (l layout) cert(n string) string { return l.path("pki", n+".crt") }
-func (l layout) key(n string) string  { return l.path("pki", n+".key") }
+func (l layout) caCert() string           { return l.path("pki", "ca.crt") }
+func (l layout) caKey() string            { return l.path("pki", "ca.key") }
+func (l layout) frontProxyCACert() string { return l.path("pki", "front-proxy-ca.crt") }
+func (l layout) frontProxyCAKey() string  { return l.path("pki", "front-proxy-ca.key") }
+func (l layout) saKey() string            { return l.path("pki", "sa.key") }
+func (l layout) saPub() string            { return l.path("pki", "sa.pub") }
+func (l layout) cert(n string) string     { return l.path("pki", n+".crt") }
+func (l layout) key(n string) string      { return l.path("pki", n+".key") }
 func (l layout) kubeconfig(n string) string {
 	return l.path(n + ".kubeconfig")
 }
@@ -135,6 +137,29 @@ func apiServerArgs(l layout, o Options) []string {
 		"--service-cluster-ip-range=" + o.ServiceCIDR,
 		"--allow-privileged=true",
 		"--profiling=false",
+		// Front-proxy (requestheader) authentication, kubeadm's flags: the
+		// aggregator proxies a request to an aggregated API server (the e2e
+		// suite's sample-apiserver) with the user in the X-Remote-* headers,
+		// presenting the front-proxy-client certificate; the aggregated
+		// server believes those headers from a client the requestheader CA
+		// signed under an allowed name. kube-apiserver publishes the CA and
+		// the header names in kube-system/extension-apiserver-authentication,
+		// where the aggregated server reads them. writeFrontProxyPKI writes
+		// the files.
+		"--requestheader-client-ca-file=" + l.frontProxyCACert(),
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-username-headers=X-Remote-User",
+		"--proxy-client-cert-file=" + l.cert(frontProxyClientName),
+		"--proxy-client-key-file=" + l.key(frontProxyClientName),
+		// This kube-apiserver runs on the host, outside every node's
+		// kube-proxy, so a Service's ClusterIP leads nowhere from it: it
+		// dials aggregated API servers and admission (and conversion)
+		// webhooks at their Service's endpoints, pod IPs, which the egress
+		// proxy routes into the nodes' network. One resolver serves both
+		// (buildServiceResolver in cmd/kube-apiserver).
+		"--enable-aggregator-routing=true",
 	}
 	if o.TokenWebhookURL != "" {
 		args = append(args,
