@@ -71,19 +71,22 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt -l found:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## test: everything CI runs, in four steps; in two of them two jobs run
+## test: everything CI runs, in five steps; in two of them two jobs run
 ## side by side (-j2), so that one's idle core is the other's:
 ##   1. lint, alone (gofmt and go vet fail fast);
 ##   2. test-unit beside test-build-amd64: the unit tier (-race) at
 ##      normal priority, the amd64 builds at nice 19 filling its gaps;
-##   3. test-qemu beside test-build-arm64: the amd64 QEMU suite while the
-##      arm64 half cross-builds at nice 19 in what the guests leave idle (a
-##      TCG guest keeps 1.26 to 1.36 of the 2 cores busy, measured over four
-##      tests); the builds cost the guests little;
+##   3. test-qemu beside test-build-beside-qemu: the amd64 QEMU suite while
+##      the arm64 half and then the e2e suite build at nice 19 in what the
+##      guests leave idle (a TCG guest keeps 1.26 to 1.36 of the 2 cores
+##      busy, measured over four tests); the builds cost the guests little,
+##      and start only once the suite's own prerequisites are made;
 ##   4. test-qemu-arm64, alone: its builds are done, its 4 tests boot. Its
 ##      guests beside the amd64 suite's starved (an aarch64 TCG guest is
 ##      hungrier): kubelet's housekeeping took 20 s and the demo pod's
-##      sandbox timed out.
+##      sandbox timed out;
+##   5. test-e2e-images, then test-conformance, alone: the e2e images'
+##      checks and the suite's 25-spec slice on a one-node cluster.
 ## Tried and measured cold (2026-11-27): the amd64 builds alone, then the
 ## unit tier at nice 10 beside the QEMU suite. The builds took 16.1 min
 ## instead of 20.2, but the suite beside the unit tier took 37.7 instead of
@@ -92,7 +95,7 @@ lint:
 ## test-build still builds both halves at once, for a warm-up or a check.
 test: deps lint
 	+$(MAKE) --no-print-directory -j2 --output-sync=line test-unit test-build-amd64
-	+$(MAKE) --no-print-directory -j2 --output-sync=line test-qemu test-build-arm64 test-build-e2e
+	+$(MAKE) --no-print-directory -j2 --output-sync=line test-qemu test-build-beside-qemu
 	+$(MAKE) --no-print-directory test-qemu-arm64
 	+$(MAKE) --no-print-directory test-e2e-images test-conformance
 
@@ -228,13 +231,26 @@ QEMU_TEST_TIMEOUT ?= 55m
 ## full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/. ARCH=arm64: build/arm64/image-test
 ## with the arm64 node images (TEST_COMPONENTS_DIR), under qemu-system-aarch64.
-test-qemu: image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
+TEST_QEMU_DEPS := image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
+test-qemu: $(TEST_QEMU_DEPS)
 	@rm -rf $(ARCH_BUILD)/qemu-logs; set +e; BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_QEMU_LOGDIR=$(ARCH_BUILD)/qemu-logs $(GO) test -count=1 -timeout $(QEMU_TEST_TIMEOUT) -v ./qemu-tests > $(ARCH_BUILD)/qemu-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|PASS|FAIL|ok |panic|\s+\S+_test\.go:[0-9]+|\s+figure:)' $(ARCH_BUILD)/qemu-tests.log || true; \
 	if [ $$rc -ne 0 ]; then \
 	  echo "=== what the failed tests wrote (their console tails included), last 300 lines:"; \
 	  awk -f tools/failed-tests.awk $(ARCH_BUILD)/qemu-tests.log | tail -300; \
 	  echo "test-qemu: FAILED (exit $$rc); full log: $(ARCH_BUILD)/qemu-tests.log"; exit $$rc; fi
+
+# make test's third step: the builds beside the amd64 QEMU suite, the
+# arm64 half and then the e2e suite, one at a time (-j1 here; each Go
+# build fills both cores by itself). They wait (order-only) until the
+# suite's own prerequisites are made: image-test is remade in every make
+# (berth's binary is), and a job slot that a build's sub-make takes is
+# held until that build ends. Without the wait, the cold run of
+# 2026-11-29 had test-qemu wait 11 minutes for a slot, its image-test
+# queued behind both builds.
+.PHONY: test-build-beside-qemu
+test-build-beside-qemu: | $(TEST_QEMU_DEPS)
+	+$(MAKE) --no-print-directory -j1 test-build-arm64 test-build-e2e
 
 ## test-qemu-busy: test-qemu with BUSY CPU hogs (default 1) beside it at
 ## normal priority, to check that the suite holds on a loaded host, as
@@ -244,7 +260,7 @@ test-qemu: image-test etcd test-components-node test-components-images $(TEST_CO
 BUSY ?= 1
 BUSY_TEST_TIMEOUT ?= 110m
 .PHONY: test-qemu-busy
-test-qemu-busy: image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
+test-qemu-busy: $(TEST_QEMU_DEPS)
 	tools/busy.sh $(BUSY) $(MAKE) --no-print-directory QEMU_TEST_TIMEOUT=$(BUSY_TEST_TIMEOUT) test-qemu
 
 ## test-qemu-arm64: the arm64 image under qemu-system-aarch64 (TCG, AAVMF),
@@ -381,8 +397,11 @@ cluster-down:
 ## skipped by name from qemu-tests/conformance/skips.yaml, each with its
 ## reason. Writes the JUnit report and the logs under build/conformance/,
 ## prints passed, failed and skipped with each failure's first line, and
-## rewrites docs/conformance.md unless FOCUS or SKIP was given. Not part
-## of make test (its subset is: test-conformance).
+## rewrites docs/conformance.md unless FOCUS or SKIP was given. TIMEOUT
+## (ginkgo --timeout, default 4h) bounds the suite: when it runs out,
+## the spec then running fails as timed out, those not yet run are
+## reported as skipped with ginkgo's reason, and the rest stands.
+## Not part of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= \[NodeConformance\]
 SKIP  ?=
@@ -398,7 +417,7 @@ CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests
   -procs $(PROCS) -out $(1) $(2)
 .PHONY: conformance test-conformance
 conformance: $(CONFORMANCE_DEPS)
-	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance,-n $(CONFORMANCE_N) -focus '$(FOCUS)' -skip '$(SKIP)' $(CONFORMANCE_DOC))
+	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance,-n $(CONFORMANCE_N) -focus '$(FOCUS)' -skip '$(SKIP)' $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
 
 ## test-conformance: make test's slice of the suite, the specs
 ## qemu-tests/conformance/subset.yaml names (each area of a pod's life on
