@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -813,11 +814,7 @@ func (n *Network) claimRoute(prefix netip.Prefix, via netip.Addr) (added bool, e
 func (n *Network) Routes() map[netip.Prefix]netip.Addr {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make(map[netip.Prefix]netip.Addr, len(n.routes))
-	for p, v := range n.routes {
-		out[p] = v
-	}
-	return out
+	return maps.Clone(n.routes)
 }
 
 // routed says whether a is on the subnet or behind one of AddRoute's
