@@ -2,6 +2,10 @@
 # installed by `make deps` (apt packages) and cached under build/.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
+# With pipefail, never end a pipeline in `grep -q` or `head`: they exit at
+# the first match, and a producer still writing (etcdctl prints two lines in
+# two writes) dies of SIGPIPE and fails the check now and then (CI, stop 35).
+# Write `| grep PATTERN >/dev/null`, which reads to the end.
 .DEFAULT_GOAL := build
 
 GO        ?= go
@@ -45,10 +49,10 @@ deps: $(ARCH_BUILD)/.deps-stamp
 $(ARCH_BUILD)/.deps-stamp: Makefile
 	@mkdir -p $(ARCH_BUILD)
 	@SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	if [ "$(ARCH)" != "$$(dpkg --print-architecture)" ] && ! dpkg --print-foreign-architectures | grep -qx '$(ARCH)'; then \
+	if [ "$(ARCH)" != "$$(dpkg --print-architecture)" ] && ! dpkg --print-foreign-architectures | grep -x '$(ARCH)' >/dev/null; then \
 	  echo "deps: dpkg --add-architecture $(ARCH)"; $$SUDO dpkg --add-architecture $(ARCH) && $$SUDO apt-get update -qq; \
 	fi
-	@missing=""; for p in $(APT_PKGS) $(ARCH_APT_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(APT_PKGS) $(ARCH_APT_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep 'install ok installed' >/dev/null || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -132,7 +136,7 @@ test-unit: kernel
 	@mkdir -p $(BUILD); set +e; $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -vx '$(MODULE)/qemu-tests') > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(ok |FAIL|panic:)|!!! SKIPPED|^\s*--- SKIP' $(BUILD)/unit-tests.log || true; \
 	if [ $$rc -ne 0 ]; then \
-	  awk -f tools/failed-tests.awk $(BUILD)/unit-tests.log | head -400; \
+	  awk -f tools/failed-tests.awk $(BUILD)/unit-tests.log | sed -n 1,400p; \
 	  echo "test-unit: FAILED (exit $$rc); full log: $(BUILD)/unit-tests.log"; exit $$rc; fi
 
 ## kernel: the Debian kernel package linux-image-$(ARCH) currently depends on,

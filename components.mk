@@ -160,7 +160,7 @@ $(KUBE_DIR)/.built: components/kube/go.mod
 	@rm -rf $(KUBE_DIR).tmp && mkdir -p $(KUBE_DIR).tmp
 	cd components/kube && CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' \
 	  -o $(KUBE_DIR).tmp/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_BINS))
-	@$(KUBE_DIR).tmp/kubelet --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "kube: kubelet --version is not $(KUBE_VERSION)"; exit 1; }
+	@$(KUBE_DIR).tmp/kubelet --version | grep -x 'Kubernetes $(KUBE_VERSION)' >/dev/null || { echo "kube: kubelet --version is not $(KUBE_VERSION)"; exit 1; }
 	@rm -rf $(KUBE_DIR) && mv $(KUBE_DIR).tmp $(KUBE_DIR) && touch $@
 
 ifneq ($(ARCH),amd64)
@@ -202,7 +202,7 @@ $(KUBE_PROXY_DIR)/.built: components/kube/go.mod components/kube/go.sum componen
 	cd components/kube && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' \
 	  -o $(KUBE_PROXY_DIR).tmp/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 ifeq ($(ARCH),amd64)
-	@$(KUBE_PROXY_DIR).tmp/kube-proxy --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "kube-proxy: --version is not $(KUBE_VERSION)"; exit 1; }
+	@$(KUBE_PROXY_DIR).tmp/kube-proxy --version | grep -x 'Kubernetes $(KUBE_VERSION)' >/dev/null || { echo "kube-proxy: --version is not $(KUBE_VERSION)"; exit 1; }
 else
 	@$(call CHECK_CROSS,kube-proxy,$(KUBE_PROXY_DIR).tmp/kube-proxy)
 	@$(GO) version -m $(KUBE_PROXY_DIR).tmp/kube-proxy | grep -P '^\tmod\tk8s.io/kubernetes\t$(KUBE_VERSION)\t' >/dev/null || \
@@ -220,7 +220,7 @@ $(COREDNS_DIR)/.built: components/coredns/go.mod components/coredns/go.sum compo
 	  -ldflags '-s -w -X github.com/coredns/coredns/coremain.GitCommit=$(COREDNS_VERSION)' \
 	  -o $(COREDNS_DIR).tmp/coredns .
 ifeq ($(ARCH),amd64)
-	@$(COREDNS_DIR).tmp/coredns -version | grep -q 'CoreDNS-$(patsubst v%,%,$(COREDNS_VERSION))' || { echo "coredns: -version is not $(COREDNS_VERSION)"; exit 1; }
+	@$(COREDNS_DIR).tmp/coredns -version | grep 'CoreDNS-$(patsubst v%,%,$(COREDNS_VERSION))' >/dev/null || { echo "coredns: -version is not $(COREDNS_VERSION)"; exit 1; }
 else
 	@$(call CHECK_CROSS,coredns,$(COREDNS_DIR).tmp/coredns)
 	@$(GO) version -m $(COREDNS_DIR).tmp/coredns | grep -P '^\tdep\tgithub.com/coredns/coredns\t$(COREDNS_VERSION)\t' >/dev/null || \
@@ -242,7 +242,7 @@ $(FLANNEL_DIR)/.built: components/flannel/go.mod components/flannel/go.sum compo
 	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' \
 	  -o $(FLANNEL_DIR).tmp/install-conf github.com/flannel-io/flannel/cmd/install_conf
 ifeq ($(ARCH),amd64)
-	@$(FLANNEL_DIR).tmp/flanneld --version 2>&1 | grep -qx '$(FLANNEL_VERSION)' || { echo "flannel: flanneld --version is not $(FLANNEL_VERSION)"; exit 1; }
+	@$(FLANNEL_DIR).tmp/flanneld --version 2>&1 | grep -x '$(FLANNEL_VERSION)' >/dev/null || { echo "flannel: flanneld --version is not $(FLANNEL_VERSION)"; exit 1; }
 else
 	@$(call CHECK_CROSS,flannel,$(FLANNEL_DIR).tmp/flanneld $(FLANNEL_DIR).tmp/install-conf)
 endif
@@ -259,7 +259,7 @@ $(FLANNEL_CNI_DIR)/.built: components/flannel-cni/go.mod components/flannel-cni/
 	  -ldflags '-s -w -X main.Program=flannel -X main.Version=$(FLANNEL_CNI_VERSION) -X main.Commit=$(FLANNEL_CNI_COMMIT)' \
 	  -o $(FLANNEL_CNI_DIR).tmp/flannel .
 ifeq ($(ARCH),amd64)
-	@CNI_COMMAND=VERSION $(FLANNEL_CNI_DIR).tmp/flannel </dev/null | grep -q '"1.0.0"' || { echo "flannel-cni: the plugin does not speak CNI 1.0.0 (CNI_COMMAND=VERSION)"; exit 1; }
+	@CNI_COMMAND=VERSION $(FLANNEL_CNI_DIR).tmp/flannel </dev/null | grep '"1.0.0"' >/dev/null || { echo "flannel-cni: the plugin does not speak CNI 1.0.0 (CNI_COMMAND=VERSION)"; exit 1; }
 else
 	@$(call CHECK_CROSS,flannel-cni,$(FLANNEL_CNI_DIR).tmp/flannel)
 endif
@@ -302,9 +302,9 @@ else
 	@$(call CROSS_COLLECT,$(RUNC_DIR).tmp)
 	@$(call CHECK_CROSS,runc,$(RUNC_DIR).tmp/runc)
 endif
-	@if readelf -l $(RUNC_DIR).tmp/runc | grep -q INTERP; then echo "runc: not statically linked"; exit 1; fi
+	@if readelf -l $(RUNC_DIR).tmp/runc | grep INTERP >/dev/null; then echo "runc: not statically linked"; exit 1; fi
 ifeq ($(ARCH),amd64)
-	@$(RUNC_DIR).tmp/runc --version | grep -q 'seccomp' || { echo "runc: built without seccomp"; exit 1; }
+	@$(RUNC_DIR).tmp/runc --version | grep 'seccomp' >/dev/null || { echo "runc: built without seccomp"; exit 1; }
 else
 	@$(GO) version -m $(RUNC_DIR).tmp/runc | grep 'github.com/seccomp/libseccomp-golang' >/dev/null || { echo "runc: built without seccomp"; exit 1; }
 endif
@@ -508,12 +508,12 @@ $(E2E_DIR)/.built: components/e2e/go.mod components/e2e/go.sum components/e2e/to
 	cd components/e2e && CGO_ENABLED=0 $(NICE) $(GO) test -c -trimpath -ldflags '$(KUBE_LDFLAGS)' \
 	  -o $(E2E_DIR).tmp/e2e.test k8s.io/kubernetes/test/e2e && \
 	  CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_DIR).tmp/ginkgo github.com/onsi/ginkgo/v2/ginkgo
-	@for f in e2e.test ginkgo; do if readelf -l $(E2E_DIR).tmp/$$f | grep -q INTERP; then echo "e2e: $$f is not statically linked"; exit 1; fi; done
-	@$(E2E_DIR).tmp/e2e.test --version | grep -q '$(KUBE_VERSION)' || { echo "e2e: e2e.test --version is not $(KUBE_VERSION)"; exit 1; }
+	@for f in e2e.test ginkgo; do if readelf -l $(E2E_DIR).tmp/$$f | grep INTERP >/dev/null; then echo "e2e: $$f is not statically linked"; exit 1; fi; done
+	@$(E2E_DIR).tmp/e2e.test --version | grep '$(KUBE_VERSION)' >/dev/null || { echo "e2e: e2e.test --version is not $(KUBE_VERSION)"; exit 1; }
 	@# A test binary's build info lists no dependencies: the module's
 	@# requirement is the ginkgo library e2e.test was built with.
 	@g=$$(cd components/e2e && $(GO) list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2); \
-	  $(E2E_DIR).tmp/ginkgo version | grep -qx "Ginkgo Version $${g#v}" || \
+	  $(E2E_DIR).tmp/ginkgo version | grep -x "Ginkgo Version $${g#v}" >/dev/null || \
 	  { echo "e2e: ginkgo is not the version e2e.test links ($$g): ginkgo refuses to run a suite of another"; exit 1; }
 	@rm -rf $(E2E_DIR) && mv $(E2E_DIR).tmp $(E2E_DIR) && touch $@
 
@@ -557,7 +557,7 @@ e2e-nginx: $(E2E_NGINX_ROOT)/.built
 e2e-deps: $(ARCH_BUILD)/.e2e-deps-stamp
 $(ARCH_BUILD)/.e2e-deps-stamp: components.mk
 	@mkdir -p $(ARCH_BUILD)
-	@missing=""; for p in $(E2E_APT_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(E2E_APT_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep 'install ok installed' >/dev/null || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "e2e-deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -586,7 +586,7 @@ $(E2E_BIN_DIR)/.built: components/e2e/go.mod components/e2e/go.sum | $(KUBELET_D
 	  -o $(E2E_BIN_DIR).tmp/agnhost k8s.io/kubernetes/test/images/agnhost && \
 	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_BIN_DIR).tmp/nnp k8s.io/kubernetes/test/images/nonewprivs
 ifeq ($(ARCH),amd64)
-	@$(E2E_BIN_DIR).tmp/agnhost --version 2>&1 | grep -q '$(E2E_AGNHOST_VERSION)' || { echo "e2e-bin: agnhost --version is not $(E2E_AGNHOST_VERSION)"; exit 1; }
+	@$(E2E_BIN_DIR).tmp/agnhost --version 2>&1 | grep '$(E2E_AGNHOST_VERSION)' >/dev/null || { echo "e2e-bin: agnhost --version is not $(E2E_AGNHOST_VERSION)"; exit 1; }
 else
 	@$(call CHECK_CROSS,e2e-bin,$(E2E_BIN_DIR).tmp/agnhost $(E2E_BIN_DIR).tmp/nnp)
 endif
@@ -617,7 +617,7 @@ $(E2E_SAMPLE_APISERVER_DIR)/.built: components/sample-apiserver/go.mod component
 	  -o $(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver k8s.io/sample-apiserver
 	@$(GO) version -m $(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver | grep -P '^\t(mod|dep)\tk8s.io/sample-apiserver\t$(E2E_SAMPLE_APISERVER_VERSION)\t' >/dev/null || \
 	  { echo "e2e-sample-apiserver: not built from k8s.io/sample-apiserver $(E2E_SAMPLE_APISERVER_VERSION)"; exit 1; }
-	@if readelf -l $(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver | grep -q INTERP; then echo "e2e-sample-apiserver: not statically linked"; exit 1; fi
+	@if readelf -l $(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver | grep INTERP >/dev/null; then echo "e2e-sample-apiserver: not statically linked"; exit 1; fi
 ifneq ($(ARCH),amd64)
 	@$(call CHECK_CROSS,e2e-sample-apiserver,$(E2E_SAMPLE_APISERVER_DIR).tmp/sample-apiserver)
 endif
@@ -631,11 +631,11 @@ $(E2E_ETCD_DIR)/.built: components/e2e-etcd/go.mod components/e2e-etcd/go.sum
 	  -o $(E2E_ETCD_DIR).tmp/etcd go.etcd.io/etcd/server/v3 && \
 	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_ETCD_DIR).tmp/etcdctl go.etcd.io/etcd/etcdctl/v3 && \
 	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_ETCD_DIR).tmp/etcdutl go.etcd.io/etcd/etcdutl/v3
-	@for f in etcd etcdctl etcdutl; do if readelf -l $(E2E_ETCD_DIR).tmp/$$f | grep -q INTERP; then echo "e2e-etcd: $$f is not statically linked"; exit 1; fi; done
+	@for f in etcd etcdctl etcdutl; do if readelf -l $(E2E_ETCD_DIR).tmp/$$f | grep INTERP >/dev/null; then echo "e2e-etcd: $$f is not statically linked"; exit 1; fi; done
 ifeq ($(ARCH),amd64)
-	@$(E2E_ETCD_DIR).tmp/etcd --version | grep -qx 'etcd Version: $(E2E_ETCD_VERSION:v%=%)' || { echo "e2e-etcd: etcd --version is not $(E2E_ETCD_VERSION)"; exit 1; }
-	@$(E2E_ETCD_DIR).tmp/etcdctl version | grep -qx 'etcdctl version: $(E2E_ETCD_VERSION:v%=%)' || { echo "e2e-etcd: etcdctl version is not $(E2E_ETCD_VERSION)"; exit 1; }
-	@$(E2E_ETCD_DIR).tmp/etcdutl version | grep -qx 'etcdutl version: $(E2E_ETCD_VERSION:v%=%)' || { echo "e2e-etcd: etcdutl version is not $(E2E_ETCD_VERSION)"; exit 1; }
+	@$(E2E_ETCD_DIR).tmp/etcd --version | grep -x 'etcd Version: $(E2E_ETCD_VERSION:v%=%)' >/dev/null || { echo "e2e-etcd: etcd --version is not $(E2E_ETCD_VERSION)"; exit 1; }
+	@$(E2E_ETCD_DIR).tmp/etcdctl version | grep -x 'etcdctl version: $(E2E_ETCD_VERSION:v%=%)' >/dev/null || { echo "e2e-etcd: etcdctl version is not $(E2E_ETCD_VERSION)"; exit 1; }
+	@$(E2E_ETCD_DIR).tmp/etcdutl version | grep -x 'etcdutl version: $(E2E_ETCD_VERSION:v%=%)' >/dev/null || { echo "e2e-etcd: etcdutl version is not $(E2E_ETCD_VERSION)"; exit 1; }
 else
 	@$(call CHECK_CROSS,e2e-etcd,$(E2E_ETCD_DIR).tmp/etcd $(E2E_ETCD_DIR).tmp/etcdctl $(E2E_ETCD_DIR).tmp/etcdutl)
 endif
@@ -680,9 +680,9 @@ $(E2E_BUSYBOX_DIR)/.built:
 	  sed -i 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/; s/^CONFIG_TC=y/# CONFIG_TC is not set/' .config && \
 	  grep -qx 'CONFIG_STATIC=y' .config && \
 	  $(NICE) $(MAKE) -s -j$$(nproc) busybox > ../build.log 2>&1 || { tail -30 ../build.log; echo "e2e-busybox: the build failed; log: $(E2E_BUSYBOX_DIR).tmp/src/build.log"; exit 1; }
-	@b=$(E2E_BUSYBOX_DIR).tmp/src/busybox-$(E2E_BUSYBOX_VERSION)/busybox; $$b 2>&1 | head -1 | grep -q '^BusyBox v$(E2E_BUSYBOX_VERSION) ' || \
+	@b=$(E2E_BUSYBOX_DIR).tmp/src/busybox-$(E2E_BUSYBOX_VERSION)/busybox; $$b 2>&1 | sed -n 1p | grep '^BusyBox v$(E2E_BUSYBOX_VERSION) ' >/dev/null || \
 	  { echo "e2e-busybox: the built busybox is not v$(E2E_BUSYBOX_VERSION)"; exit 1; }; \
-	  if readelf -l $$b | grep -q INTERP; then echo "e2e-busybox: busybox is not statically linked"; exit 1; fi; \
+	  if readelf -l $$b | grep INTERP >/dev/null; then echo "e2e-busybox: busybox is not statically linked"; exit 1; fi; \
 	  rm -rf $(E2E_BUSYBOX_DIR) && mkdir -p $(E2E_BUSYBOX_DIR) && cp $$b $(E2E_BUSYBOX_DIR)/busybox && $$b --list > $(E2E_BUSYBOX_DIR)/applets && \
 	  rm -rf $(E2E_BUSYBOX_DIR).tmp && touch $(E2E_BUSYBOX_DIR)/.built
 
