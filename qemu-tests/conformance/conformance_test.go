@@ -56,6 +56,45 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+// TestNotReached: when ginkgo's --timeout ends a run, the spec then
+// running is "timedout" and every spec it never started is "skipped" with
+// no reason. Those are counted as not reached, apart from the suite's own
+// run-time skips (which say why), and a spec the run's -skip left out is
+// no result at all.
+func TestNotReached(t *testing.T) {
+	const x = `<testsuites><testsuite name="s">
+<testcase name="[It] [sig-apps] ran [Conformance] [sig-apps, Conformance]" status="passed"></testcase>
+<testcase name="[It] [sig-apps] cut [Conformance] [sig-apps, Conformance]" status="timedout"><failure message="A suite timeout occurred"></failure></testcase>
+<testcase name="[It] [sig-apps] later [Conformance] [sig-apps, Conformance]" status="skipped"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-node] gce only [Conformance] [sig-node, Conformance]" status="skipped"><skipped message="skipped - Only supported for providers [gce]"></skipped></testcase>
+<testcase name="[It] [sig-node] node [NodeConformance] [Conformance] [sig-node, NodeConformance, Conformance]" status="skipped"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-node] not conformance [sig-node]" status="skipped"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`
+	j, err := parseJUnit(strings.NewReader(x), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := notSkipped(regexp.MustCompile(`\[Conformance\]`).MatchString, regexp.MustCompile(`\[NodeConformance\]`))
+	s := summarize(j, asked, nil)
+	if len(s.Passed) != 1 || len(s.Failed) != 1 || s.Failed[0].Why != "A suite timeout occurred" {
+		t.Errorf("passed %+v, failed %+v: want one each, the cut spec's first line its reason", s.Passed, s.Failed)
+	}
+	if len(s.NotReached) != 1 || !strings.Contains(s.NotReached[0].Name, "later") {
+		t.Errorf("not reached %+v: want the one spec after the cut, not the -skip'd [NodeConformance] one", s.NotReached)
+	}
+	if len(s.Skipped) != 1 || !strings.Contains(s.Skipped[0].Why, "Only supported for providers") {
+		t.Errorf("skipped %+v: want the suite's own skip, with its reason", s.Skipped)
+	}
+	var sum bytes.Buffer
+	writeSummary(&sum, s, runInfo{Focus: `\[Conformance\]`, Nodes: 2})
+	if want := "1 passed, 1 failed, 1 skipped by the suite, 0 skipped by berth's list, 1 not reached"; !strings.Contains(sum.String(), want) {
+		t.Errorf("summary %q: want %q", sum.String(), want)
+	}
+	if err := (subset{{Name: "[sig-apps] later [Conformance]"}}).check(s, nil); err == nil || !strings.Contains(err.Error(), "not reached") {
+		t.Errorf("subset check: %v: want the spec named as not reached", err)
+	}
+}
+
 func TestSuiteNodeFailureCounts(t *testing.T) {
 	const x = `<testsuites><testsuite name="s"><testcase name="[SynchronizedBeforeSuite]" status="failed"><failure message="[FAILED] no nodes are Ready"></failure></testcase></testsuite></testsuites>`
 	j, err := parseJUnit(strings.NewReader(x), "x")

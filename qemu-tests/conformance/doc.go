@@ -22,8 +22,8 @@ type runInfo struct {
 // writeSummary prints the run's result as the console shows it: counts,
 // then each failure with its first line.
 func writeSummary(w io.Writer, s summary, ri runInfo) {
-	fmt.Fprintf(w, "conformance: %d passed, %d failed, %d skipped by the suite, %d skipped by berth's list (focus %q, %d node(s), %s)\n",
-		len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), ri.Focus, ri.Nodes, ri.Wall.Round(time.Second))
+	fmt.Fprintf(w, "conformance: %d passed, %d failed, %d skipped by the suite, %d skipped by berth's list, %d not reached (focus %q, %d node(s), %s)\n",
+		len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached), ri.Focus, ri.Nodes, ri.Wall.Round(time.Second))
 	for _, o := range s.Setup {
 		fmt.Fprintf(w, "  SUITE FAILED %s: %s\n", o.Name, o.Why)
 	}
@@ -62,9 +62,10 @@ qemu-tests/conformance/subset.yaml names, each of which must pass).
 | **failed** | **%d** |
 | skipped by the suite at run time | %d |
 | skipped by name (below) | %d |
+| not reached (the run ended first) | %d |
 
 `, ri.Date.UTC().Format("2006-01-02 15:04 UTC"), ri.Kubernetes, ri.Image, ri.Nodes, strings.ReplaceAll(ri.Focus, "|", `\|`), ri.Procs,
-		ri.Wall.Round(time.Second), ri.ClusterReadySeconds, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed))
+		ri.Wall.Round(time.Second), ri.ClusterReadySeconds, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
 	if len(s.Setup)+len(s.Failed) > 0 {
 		fmt.Fprintf(w, "## Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")
 		for _, o := range append(append([]outcome{}, s.Setup...), s.Failed...) {

@@ -45,10 +45,16 @@ type outcome struct {
 }
 
 // summary is a run's result over the specs it was asked to run (its
-// focus): the specs skipped at run time by the suite itself apart from
-// those berth's list skips by name.
+// focus, less the run's own -skip): the specs skipped at run time by the
+// suite itself (each with its reason) apart from those berth's list skips
+// by name, and both apart from those the run never reached.
 type summary struct {
 	Passed, Failed, Skipped, Listed []outcome
+	// NotReached holds asked specs the suite never started: ginkgo marks
+	// them "skipped" with no reason when its --timeout or an interrupt
+	// ends the run first. A spec skipped at run time says why
+	// ("skipped - Only supported for providers ...").
+	NotReached []outcome
 	// Setup holds failed suite nodes ([SynchronizedBeforeSuite] ...),
 	// which fail every spec without naming one.
 	Setup []outcome
@@ -77,8 +83,8 @@ func parseJUnit(r io.Reader, name string) (junitSuites, error) {
 
 // summarize sorts the report's specs that were asked for (all when asked
 // is nil; it is given the JUnit case's name, "[It] " and ginkgo's labels
-// included) into passed, failed and skipped; a skipped spec whose name
-// list names is counted as listed, with the list's reason.
+// included) into passed, failed, skipped and not reached; a skipped spec
+// whose name list names is counted as listed, with the list's reason.
 func summarize(j junitSuites, asked func(caseName string) bool, list skipList) summary {
 	var s summary
 	for _, su := range j.Suites {
@@ -114,9 +120,11 @@ func summarize(j junitSuites, asked func(caseName string) bool, list skipList) s
 					s.Listed = append(s.Listed, o)
 					continue
 				}
-				if c.Skipped != nil {
-					o.Why = firstLine(c.Skipped.Message)
+				if c.Skipped == nil || strings.TrimSpace(c.Skipped.Message) == "skipped" {
+					s.NotReached = append(s.NotReached, o)
+					continue
 				}
+				o.Why = firstLine(c.Skipped.Message)
 				s.Skipped = append(s.Skipped, o)
 			default: // failed, panicked, interrupted, aborted, timedout
 				o.Why = failureLine(c)
@@ -124,7 +132,7 @@ func summarize(j junitSuites, asked func(caseName string) bool, list skipList) s
 			}
 		}
 	}
-	for _, l := range []*[]outcome{&s.Passed, &s.Failed, &s.Skipped, &s.Listed, &s.Setup} {
+	for _, l := range []*[]outcome{&s.Passed, &s.Failed, &s.Skipped, &s.Listed, &s.NotReached, &s.Setup} {
 		slices.SortFunc(*l, func(a, b outcome) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return s

@@ -113,7 +113,7 @@ func (s subset) check(sum summary, list skipList) error {
 		for _, l := range []struct {
 			what string
 			in   []outcome
-		}{{"failed", sum.Failed}, {"skipped by the suite", sum.Skipped}, {"skipped by the list", sum.Listed}} {
+		}{{"failed", sum.Failed}, {"skipped by the suite", sum.Skipped}, {"skipped by the list", sum.Listed}, {"not reached (the run ended first)", sum.NotReached}} {
 			if slices.ContainsFunc(l.in, func(o outcome) bool { return sameSpec(o.Name, e.Name) }) {
 				state = l.what
 			}
