@@ -404,7 +404,8 @@ cluster-down:
 ## rewrites docs/conformance.md unless FOCUS or SKIP was given. TIMEOUT
 ## (ginkgo --timeout, default 4h) bounds the suite: when it runs out,
 ## the spec then running fails as timed out, those not yet run are
-## reported as skipped with ginkgo's reason, and the rest stands.
+## counted as not reached (apart from the suite's own skips, which give
+## a reason), and the rest stands.
 ## Not part of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= \[NodeConformance\]
