@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,4 +65,47 @@ func TestLifecycleNotStartedWithIMDSOff(t *testing.T) {
 	if !strings.Contains(buf.String(), "lifecycle notices not watched: berth.imds=off") || b.rep.Lifecycle != nil {
 		t.Errorf("console:\n%s", buf.String())
 	}
+}
+
+// The console says why the node goes down before the power server can
+// log the shutdown's first step: the request is logged before it is sent
+// (the handler below sees the power channel still empty when the line is
+// written). A request that finds the backlog full is logged as dropped.
+func TestRequestShutdownLogsBeforeSending(t *testing.T) {
+	b, _ := testBoot()
+	b.power = make(chan power.Request, powerBacklog)
+	h := &queuedAtLog{Handler: b.log.Handler(), power: b.power, queued: -1}
+	b.requestShutdown(slog.New(h), "spot interruption notice: terminate at 2026-03-01T12:02:00Z")
+	if h.queued != 0 {
+		t.Errorf("\"shutdown requested\" logged with %d request(s) already sent (-1: not logged): the power server may log the shutdown before the console says why", h.queued)
+	}
+	if req := <-b.power; req.Mode != power.PowerOff || req.Reason != "spot interruption notice: terminate at 2026-03-01T12:02:00Z" {
+		t.Errorf("power request %+v", req)
+	}
+
+	b, buf := testBoot()
+	b.power = make(chan power.Request, 1)
+	b.power <- power.Request{Mode: power.PowerOff, Reason: "ACPI power button"}
+	b.requestShutdown(b.log, "auto scaling lifecycle: Terminated")
+	if c := buf.String(); !strings.Contains(c, "shutdown request dropped: others are pending and the first goes ahead") || !strings.Contains(c, `reason="auto scaling lifecycle: Terminated"`) {
+		t.Errorf("a request with the backlog full is not logged as dropped:\n%s", buf.String())
+	}
+	if req := <-b.power; req.Reason != "ACPI power button" || len(b.power) != 0 {
+		t.Errorf("the pending request %+v was replaced or another queued (%d left)", req, len(b.power))
+	}
+}
+
+// queuedAtLog records how many requests the power channel held when the
+// "shutdown requested" line was handled.
+type queuedAtLog struct {
+	slog.Handler
+	power  chan power.Request
+	queued int
+}
+
+func (h *queuedAtLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "shutdown requested" {
+		h.queued = len(h.power)
+	}
+	return h.Handler.Handle(ctx, r)
 }

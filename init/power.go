@@ -41,12 +41,18 @@ func (b *boot) addStopper(s shutdown.Stopper) {
 // an ASG lifecycle state): the same path as the power button, so kubelet
 // gets PrepareForShutdown and drains first. It never blocks: when the
 // backlog is full, shutdowns are already on their way.
+//
+// The request is logged before it is sent, as the signal and ACPI paths
+// do: once sent, the power server may log the shutdown's first steps
+// before this goroutine runs again, and the console must say why the node
+// goes down before it shows it going (seen on a loaded host: the
+// PrepareForShutdown line came first).
 func (b *boot) requestShutdown(log *slog.Logger, reason string) {
+	log.Info("shutdown requested", "reason", reason)
 	select {
 	case b.power <- power.Request{Mode: power.PowerOff, Reason: reason}:
-		log.Info("shutdown requested", "reason", reason)
 	default:
-		log.Warn("shutdown requested while others are pending; the first goes ahead", "reason", reason)
+		log.Warn("shutdown request dropped: others are pending and the first goes ahead", "reason", reason)
 	}
 }
 
