@@ -240,10 +240,6 @@ func waitUp(ctx context.Context, clusterOut string, exited <-chan error, timeout
 	}
 }
 
-// runSuite runs e2e.test under ginkgo against kubeconfig, its output to
-// OUT/e2e.log and here. A failed spec makes ginkgo exit non-zero; the
-// JUnit report says which, so that is not an error here unless no report
-// was written.
 // notSkipped narrows asked by the run's -skip: what the run left out was
 // not asked for, and is no result (the skip list's specs, by contrast,
 // are asked for and counted as listed).
@@ -251,6 +247,10 @@ func notSkipped(asked func(string) bool, skip *regexp.Regexp) func(string) bool 
 	return func(name string) bool { return asked(name) && !skip.MatchString(name) }
 }
 
+// runSuite runs e2e.test under ginkgo against kubeconfig, its output to
+// OUT/e2e.log and here. A failed spec makes ginkgo exit non-zero; the
+// JUnit report says which, so that is not an error here unless no report
+// was written.
 func runSuite(ctx context.Context, o options, focus, skip, kubeconfig, junit string, out io.Writer) error {
 	args := []string{"-p", "--procs=" + strconv.Itoa(o.procs), "--timeout=" + o.suiteTimeout.String(),
 		"--junit-report=" + filepath.Base(junit), "--output-dir=" + filepath.Dir(junit), "--no-color", "--focus=" + focus}
