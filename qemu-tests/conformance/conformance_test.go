@@ -95,6 +95,23 @@ func TestNotReached(t *testing.T) {
 	}
 }
 
+// TestFocusAsked: a focus anchored at the end of the spec's text, as
+// namesPattern writes one, still finds the JUnit case whose name has
+// ginkgo's labels after the text; an unanchored one finds it as before.
+func TestFocusAsked(t *testing.T) {
+	const c = "[It] [sig-network] Services should serve a basic endpoint from pods [Conformance] [sig-network, Conformance]"
+	for _, f := range []string{namesPattern([]string{"[sig-network] Services should serve a basic endpoint from pods [Conformance]"}), `\[Conformance\]`, `basic endpoint`} {
+		if !focusAsked(regexp.MustCompile(f))(c) {
+			t.Errorf("focus %q does not ask for %q", f, c)
+		}
+	}
+	for _, f := range []string{namesPattern([]string{"[sig-network] Services should serve"}), `\[NodeConformance\]`} {
+		if focusAsked(regexp.MustCompile(f))(c) {
+			t.Errorf("focus %q asks for %q", f, c)
+		}
+	}
+}
+
 func TestSuiteNodeFailureCounts(t *testing.T) {
 	const x = `<testsuites><testsuite name="s"><testcase name="[SynchronizedBeforeSuite]" status="failed"><failure message="[FAILED] no nodes are Ready"></failure></testcase></testsuite></testsuites>`
 	j, err := parseJUnit(strings.NewReader(x), "x")

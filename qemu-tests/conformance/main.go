@@ -91,7 +91,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-focus %q: %w", o.focus, err)
 	}
-	asked := focus.MatchString
+	asked := focusAsked(focus)
 	var sub subset
 	if o.subset != "" {
 		if o.doc != "" {
