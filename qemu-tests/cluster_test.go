@@ -189,10 +189,14 @@ func TestCluster(t *testing.T) {
 	svc := map[string]any{
 		"apiVersion": "v1", "kind": "Service",
 		"metadata": map[string]any{"name": "demo", "namespace": "default"},
+		// ClientIP affinity, as many Services have it: kube-proxy then
+		// writes -m recent rules, and without xt_recent on the node its
+		// whole iptables-restore fails and no Service works.
 		"spec": map[string]any{
-			"type":     "NodePort",
-			"selector": map[string]any{"app": "demo"},
-			"ports":    []any{map[string]any{"name": "http", "port": 80, "targetPort": 8080}},
+			"type":            "NodePort",
+			"selector":        map[string]any{"app": "demo"},
+			"sessionAffinity": "ClientIP",
+			"ports":           []any{map[string]any{"name": "http", "port": 80, "targetPort": 8080}},
 		},
 	}
 	var created struct {
@@ -293,6 +297,17 @@ echo "peer answer: $(tail -n 1 /tmp/peer)"
 		}
 	}
 	figure(t, "QEMU start to Service, DNS and pod-to-pod answered from a pod on each node: %.1f s", since())
+	// kube-proxy found every match and counter it uses in the kernel: its
+	// rule batches applied whole, and its nfacct metrics work.
+	if logs, err := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "logs", "--tail=-1", "-l", "k8s-app=kube-proxy", "--prefix"); err != nil {
+		t.Errorf("kube-proxy's logs: %v", err)
+	} else {
+		for _, bad := range []string{"Failed to execute iptables-restore", "nfacct sub-system not available", "missing kernel module"} {
+			if strings.Contains(logs, bad) {
+				t.Errorf("kube-proxy's log says %q: a netfilter module it needs is not in the image:\n%s", bad, logs)
+			}
+		}
+	}
 
 	// 6. From node-b's own network namespace (hostNetwork), by ClusterIP:
 	// the backend is on node-a.

@@ -148,6 +148,7 @@ func hcRows() []hcRow {
 				{"iptables -t nat -A BERTH-PROBE -m addrtype --dst-type LOCAL -j RETURN", "xt_addrtype"},
 				{"iptables -t mangle -A PREROUTING -m connmark --mark 0x80/0x80 -j RETURN", "xt_connmark"},
 				{"iptables -t filter -A INPUT -p tcp -m multiport --dports 1,2 -j ACCEPT", "xt_multiport"},
+				{"iptables -t nat -A BERTH-PROBE -m recent --name BERTH-PROBE --rcheck --seconds 10800 --reap -j RETURN", "xt_recent"},
 				{"ip6tables -t nat -N BERTH-PROBE && ip6tables -t nat -A BERTH-PROBE -m statistic --mode random --probability 0.5 -j RETURN", ""},
 				{"nft add table ip berthprobe && nft 'add chain ip berthprobe post { type nat hook postrouting priority 100 ; }' && nft add rule ip berthprobe post ct state established accept && nft add rule ip berthprobe post masquerade", "nft_ct"},
 				{"ip link add bp-dummy type dummy", "dummy"},

@@ -28,6 +28,9 @@ var netfilterSteps = []netfilterStep{
 	{"kube-proxy's local-address match", "iptables -t nat -A BT -m addrtype --dst-type LOCAL -j RETURN", []string{"xt_addrtype"}},
 	{"the VPC CNI's connmark", "iptables -t mangle -A PREROUTING -m connmark --mark 0x80/0x80 -j CONNMARK --restore-mark --mask 0x80", []string{"xt_connmark"}},
 	{"node ports by multiport", "iptables -t nat -A BT -p tcp -m multiport --dports 80,443 -j RETURN", []string{"xt_multiport"}},
+	// A Service's sessionAffinity: ClientIP, as kube-proxy writes it.
+	{"kube-proxy's ClientIP session affinity", "iptables -t nat -A BT -m recent --name KUBE-SEP-BT --rcheck --seconds 10800 --reap -j RETURN && " +
+		"iptables -t nat -A BT -m recent --name KUBE-SEP-BT --set -j RETURN", []string{"xt_recent"}},
 	{"ipvs-mode ipsets", "ipset create bt hash:ip,port && iptables -t nat -A BT -m set --match-set bt dst,dst -j RETURN",
 		[]string{"ip_set", "ip_set_hash_ipport", "xt_set"}},
 	{"the VPC CNI's SNAT --random-fully and a DNAT", "iptables -t nat -A BT -j SNAT --to-source 10.0.2.15 --random-fully && " +
