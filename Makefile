@@ -397,8 +397,8 @@ cluster-down:
 ## `make conformance N=2`) as `make cluster` brings it up, with the e2e
 ## images served beside the cluster's; e2e.test under ginkgo (PROCS
 ## processes, default 4) with --provider=skeleton, FOCUS (default
-## [NodeConformance]; or FOCUS_FILE, a file holding it) and SKIP, and the specs that cannot pass here
-## skipped by name from qemu-tests/conformance/skips.yaml, each with its
+## [NodeConformance]; or FOCUS_FILE, a file holding it) and SKIP, and
+## the specs that cannot pass here skipped by name from qemu-tests/conformance/skips.yaml, each with its
 ## reason. Writes the JUnit report and the logs under build/conformance/,
 ## prints passed, failed and skipped with each failure's first line, and
 ## rewrites docs/conformance.md unless FOCUS or SKIP was given. TIMEOUT
@@ -415,7 +415,7 @@ CONFORMANCE_DOC := $(if $(FOCUS_FILE)$(filter command line environment,$(origin 
 # FOCUS_FILE: a file holding the focus, for one make cannot carry on its
 # command line (a pattern of whole spec names ends in `$`, which make
 # would expand).
-CONFORMANCE_FOCUS = $(if $(FOCUS_FILE),-focus "$$(cat '$(FOCUS_FILE)')",-focus '$(FOCUS)')
+CONFORMANCE_FOCUS = $(if $(FOCUS_FILE),$(if $(wildcard $(FOCUS_FILE)),-focus "$$(cat '$(FOCUS_FILE)')",$(error FOCUS_FILE=$(FOCUS_FILE): no such file)),-focus '$(FOCUS)')
 CONFORMANCE_DEPS := deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(addprefix $(OCI_IMAGES_DIR)/,flannel.tar flannel-cni-plugin.tar) $(TEST_COMPONENTS) \
   e2e e2e-images e2e-repo-list
 # $(call CONFORMANCE_RUN,OUT,FLAGS): the cluster command built into OUT,

@@ -110,6 +110,11 @@ func TestFocusAsked(t *testing.T) {
 			t.Errorf("focus %q asks for %q", f, c)
 		}
 	}
+	// A -skip of whole names leaves out what it names, as ginkgo did.
+	byName := regexp.MustCompile(namesPattern([]string{"[sig-network] Services should serve a basic endpoint from pods [Conformance]"}))
+	if notSkipped(func(string) bool { return true }, byName)(c) {
+		t.Errorf("-skip %q still asks for %q", byName, c)
+	}
 }
 
 func TestSuiteNodeFailureCounts(t *testing.T) {
@@ -224,5 +229,16 @@ func TestRepoSkipList(t *testing.T) {
 		if _, err := regexp.Compile(p); err != nil {
 			t.Errorf("the list's --skip pattern does not compile: %v", err)
 		}
+	}
+}
+
+// An empty focus would have ginkgo run the whole suite: refused before
+// anything starts.
+func TestRunRefusesEmptyFocus(t *testing.T) {
+	o := options{cluster: "c", e2eDir: "e", kubectl: "k", repoList: "r", e2eImages: "i",
+		skips: filepath.Join("testdata", "skips.yaml"), out: t.TempDir(), focus: " \n"}
+	var out bytes.Buffer
+	if err := run(t.Context(), o, &out); err == nil || !strings.Contains(err.Error(), "-focus is empty") {
+		t.Errorf("run with an empty focus: %v, want it refused", err)
 	}
 }

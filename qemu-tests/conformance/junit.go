@@ -140,23 +140,27 @@ func summarize(j junitSuites, asked func(caseName string) bool, list skipList) s
 }
 
 // focusAsked says whether a JUnit case was asked for by focus, as ginkgo
-// decides it: ginkgo matches --focus against the spec's text, while the
-// report's name adds "[It] " and, after a space, the spec's labels in
-// brackets ("[sig-node, Conformance]"). A focus anchored at the end of a
-// spec's text (namesPattern's, or a user's "...\[Conformance\]$") would
-// miss every case, so the name is tried without its last bracketed group
-// too.
+// decides it (specMatches).
 func focusAsked(focus *regexp.Regexp) func(caseName string) bool {
-	return func(caseName string) bool {
-		n := specName(caseName)
-		if focus.MatchString(n) {
-			return true
-		}
-		if i := strings.LastIndex(n, " ["); i >= 0 && strings.HasSuffix(n, "]") {
-			return focus.MatchString(n[:i])
-		}
-		return false
+	return func(caseName string) bool { return specMatches(focus, caseName) }
+}
+
+// specMatches says whether a --focus or --skip pattern selects a JUnit
+// case as ginkgo selected it: ginkgo matches the spec's text, while the
+// report's name adds "[It] " and, after a space, the spec's labels in
+// brackets ("[sig-node, Conformance]"). A pattern anchored at the end of
+// a spec's text (namesPattern's, or a user's "...\[Conformance\]$")
+// would miss every case, so the name is tried without its last bracketed
+// group too.
+func specMatches(re *regexp.Regexp, caseName string) bool {
+	n := specName(caseName)
+	if re.MatchString(n) {
+		return true
 	}
+	if i := strings.LastIndex(n, " ["); i >= 0 && strings.HasSuffix(n, "]") {
+		return re.MatchString(n[:i])
+	}
+	return false
 }
 
 // specName is a JUnit case's name without ginkgo's node-type prefix
