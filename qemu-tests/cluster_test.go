@@ -297,12 +297,16 @@ echo "peer answer: $(tail -n 1 /tmp/peer)"
 		}
 	}
 	figure(t, "QEMU start to Service, DNS and pod-to-pod answered from a pod on each node: %.1f s", since())
-	// kube-proxy found every match and counter it uses in the kernel: its
-	// rule batches applied whole, and its nfacct metrics work.
+	// kube-proxy found every match and counter it uses in the kernel: no
+	// rule batch refused for an extension the kernel lacks (iptables says
+	// "missing kernel module?" and kube-proxy "Failed to execute
+	// iptables-restore"; the latter alone can be a transient failure on a
+	// busy host, so the former is what is looked for), and its nfacct
+	// metrics work.
 	if logs, err := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "logs", "--tail=-1", "-l", "k8s-app=kube-proxy", "--prefix"); err != nil {
 		t.Errorf("kube-proxy's logs: %v", err)
 	} else {
-		for _, bad := range []string{"Failed to execute iptables-restore", "nfacct sub-system not available", "missing kernel module"} {
+		for _, bad := range []string{"missing kernel module", "nfacct sub-system not available"} {
 			if strings.Contains(logs, bad) {
 				t.Errorf("kube-proxy's log says %q: a netfilter module it needs is not in the image:\n%s", bad, logs)
 			}
