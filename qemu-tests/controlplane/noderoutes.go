@@ -100,14 +100,14 @@ const routeInterval = approveInterval
 // CIDR via its InternalIP (vnet.Network.AddRoute), logging each route it
 // adds. A failed add is logged once for that route and error, and tried
 // again at the next list: the same route again is harmless to a route
-// table that holds it.
+// table that holds it. A node address that does not parse is logged once
+// too, not at every list.
 func (c *Cluster) RouteNodePods(ctx context.Context, add func(NodeRoute) error) {
-	added := map[NodeRoute]bool{}
-	failed := map[NodeRoute]string{}
+	st := newRouteState()
 	t := time.NewTicker(routeInterval)
 	defer t.Stop()
 	for {
-		if err := c.routeOnce(ctx, add, added, failed); err != nil && ctx.Err() == nil {
+		if err := c.routeOnce(ctx, add, st); err != nil && ctx.Err() == nil {
 			c.log.Warn("route controller", "err", err)
 		}
 		select {
@@ -118,28 +118,46 @@ func (c *Cluster) RouteNodePods(ctx context.Context, add func(NodeRoute) error) 
 	}
 }
 
-func (c *Cluster) routeOnce(ctx context.Context, add func(NodeRoute) error, added map[NodeRoute]bool, failed map[NodeRoute]string) error {
+// routeState is what the route controller remembers between lists: the
+// routes it added, the last error of each it could not add, and the
+// address errors it has logged (still present at the last list).
+type routeState struct {
+	added    map[NodeRoute]bool
+	failed   map[NodeRoute]string
+	badAddrs map[string]bool
+}
+
+func newRouteState() *routeState {
+	return &routeState{added: map[NodeRoute]bool{}, failed: map[NodeRoute]string{}, badAddrs: map[string]bool{}}
+}
+
+func (c *Cluster) routeOnce(ctx context.Context, add func(NodeRoute) error, st *routeState) error {
 	var list nodeList
 	if err := c.getJSON(ctx, c.hostEndpoint()+"/api/v1/nodes", &list); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	routes, errs := nodeRoutes(list)
+	seen := map[string]bool{}
 	for _, err := range errs {
-		c.log.Warn("route controller: a node's addresses", "err", err)
+		seen[err.Error()] = true
+		if !st.badAddrs[err.Error()] {
+			c.log.Warn("route controller: a node's addresses", "err", err)
+		}
 	}
+	st.badAddrs = seen
 	for _, r := range routes {
-		if added[r] {
+		if st.added[r] {
 			continue
 		}
 		if err := add(r); err != nil {
-			if failed[r] != err.Error() {
-				failed[r] = err.Error()
+			if st.failed[r] != err.Error() {
+				st.failed[r] = err.Error()
 				c.log.Warn("route controller: adding a node's pod route", "route", r.String(), "err", err)
 			}
 			continue
 		}
-		delete(failed, r)
-		added[r] = true
+		delete(st.failed, r)
+		st.added[r] = true
 		c.log.Info("pod route added (as a cloud's route controller does): the control plane reaches the node's pods by their IPs", "node", r.Node, "podCIDR", r.PodCIDR, "via", r.Via)
 	}
 	return nil

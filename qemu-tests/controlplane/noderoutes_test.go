@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/berth-node/berth/internal/syncbuf"
 )
 
 // nodesJSON is GET /api/v1/nodes as the apiserver answers it, for nodes
@@ -70,10 +71,11 @@ func TestNodeRoutes(t *testing.T) {
 
 // The route controller against an apiserver stand-in: each node's route
 // is added once, however often the nodes are listed; a node that gets its
-// pod CIDR later gets its route then; a failed add is tried again.
+// pod CIDR later gets its route then; a failed add is tried again; a node
+// address that does not parse is logged once, not at every list.
 func TestRouteNodePods(t *testing.T) {
 	var mu sync.Mutex
-	nodes := [][3]string{{"a", "10.244.0.0/24", "192.168.127.10"}, {"b", "", "192.168.127.11"}}
+	nodes := [][3]string{{"a", "10.244.0.0/24", "192.168.127.10"}, {"b", "", "192.168.127.11"}, {"e", "10.244.4.0/24", "not-an-ip"}}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/api/v1/nodes" {
 			http.NotFound(w, r)
@@ -88,7 +90,8 @@ func TestRouteNodePods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{log: slog.New(slog.NewTextHandler(io.Discard, nil)), client: srv.Client()}
+	var logged syncbuf.Buffer
+	c := &Cluster{log: slog.New(slog.NewTextHandler(&logged, nil)), client: srv.Client()}
 	if c.opts.Ports.APIServer, err = strconv.Atoi(port); err != nil {
 		t.Fatal(err)
 	}
@@ -102,10 +105,10 @@ func TestRouteNodePods(t *testing.T) {
 		}
 		return nil
 	}
-	added, failed := map[NodeRoute]bool{}, map[NodeRoute]string{}
+	st := newRouteState()
 	ctx := context.Background()
 	for range 2 {
-		if err := c.routeOnce(ctx, add, added, failed); err != nil {
+		if err := c.routeOnce(ctx, add, st); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +116,7 @@ func TestRouteNodePods(t *testing.T) {
 	nodes[1][1] = "10.244.1.0/24"
 	mu.Unlock()
 	for range 3 {
-		if err := c.routeOnce(ctx, add, added, failed); err != nil {
+		if err := c.routeOnce(ctx, add, st); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,11 +128,14 @@ func TestRouteNodePods(t *testing.T) {
 	if !reflect.DeepEqual(calls, want) {
 		t.Errorf("add called with %q; want %q", calls, want)
 	}
-	if len(added) != 2 || len(failed) != 0 {
-		t.Errorf("added %v, failed %v; want both routes added and no failure left", added, failed)
+	if len(st.added) != 2 || len(st.failed) != 0 {
+		t.Errorf("added %v, failed %v; want both routes added and no failure left", st.added, st.failed)
+	}
+	if n := strings.Count(logged.String(), `InternalIP \"not-an-ip\"`); n != 1 {
+		t.Errorf("node e's unparsable InternalIP logged %d times over 5 lists; want once:\n%s", n, logged.String())
 	}
 	c.client = http.DefaultClient // does not trust the stand-in's certificate
-	if err := c.routeOnce(ctx, add, added, failed); err == nil || !strings.Contains(err.Error(), "listing nodes") {
+	if err := c.routeOnce(ctx, add, st); err == nil || !strings.Contains(err.Error(), "listing nodes") {
 		t.Errorf("routeOnce with the apiserver unreachable: %v; want an error saying it was listing nodes", err)
 	}
 }
