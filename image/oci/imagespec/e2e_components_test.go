@@ -96,7 +96,7 @@ func upstreamRun() map[string]upstreamImage {
 	return map[string]upstreamImage{
 		"agnhost": {[]string{"/agnhost"}, []string{"pause"}, "",
 			[]string{"/agnhost-2", "/localhost.crt", "/localhost.key", "/bin/sh", "/bin/bash", "/usr/bin/curl",
-				"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/nc", "/sbin/ip", "/usr/bin/iperf", "/usr/local/bin/iperf",
+				"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/nc", "/sbin/ip", "/usr/bin/iperf", "/usr/local/bin/iperf",
 				"/var/registry/pause/manifests/testing"}, ""},
 		"busybox":         {nil, []string{"sh"}, "", []string{"/bin/sh", "/bin/ls", "/bin/wget", "/bin/nslookup", "/bin/sleep", "/bin/cat"}, ""},
 		"nginx":           {[]string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}, "", []string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/bin/sh"}, ""},
@@ -106,7 +106,7 @@ func upstreamRun() map[string]upstreamImage {
 		"kitten":          {[]string{"/agnhost"}, []string{"test-webserver"}, "", []string{"/kitten.jpg", "/data.json"}, ""},
 		"nautilus":        {[]string{"/agnhost"}, []string{"test-webserver"}, "", []string{"/nautilus.jpg", "/data.json"}, ""},
 		"ipc-utils":       {nil, []string{"/bin/sh"}, "", []string{"/usr/bin/ipcs", "/usr/bin/ipcmk", "/usr/bin/ipcrm"}, ""},
-		"jessie-dnsutils": {nil, []string{"bash"}, "", []string{"/bin/bash", "/usr/bin/dig", "/usr/bin/host", "/usr/bin/nslookup"}, ""},
+		"jessie-dnsutils": {nil, []string{"bash"}, "", []string{"/bin/bash", "/usr/bin/dig", "/usr/bin/host", "/usr/bin/nslookup", "/usr/bin/getent"}, ""},
 		// The aggregator specs' pair (test/images/sample-apiserver;
 		// cluster/images/etcd on distroless/static, whose user is 0).
 		"sample-apiserver": {[]string{"/sample-apiserver"}, nil, "", []string{"/bin/sh"}, ""},
