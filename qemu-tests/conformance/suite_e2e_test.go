@@ -25,21 +25,7 @@ func TestNamesPatternAgainstSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	pattern := namesPattern(s.names())
-	dry := func(flagName string) summary {
-		t.Helper()
-		out := t.TempDir()
-		cmd := exec.Command(filepath.Join(dir, "e2e.test"), "--provider=skeleton", "--ginkgo.dry-run", "--ginkgo.no-color",
-			"--ginkgo."+flagName+"="+pattern, "--ginkgo.junit-report="+filepath.Join(out, "junit.xml"))
-		cmd.Dir = out
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("e2e.test dry run with --%s: %v\n%s", flagName, err, b[max(0, len(b)-2000):])
-		}
-		j, err := readJUnit(filepath.Join(out, "junit.xml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return summarize(j, nil, nil)
-	}
+	dry := func(flagName string) summary { return dryRun(t, dir, flagName, pattern) }
 	focused := dry("focus")
 	var ran []string
 	for _, o := range focused.Passed {
@@ -59,5 +45,52 @@ func TestNamesPatternAgainstSuite(t *testing.T) {
 	}
 	if len(skipped.Passed) < 1000 {
 		t.Errorf("--skip with the subset's pattern selects only %d specs: it skips more than it names", len(skipped.Passed))
+	}
+}
+
+// dryRun is e2e.test's dry run with --ginkgo.<flagName>=pattern: what it
+// would run, without running it.
+func dryRun(t *testing.T, dir, flagName, pattern string) summary {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(dir, "e2e.test"), "--provider=skeleton", "--ginkgo.dry-run", "--ginkgo.no-color",
+		"--ginkgo."+flagName+"="+pattern, "--ginkgo.junit-report="+filepath.Join(out, "junit.xml"))
+	cmd.Dir = out
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("e2e.test dry run with --%s: %v\n%s", flagName, err, b[max(0, len(b)-2000):])
+	}
+	j, err := readJUnit(filepath.Join(out, "junit.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return summarize(j, nil, nil)
+}
+
+// TestSkipListAgainstSuite: make conformance's --skip pattern, from
+// skips.yaml, selects exactly the specs the list names in e2e.test's own
+// dry run (a name that no longer matches would skip nothing, silently).
+func TestSkipListAgainstSuite(t *testing.T) {
+	dir := os.Getenv("BERTH_E2E_DIR")
+	if dir == "" {
+		t.Fatal("BERTH_E2E_DIR is not set: run make test-e2e-images")
+	}
+	l, err := loadSkips("skips.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l) == 0 {
+		if l.pattern() != "" {
+			t.Errorf("an empty skip list gives the pattern %q", l.pattern())
+		}
+		return
+	}
+	focused := dryRun(t, dir, "focus", l.pattern())
+	for _, e := range l {
+		if !slices.ContainsFunc(focused.Passed, func(o outcome) bool { return sameSpec(o.Name, e.Name) }) {
+			t.Errorf("skips.yaml names %q, which e2e.test does not select by the list's pattern", e.Name)
+		}
+	}
+	if len(focused.Passed) != len(l) {
+		t.Errorf("the skip list's pattern selects %d specs for its %d names", len(focused.Passed), len(l))
 	}
 }
