@@ -16,10 +16,7 @@ import (
 // --skip leaves every one of them out: so the subset runs what it names
 // and the skip list skips what it names, no more.
 func TestNamesPatternAgainstSuite(t *testing.T) {
-	dir := os.Getenv("BERTH_E2E_DIR")
-	if dir == "" {
-		t.Fatal("BERTH_E2E_DIR is not set: run make test-e2e-images")
-	}
+	dir := e2eDir(t)
 	s, err := loadSubset("subset.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -70,10 +67,7 @@ func dryRun(t *testing.T, dir, flagName, pattern string) summary {
 // skips.yaml, selects exactly the specs the list names in e2e.test's own
 // dry run (a name that no longer matches would skip nothing, silently).
 func TestSkipListAgainstSuite(t *testing.T) {
-	dir := os.Getenv("BERTH_E2E_DIR")
-	if dir == "" {
-		t.Fatal("BERTH_E2E_DIR is not set: run make test-e2e-images")
-	}
+	dir := e2eDir(t)
 	l, err := loadSkips("skips.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -93,4 +87,14 @@ func TestSkipListAgainstSuite(t *testing.T) {
 	if len(focused.Passed) != len(l) {
 		t.Errorf("the skip list's pattern selects %d specs for its %d names", len(focused.Passed), len(l))
 	}
+}
+
+// e2eDir is BERTH_E2E_DIR, where make test-e2e-images built e2e.test.
+func e2eDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("BERTH_E2E_DIR")
+	if dir == "" {
+		t.Fatal("BERTH_E2E_DIR is not set: run make test-e2e-images")
+	}
+	return dir
 }
