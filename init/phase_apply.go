@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/berth-node/berth/init/kmod"
 	"github.com/berth-node/berth/init/plan"
@@ -38,6 +41,7 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	if err := fsutil.WriteFileAtomic(plan.DescribePath, p.Describe(), plan.DescribeMode); err != nil {
 		return err
 	}
+	writePulledRecords(log, rep, "/", p.PulledRecords, time.Now())
 	blockModules(b, log, rep, p.BlockedModules)
 	errs := applySysctls(ctx, b, log, rep, p.KernelModules, p.Sysctls)
 	applyHostname(log, rep, p.Hostname)
@@ -47,6 +51,52 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	log.Info("files written", "count", len(p.Files), "plan", plan.DescribePath)
 	return errors.Join(errs...)
+}
+
+// writePulledRecords merges the plan's pull records of preloaded images
+// into kubelet's (kubelet.MergePulledRecord) under root, before kubelet
+// starts: kubelet reads them all once at its start and keeps them in
+// memory. A record berth cannot read or write is left as it is and
+// reported; the node works without it until kubelet pulls one of those
+// images under another name.
+func writePulledRecords(log *slog.Logger, rep *report.Apply, root string, recs []kubelet.PulledRecord, now time.Time) {
+	if len(recs) == 0 {
+		return
+	}
+	fail := func(path string, err error) {
+		log.Warn("leaving kubelet's pull record of a preloaded image as it is", "path", path, "err", err)
+		rep.PulledRecordErrors = append(rep.PulledRecordErrors, fmt.Sprintf("%s: %v", path, err))
+	}
+	if err := os.MkdirAll(filepath.Join(root, kubelet.PulledRecordsDir), 0o700); err != nil {
+		fail(kubelet.PulledRecordsDir, err)
+		return
+	}
+	for _, r := range recs {
+		path := kubelet.PulledRecordPath(r.ImageRef)
+		at := filepath.Join(root, path)
+		old, err := os.ReadFile(at)
+		if errors.Is(err, fs.ErrNotExist) {
+			old, err = nil, nil
+		}
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		out, changed, err := kubelet.MergePulledRecord(old, r, now)
+		if err != nil {
+			fail(path, err)
+			continue
+		}
+		if !changed {
+			continue
+		}
+		if err := fsutil.WriteFileAtomic(at, out, 0o600); err != nil {
+			fail(path, err)
+			continue
+		}
+		rep.PulledRecords = append(rep.PulledRecords, path)
+	}
+	log.Info("kubelet pull records of preloaded images", "images", len(recs), "written", len(rep.PulledRecords), "dir", kubelet.PulledRecordsDir)
 }
 
 // applySysctls loads the modules user data asks for, writes the plan's

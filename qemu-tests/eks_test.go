@@ -182,7 +182,12 @@ func (e *eksNode) checkDescribed(t *testing.T, rep map[string]any) {
 
 // checkECRPull runs a pod whose image comes from the ECR-style registry
 // (imagePullPolicy Always) and checks that the registry behind the mirror
-// served it and the ECR stand-in issued the token.
+// served it and the ECR stand-in issued the token. Then a pod naming the
+// imported localhost/berth-demo:v1, the same image ID, with pull policy
+// Never: kubelet 1.35 now has a pull record for that ID, and without
+// berth's record of the imported name (kubelet.PreloadedRecords) it
+// refuses the pod (ErrImageNeverPull, "not present";
+// kubernetes/kubernetes#138175).
 func (e *eksNode) checkECRPull(t *testing.T, vm *qemu.VM, a api, node string) {
 	t.Helper()
 	pod := map[string]any{
@@ -206,16 +211,24 @@ func (e *eksNode) checkECRPull(t *testing.T, vm *qemu.VM, a api, node string) {
 	if len(e.stack.ECR.Requests()) == 0 {
 		t.Error("the pod runs but the ECR stand-in issued no token")
 	}
+	if err := a.do("POST", "/api/v1/namespaces/default/pods", demoPod("default", "preloaded-after-ecr", node), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitPodRunning(t, vm, a, "preloaded-after-ecr")
 	// Gone before the power button: kubelet's graceful shutdown of one
 	// more pod cost this boot's power-off 20 s (it waits out its volume
 	// unmounts per priority group), and the power-off checks only the
 	// order. A grace period of 1 s, not 0: with 0 the API forgets the pod
 	// at once and kubelet stops it after, maybe during the power-off.
-	if err := a.do("DELETE", "/api/v1/namespaces/default/pods/from-ecr?gracePeriodSeconds=1", nil, nil); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"from-ecr", "preloaded-after-ecr"} {
+		if err := a.do("DELETE", "/api/v1/namespaces/default/pods/"+name+"?gracePeriodSeconds=1", nil, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	waitFor(t, vm, "the from-ecr pod deleted", 2*time.Minute, func() (bool, string) {
-		err := a.do("GET", "/api/v1/namespaces/default/pods/from-ecr", nil, nil)
-		return err != nil && strings.Contains(err.Error(), "404"), fmt.Sprint(err)
-	})
+	for _, name := range []string{"from-ecr", "preloaded-after-ecr"} {
+		waitFor(t, vm, "the "+name+" pod deleted", 2*time.Minute, func() (bool, string) {
+			err := a.do("GET", "/api/v1/namespaces/default/pods/"+name, nil, nil)
+			return err != nil && strings.Contains(err.Error(), "404"), fmt.Sprint(err)
+		})
+	}
 }

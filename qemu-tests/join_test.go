@@ -370,14 +370,14 @@ func TestJoin(t *testing.T) {
 	t.Run("NetfilterOnDemand", func(t *testing.T) { netfilterOnDemand(t, cluster, vm, rep) })
 	t.Run("HostLimits", func(t *testing.T) { hostLimits(t, cluster, vm, rep) })
 	t.Run("ServiceRestarts", func(t *testing.T) { serviceRestarts(t, vm, rep) })
-	// Last of the pods: the ECR pull is the demo image's own bytes, and
-	// kubelet 1.35 (KubeletEnsureSecretPulledImages, beta and on) records
-	// that image as pulled with the ECR credentials; from then on a pod
-	// naming the imported localhost/berth-demo:v1 with pull policy Never,
-	// as HostLimits' does, gets ErrImageNeverPull ("not present"), since
-	// it brings no credentials that may read it. A subtest, so that arm64
-	// skips it as it skips the others (2.5 min of aarch64 TCG; the
-	// credential provider is berth's Go, the same on both arches).
+	// The ECR pull is the demo image's own bytes, and kubelet 1.35
+	// (KubeletEnsureSecretPulledImages, beta and on) records that image
+	// ID as pulled under the ECR name; the subtest then runs a pod naming
+	// the imported localhost/berth-demo:v1 with pull policy Never, which
+	// kubelet refuses ("not present") unless berth's pull record of the
+	// imported name is there. A subtest, so that arm64 skips it as it
+	// skips the others (2.5 min of aarch64 TCG; the credential provider
+	// is berth's Go, the same on both arches).
 	t.Run("ECRPull", func(t *testing.T) { eks.checkECRPull(t, vm, a, node) })
 
 	// The kubelet the kills left takes its shutdown inhibitor a few seconds

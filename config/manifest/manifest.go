@@ -105,6 +105,11 @@ type Disk struct {
 type Image struct {
 	Name string `json:"name"`
 	Path string `json:"path"`
+	// ID is the image's config digest for the image's architecture:
+	// what the CRI calls the image's id and kubelet its imageRef, which
+	// kubelet keys its records of pulled images by (the plan's preloaded
+	// image records, runtime/kubelet). Empty in manifests from before it.
+	ID string `json:"id,omitempty"`
 }
 
 // File is one file in the image.

@@ -38,6 +38,7 @@ import (
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/initramfs"
 	"github.com/berth-node/berth/image/moddeps"
+	"github.com/berth-node/berth/image/oci"
 	"github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
@@ -352,6 +353,16 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, mods *moduleSet
 	})
 }
 
+// imageID reads the image ID (oci.ImageID) of the OCI tarball at path.
+func imageID(path, arch string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return oci.ImageID(f, arch)
+}
+
 // archOf is the image's architecture: amd64 unless the inputs say.
 func archOf(in Inputs) string {
 	if in.Arch == "" {
@@ -569,10 +580,14 @@ func addLayer(ctx context.Context, t *fstree.Tree, l spec.Layer, in Inputs, m *m
 			return fmt.Errorf("image %s: %w", im.Name, err)
 		}
 		host.use(im.Src)
+		id, err := imageID(src, archOf(in))
+		if err != nil {
+			return fmt.Errorf("image %s (%s): %w", im.Name, im.Src, err)
+		}
 		if err := t.AddFile(im.Dst, src, 0o644); err != nil {
 			return fmt.Errorf("image %s: %w", im.Name, err)
 		}
-		m.Images = append(m.Images, manifest.Image{Name: im.Name, Path: im.Dst})
+		m.Images = append(m.Images, manifest.Image{Name: im.Name, Path: im.Dst, ID: id})
 	}
 	if bb := l.Busybox; bb != nil {
 		src, err := host.path(bb.Src)

@@ -22,6 +22,7 @@ import (
 	"github.com/berth-node/berth/image/fstree"
 	"github.com/berth-node/berth/image/internal/kotest"
 	"github.com/berth-node/berth/image/moddeps"
+	"github.com/berth-node/berth/image/oci"
 	"github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
@@ -608,5 +609,60 @@ func TestCheckKernel(t *testing.T) {
 		if err := checkKernel("vmlinuz", []byte(tc.data), tc.arch); (err == nil) != tc.ok {
 			t.Errorf("checkKernel(%.8q..., %s) = %v, want ok %v", tc.data, tc.arch, err, tc.ok)
 		}
+	}
+}
+
+// The manifest names each image with its image ID, read from its tarball
+// for the image's architecture; a tarball with no image for it fails the
+// build, naming the image and the file.
+func TestBuildRecordsImageIDs(t *testing.T) {
+	kernel := fakeKernel(t)
+	berth, _ := fakeBerth(t, "amd64")
+	repo := t.TempDir()
+	var buf bytes.Buffer
+	res, err := oci.Write(&buf, oci.Image{Name: "localhost/demo:v1", Entrypoint: []string{"/demo"}, Files: []oci.File{{Path: "demo", Data: []byte("x")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "demo.tar"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "bad.tar"), []byte("not a tarball"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withImage := func(src string) func(*Inputs) {
+		return func(in *Inputs) {
+			in.RepoRoot = repo
+			in.Spec.Root.Images = []spec.Image{{Name: "localhost/demo:v1", Src: src, Dst: "/usr/share/berth/images/demo.tar"}}
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	build(t, kernel, berth, out, withImage("demo.tar"))
+	mj, err := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Parse(mj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []manifest.Image{{Name: "localhost/demo:v1", Path: "/usr/share/berth/images/demo.tar", ID: res.ConfigDigest}}
+	if !slices.Equal(m.Images, want) {
+		t.Errorf("manifest images %+v, want %+v", m.Images, want)
+	}
+
+	s, err := spec.Parse([]byte(testSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Inputs{Spec: rs, Berth: berth, BerthVersion: "v0.0.0-test", KernelDir: kernel, Out: filepath.Join(t.TempDir(), "bad")}
+	withImage("bad.tar")(&in)
+	_, err = Build(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), in)
+	if err == nil || !strings.Contains(err.Error(), "image localhost/demo:v1 (bad.tar)") {
+		t.Errorf("Build with a tarball that is not one: %v, want an error naming the image and its file", err)
 	}
 }

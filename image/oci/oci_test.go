@@ -32,7 +32,7 @@ func sampleImage() Image {
 	}
 }
 
-func write(t *testing.T, img Image) ([]byte, Result) {
+func write(t testing.TB, img Image) ([]byte, Result) {
 	t.Helper()
 	var buf bytes.Buffer
 	res, err := Write(&buf, img)

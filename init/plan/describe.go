@@ -100,6 +100,12 @@ func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 	if len(p.NTPServers) > 0 {
 		fmt.Fprintf(&b, "\nntp-servers: %s (then the boot's own)\n", strings.Join(p.NTPServers, ", "))
 	}
+	if len(p.PulledRecords) > 0 {
+		b.WriteString("\npreloaded images, node-accessible in kubelet's pull records:\n")
+		for _, r := range p.PulledRecords {
+			fmt.Fprintf(&b, "  %s: %s\n", r.ImageRef, strings.Join(r.Repos, ", "))
+		}
+	}
 	b.WriteString("\nwarnings:\n")
 	if len(p.Warnings) == 0 {
 		b.WriteString("  none\n")

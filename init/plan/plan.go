@@ -174,6 +174,12 @@ type Plan struct {
 	// RegistryMirrors are the berth.dev/registry-mirrors annotation's, a
 	// hosts.toml each among Files.
 	RegistryMirrors []nodeconfig.RegistryMirrors
+	// PulledRecords are the image's preloaded images as kubelet's pull
+	// records (kubelet.PreloadedRecords), one per image ID, which the
+	// apply phase merges into kubelet.PulledRecordsDir before kubelet
+	// starts; none when the user's kubelet.config asks kubelet to verify
+	// preloaded images.
+	PulledRecords []kubelet.PulledRecord
 }
 
 var bootstrapTokenRE = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
@@ -346,6 +352,26 @@ func (b *builder) kubelet() error {
 		}
 		b.add(kubelet.DropInPath, ModeFor(kubelet.DropInPath), data)
 		b.configDir = kubelet.ConfigDir
+	}
+	return b.pulledRecords()
+}
+
+// pulledRecords decides the pull records of the images berth imports. An
+// image left out (no ID in an older manifest) is a warning: the node works,
+// and only a pull of the same image under another name would hide it.
+func (b *builder) pulledRecords() error {
+	ok, err := kubelet.RecordsPreloaded(b.spec.Kubelet.Config)
+	if err != nil || !ok {
+		return err
+	}
+	var images []kubelet.PreloadedImage
+	for _, im := range b.in.Manifest.Images {
+		images = append(images, kubelet.PreloadedImage{Name: im.Name, ID: im.ID})
+	}
+	recs, err := kubelet.PreloadedRecords(images)
+	b.p.PulledRecords = recs
+	if err != nil {
+		b.p.Warnings = append(b.p.Warnings, "kubelet pull records of preloaded images: "+err.Error())
 	}
 	return nil
 }

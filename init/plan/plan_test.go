@@ -38,6 +38,10 @@ func baseManifest() *manifest.Manifest {
 		KernelVersion: "6.1.0-56-amd64",
 		Components:    map[string]string{"kubelet": "v1.35.4", "containerd": "v2.2.3", "runc": "v1.3.6"},
 		SandboxImage:  "localhost/berth/pause:3.10",
+		Images: []manifest.Image{
+			{Name: "localhost/berth/pause:3.10", Path: "/usr/share/berth/images/pause.tar", ID: "sha256:" + strings.Repeat("a", 64)},
+			{Name: "localhost/berth-demo:v1", Path: "/usr/share/berth/images/demo.tar", ID: "sha256:" + strings.Repeat("b", 64)},
+		},
 	}
 }
 

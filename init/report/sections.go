@@ -64,6 +64,11 @@ type Apply struct {
 	// ModuleErrors are the modules (user data's, the sysctls') that did
 	// not load.
 	ModuleErrors []string `json:"moduleErrors,omitempty"`
+	// PulledRecords are kubelet's pull records berth wrote for its
+	// preloaded images (paths); PulledRecordErrors those it left alone,
+	// each with why.
+	PulledRecords      []string `json:"pulledRecords,omitempty"`
+	PulledRecordErrors []string `json:"pulledRecordErrors,omitempty"`
 	// Hostname is the machine's hostname once set from user data (the
 	// berth.dev/hostname annotation), over config.hostname.
 	Hostname string `json:"hostname,omitempty"`
