@@ -397,7 +397,8 @@ cluster-down:
 ## `make conformance N=2`) as `make cluster` brings it up, with the e2e
 ## images served beside the cluster's; e2e.test under ginkgo (PROCS
 ## processes, default 4) with --provider=skeleton, FOCUS (default
-## [NodeConformance]; or FOCUS_FILE, a file holding it) and SKIP, and
+## [NodeConformance] on one node, [Conformance] on two or more, which
+## needs them; or FOCUS_FILE, a file holding it) and SKIP, and
 ## the specs that cannot pass here skipped by name from qemu-tests/conformance/skips.yaml, each with its
 ## reason. Writes the JUnit report and the logs under build/conformance/,
 ## prints passed, failed and skipped with each failure's first line, and
@@ -408,7 +409,7 @@ cluster-down:
 ## a reason), and the rest stands.
 ## Not part of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
-FOCUS ?= \[NodeConformance\]
+FOCUS ?= $(if $(filter 1,$(CONFORMANCE_N)),\[NodeConformance\],\[Conformance\])
 SKIP  ?=
 PROCS ?= 4
 CONFORMANCE_DOC := $(if $(FOCUS_FILE)$(filter command line environment,$(origin FOCUS) $(origin SKIP)),,-doc docs/conformance.md)

@@ -14,7 +14,6 @@ import (
 	"github.com/berth-node/berth/mounts/localstorage"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/berth-node/berth/qemu-tests/vcluster"
-	"github.com/berth-node/berth/qemu-tests/vnet"
 )
 
 // nodeLostToleration is how long the test's Deployment tolerates an
@@ -22,43 +21,42 @@ import (
 // 300 s, which would make the test wait five minutes for nothing).
 const nodeLostToleration = 5
 
-// TestNodeFailure pulls the plug on one of two nodes, as an instance
-// that fails its hardware does: two nodes on the virtual network (package
-// vcluster, booted as production boots, no berth.imds) join with the
-// install-cni DaemonSet; node-b has an instance-store NVMe disk that its
-// user data mounts (nodeadm's Mount strategy: a filesystem of its own at
-// /mnt/k8s-disks/0; containerd and kubelet stay on /var, so the node is
-// no slower to boot than the other). A Deployment's pod runs on node-b
-// (preferred there, tolerating an unreachable node nodeLostToleration
-// seconds), a file is written to the instance store, and QEMU quits: no
-// signal to the guest, its disks as they were. The node goes NotReady by
-// the controller-manager's node-monitor grace period and the pod runs
-// again on node-a. node-b then boots again from the same disks: berth
-// finds its instance-store filesystem (not made again) with the file in
-// it, the node rejoins and goes Ready, and the old pod, left Terminating
-// on the dead node, is finished by node-b's kubelet.
+// nodeBFailureConfig is what TestCluster's node-b adds to the rig's
+// NodeConfig for nodeFailure: its instance-store NVMe disk mounted
+// (nodeadm's Mount strategy: a filesystem of its own at /mnt/k8s-disks/0;
+// containerd and kubelet stay on /var, so the node is no slower to boot
+// than the other), and a shorter shutdown grace than nodeadm's 2m30s for
+// its graceful stop: on a loaded host kubelet spent it all waiting for a
+// projected volume's unmount (86 to 163 s from the power button).
+const nodeBFailureConfig = "  instance:\n    localStorage:\n      strategy: Mount\n" +
+	"  kubelet:\n    config:\n      shutdownGracePeriod: 30s\n      shutdownGracePeriodCriticalPods: 10s\n"
+
+// nodeBStore is node-b's instance-store disk.
+func nodeBStore(t *testing.T) qemu.Disk {
+	t.Helper()
+	return qemu.Disk{Path: sparseDisk(t, t.TempDir(), "node-b-is0", 1<<30), Interface: "nvme", Serial: "berth-is-node-b"}
+}
+
+// nodeFailure pulls the plug on one of TestCluster's two nodes, as an
+// instance that fails its hardware does; it runs last there, on the
+// nodes the cluster checks used (a cluster of its own cost a control
+// plane and two boots to Ready, about 1.5 minutes of make test). node-b
+// has an instance-store NVMe disk (nodeBStore) that its user data mounts
+// (nodeBFailureConfig). A Deployment's pod runs on node-b (preferred
+// there, tolerating an unreachable node nodeLostToleration seconds), a
+// file is written to the instance store, and QEMU quits: no signal to the
+// guest, its disks as they were. The node goes NotReady by the
+// controller-manager's node-monitor grace period and the pod runs again
+// on node-a. node-b then boots again from the same disks: berth finds its
+// instance-store filesystem (not made again) with the file in it, the
+// node rejoins and goes Ready, and the old pod, left Terminating on the
+// dead node, is finished by node-b's kubelet.
 //
 // Last, node-b stops gracefully (the ACPI power button) with a pod whose
-// preStop hook calls the test: the hook runs, then the node powers off,
-// and node-a's pod runs on, untouched.
-func TestNodeFailure(t *testing.T) {
-	tc := startRigControlPlane(t, clusterOptions{})
-	info := tc.Info()
-	hooks := newHookServer(t)
-	nc := rigNodeConfig(t, tc)
-	// node-b's graceful stop is bounded by a shorter shutdown grace than
-	// nodeadm's 2m30s: on a loaded host kubelet spent it all waiting for a
-	// projected volume's unmount (86 to 163 s from the power button).
-	ncB := nc + "  instance:\n    localStorage:\n      strategy: Mount\n" +
-		"  kubelet:\n    config:\n      shutdownGracePeriod: 30s\n      shutdownGracePeriodCriticalPods: 10s\n"
-	store := qemu.Disk{Path: sparseDisk(t, t.TempDir(), "node-b-is0", 1<<30), Interface: "nvme", Serial: "berth-is-node-b"}
-	_, nodes := bootRig(t, tc, []string{nc, ncB}, []vcluster.Boot{{}, {Disks: []qemu.Disk{store}}},
-		vnet.Service{Name: "hooks", Host: hooks.addr})
-	na, nb := nodes[0], nodes[1]
-	a := api{c: tc.Client(), base: info.HostEndpoint}
-	for _, nd := range nodes {
-		waitNodeReady(t, nd.vm, a, nd.nodeName)
-	}
+// preStop hook calls the test (hooks, a vnet service of the rig): the
+// hook runs, then the node powers off, and node-a's pod runs on,
+// untouched.
+func nodeFailure(t *testing.T, tc *testCluster, a api, na, nb *rigNode, hooks *hookServer) {
 	var st localstorage.Result
 	section(t, nb.rep, "storage", &st)
 	if st.Status != localstorage.StatusReady || len(st.Filesystems) != 1 || !st.Filesystems[0].Created || st.Filesystems[0].Mount != "/mnt/k8s-disks/0" {
@@ -142,7 +140,6 @@ func TestNodeFailure(t *testing.T) {
 		return true, ""
 	})
 	gracefulStop(t, a, nb, na.nodeName, hooks)
-	powerOffRig(t, nodes[:1])
 }
 
 // createStopper creates the pod on node whose preStop hook calls hooks.
@@ -243,7 +240,7 @@ func (h *hookServer) calls() []hookCall {
 	return slices.Clone(h.seen)
 }
 
-// podList is the part of a pod list TestNodeFailure reads.
+// podList is the part of a pod list nodeFailure reads.
 type podList struct {
 	Items []struct {
 		Metadata struct {

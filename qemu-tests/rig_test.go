@@ -31,7 +31,7 @@ type rigNode struct {
 	rep          map[string]any
 	nodeName     string
 	boot         vcluster.Boot
-	// cfg boots the node again from the same disks (TestNodeFailure).
+	// cfg boots the node again from the same disks (TestCluster's node failure).
 	cfg qemu.Config
 }
 

@@ -4,9 +4,8 @@
 // stand-in serving its user data, the host services (the control plane's
 // API server, the registry stand-in) at one virtual address on the
 // subnet, and the QEMU configuration that boots it as production does,
-// with no berth.imds on its command line. TestCluster, TestNodeFailure
-// and `make cluster` (qemu-tests/cluster) share it, so that a node looks
-// the same to each.
+// with no berth.imds on its command line. TestCluster and `make cluster`
+// (qemu-tests/cluster) share it, so that a node looks the same to each.
 //
 // It decides and wires; booting the guests is the caller's (qemu.Start in
 // a test, qemu.Boot in a command). It is test code: nothing that ships
