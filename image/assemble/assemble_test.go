@@ -97,6 +97,17 @@ root:
 `
 
 func build(t *testing.T, kernel, berth, out string, opts ...func(*Inputs)) *Result {
+	res, err := tryBuild(t, kernel, berth, out, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// tryBuild builds testSpec with opts applied, for a test that expects
+// Build to fail.
+func tryBuild(t *testing.T, kernel, berth, out string, opts ...func(*Inputs)) (*Result, error) {
+	t.Helper()
 	s, err := spec.Parse([]byte(testSpec))
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +120,7 @@ func build(t *testing.T, kernel, berth, out string, opts ...func(*Inputs)) *Resu
 	for _, o := range opts {
 		o(&in)
 	}
-	res, err := Build(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return Build(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), in)
 }
 
 // readInitramfs returns the regular files of the cpio at path by their
@@ -651,17 +658,7 @@ func TestBuildRecordsImageIDs(t *testing.T) {
 		t.Errorf("manifest images %+v, want %+v", m.Images, want)
 	}
 
-	s, err := spec.Parse([]byte(testSpec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := s.Resolve("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := Inputs{Spec: rs, Berth: berth, BerthVersion: "v0.0.0-test", KernelDir: kernel, Out: filepath.Join(t.TempDir(), "bad")}
-	withImage("bad.tar")(&in)
-	_, err = Build(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), in)
+	_, err = tryBuild(t, kernel, berth, filepath.Join(t.TempDir(), "bad"), withImage("bad.tar"))
 	if err == nil || !strings.Contains(err.Error(), "image localhost/demo:v1 (bad.tar)") {
 		t.Errorf("Build with a tarball that is not one: %v, want an error naming the image and its file", err)
 	}

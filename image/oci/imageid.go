@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"archive/tar"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,38 +26,9 @@ const maxMetadataBlob = 4 << 20
 // at most one nested index, and hold that manifest and its config; layers
 // are skipped unread. Every blob it uses is checked against its digest.
 func ImageID(r io.Reader, arch string) (string, error) {
-	var idxJSON []byte
-	blobs := map[string][]byte{}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return "", fmt.Errorf("reading image tarball: %w", err)
-		}
-		if h.Typeflag != tar.TypeReg || h.Size > maxMetadataBlob {
-			continue
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		hexd, isBlob := strings.CutPrefix(name, "blobs/sha256/")
-		if name != "index.json" && !isBlob {
-			continue
-		}
-		b, err := io.ReadAll(io.LimitReader(tr, maxMetadataBlob))
-		if err != nil {
-			return "", fmt.Errorf("reading image tarball entry %s: %w", name, err)
-		}
-		if !isBlob {
-			idxJSON = b
-			continue
-		}
-		d := "sha256:" + hexd
-		if got := digest(b); got != d {
-			return "", fmt.Errorf("image tarball blob %s has digest %s", name, got)
-		}
-		blobs[d] = b
+	idxJSON, blobs, err := readEntries(r, maxMetadataBlob, true)
+	if err != nil {
+		return "", err
 	}
 	if idxJSON == nil {
 		return "", errors.New("image tarball has no index.json: not an OCI image layout (a docker save tarball?)")

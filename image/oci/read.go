@@ -22,42 +22,11 @@ type Layout struct {
 // name's digest, and a tarball with no index.json or an index that lists no
 // manifests.
 func ReadLayout(r io.Reader, maxBlob int64) (*Layout, error) {
-	l := &Layout{Blobs: map[string][]byte{}}
-	var idxJSON []byte
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading image tarball: %w", err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		if h.Size > maxBlob {
-			return nil, fmt.Errorf("image tarball entry %s: %d bytes is more than %d", h.Name, h.Size, maxBlob)
-		}
-		b, err := io.ReadAll(io.LimitReader(tr, maxBlob))
-		if err != nil {
-			return nil, fmt.Errorf("reading image tarball entry %s: %w", h.Name, err)
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		if name == "index.json" {
-			idxJSON = b
-			continue
-		}
-		hexd, ok := strings.CutPrefix(name, "blobs/sha256/")
-		if !ok {
-			continue
-		}
-		d := "sha256:" + hexd
-		if got := digest(b); got != d {
-			return nil, fmt.Errorf("image tarball blob %s has digest %s", name, got)
-		}
-		l.Blobs[d] = b
+	idxJSON, blobs, err := readEntries(r, maxBlob, false)
+	if err != nil {
+		return nil, err
 	}
+	l := &Layout{Blobs: blobs}
 	if idxJSON == nil {
 		return nil, errors.New("image tarball has no index.json")
 	}
@@ -68,6 +37,52 @@ func ReadLayout(r io.Reader, maxBlob int64) (*Layout, error) {
 		return nil, errors.New("image tarball index.json lists no manifests")
 	}
 	return l, nil
+}
+
+// readEntries reads an image-layout tarball's index.json (nil when it has
+// none) and its blobs, each checked against its digest. A blob larger
+// than maxBlob is an error, or skipped unread when skipLarger is set.
+func readEntries(r io.Reader, maxBlob int64, skipLarger bool) ([]byte, map[string][]byte, error) {
+	var idxJSON []byte
+	blobs := map[string][]byte{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading image tarball: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		hexd, isBlob := strings.CutPrefix(name, "blobs/sha256/")
+		if name != "index.json" && !isBlob {
+			continue
+		}
+		if h.Size > maxBlob {
+			if skipLarger {
+				continue
+			}
+			return nil, nil, fmt.Errorf("image tarball entry %s: %d bytes is more than %d", h.Name, h.Size, maxBlob)
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, maxBlob))
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading image tarball entry %s: %w", h.Name, err)
+		}
+		if !isBlob {
+			idxJSON = b
+			continue
+		}
+		d := "sha256:" + hexd
+		if got := digest(b); got != d {
+			return nil, nil, fmt.Errorf("image tarball blob %s has digest %s", name, got)
+		}
+		blobs[d] = b
+	}
+	return idxJSON, blobs, nil
 }
 
 // Image returns the manifest, its bytes and its config of the index's
