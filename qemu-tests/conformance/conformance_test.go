@@ -177,13 +177,19 @@ func TestSkipList(t *testing.T) {
 	}
 }
 
-// TestDocGolden: docs/conformance.md's layout, from the sample report.
+// TestDocGolden: docs/conformance.md's layout, from the sample report,
+// written over the doc as it was before per-focus sections (its one-node
+// [NodeConformance] run of 2026-11-28, kept as that focus's section).
 func TestDocGolden(t *testing.T) {
 	s, list := sampleSummary(t)
-	ri := runInfo{Date: time.Date(2026, 11, 28, 18, 0, 0, 0, time.UTC), Focus: `\[NodeConformance\]`, Nodes: 2, Procs: 4,
+	ri := runInfo{Date: time.Date(2026, 11, 28, 18, 0, 0, 0, time.UTC), Focus: `\[Conformance\]`, Nodes: 2, Procs: 4,
 		Kubernetes: "v1.35.4", Image: "berth x, kernel 6.1", Wall: 312 * time.Second, ClusterReadySeconds: 250}
+	before, err := os.ReadFile(filepath.Join("testdata", "doc-before-sections.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b bytes.Buffer
-	writeDoc(&b, s, ri, list)
+	writeDoc(&b, s, ri, list, before)
 	writeSummary(&b, s, ri)
 	golden := filepath.Join("testdata", "doc.golden")
 	if *update {
@@ -197,6 +203,40 @@ func TestDocGolden(t *testing.T) {
 	}
 	if !bytes.Equal(b.Bytes(), want) {
 		t.Errorf("the doc and summary differ from %s (go test -update rewrites it):\n%s", golden, b.String())
+	}
+}
+
+// A run replaces its own focus's section and keeps the others as they
+// were; the same run written twice gives the same doc.
+func TestDocKeepsOtherFocuses(t *testing.T) {
+	s, list := sampleSummary(t)
+	conf := runInfo{Date: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), Focus: `\[Conformance\]`, Nodes: 2, Procs: 2,
+		Kubernetes: "v1.35.4", Image: "berth y", Wall: time.Hour, ClusterReadySeconds: 150}
+	node := conf
+	node.Focus, node.Nodes, node.Image = `\[NodeConformance\]|a|b`, 1, "berth z"
+	var first, second, third bytes.Buffer
+	writeDoc(&first, s, conf, list, nil)
+	writeDoc(&second, s, node, list, first.Bytes())
+	writeDoc(&third, s, node, list, second.Bytes())
+	if !bytes.Equal(second.Bytes(), third.Bytes()) {
+		t.Errorf("writing the same run again changed the doc:\n%s\nthen\n%s", second.Bytes(), third.Bytes())
+	}
+	doc := second.String()
+	ci, ni := strings.Index(doc, "## Latest run: `\\[Conformance\\]`"), strings.Index(doc, "## Latest run: `\\[NodeConformance\\]\\|a\\|b`")
+	if ci < 0 || ni < 0 || ci > ni {
+		t.Fatalf("want the [Conformance] section, then the [NodeConformance] one:\n%s", doc)
+	}
+	if !strings.Contains(doc[ci:ni], "| node image | berth y |") || !strings.Contains(doc[ni:], "| node image | berth z |") {
+		t.Errorf("each section should hold its own run:\n%s", doc)
+	}
+	if n := strings.Count(doc, "## Skipped by name"); n != 1 {
+		t.Errorf("%d skip-list sections, want 1", n)
+	}
+	conf.Image = "berth w"
+	var fourth bytes.Buffer
+	writeDoc(&fourth, s, conf, list, second.Bytes())
+	if d := fourth.String(); strings.Contains(d, "berth y") || !strings.Contains(d, "berth w") || !strings.Contains(d, "berth z") {
+		t.Errorf("a new [Conformance] run should replace that section only:\n%s", d)
 	}
 }
 

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,12 +35,17 @@ func writeSummary(w io.Writer, s summary, ri runInfo) {
 	}
 }
 
-// writeDoc writes docs/conformance.md: the latest run's table, its
-// failures, and the list of specs skipped by name with their reasons.
-func writeDoc(w io.Writer, s summary, ri runInfo, list skipList) {
+// writeDoc writes docs/conformance.md: the latest run of each focus,
+// this run's and those previous (the doc as it was; nil when there was
+// none) holds for other focuses, in the order of their focus; then the
+// specs skipped by name with their reasons. One focus's run does not
+// erase another's: a two-node [Conformance] run leaves the one-node
+// [NodeConformance] table standing.
+func writeDoc(w io.Writer, s summary, ri runInfo, list skipList, previous []byte) {
 	fmt.Fprintf(w, `# Conformance: Kubernetes' e2e suite against berth nodes
 
-Written by `+"`make conformance`"+` (qemu-tests/conformance) after each run;
+Written by `+"`make conformance`"+` (qemu-tests/conformance) after each run,
+which replaces the section of its focus and keeps the others;
 edit the skip list (qemu-tests/conformance/skips.yaml), not this file.
 The suite runs offline: e2e.test and ginkgo built from the same
 k8s.io/kubernetes as kubelet, the e2e images built from their upstream
@@ -46,39 +54,12 @@ Dockerfiles' contents and served by the registry stand-in
 of it on every run (`+"`make test-conformance`"+`: the specs
 qemu-tests/conformance/subset.yaml names, each of which must pass).
 
-## Latest run
-
-| | |
-|---|---|
-| date | %s |
-| Kubernetes (e2e.test, kubelet) | %s |
-| node image | %s |
-| nodes | %d (QEMU, TCG, on this machine) |
-| focus | `+"`%s`"+` |
-| ginkgo processes | %d |
-| wall time (suite only) | %s |
-| cluster Ready after | %.0f s |
-| **passed** | **%d** |
-| **failed** | **%d** |
-| skipped by the suite at run time | %d |
-| skipped by name (below) | %d |
-| not reached (the run ended first) | %d |
-
-`, ri.Date.UTC().Format("2006-01-02 15:04 UTC"), ri.Kubernetes, ri.Image, ri.Nodes, strings.ReplaceAll(ri.Focus, "|", `\|`), ri.Procs,
-		ri.Wall.Round(time.Second), ri.ClusterReadySeconds, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
-	if len(s.Setup)+len(s.Failed) > 0 {
-		fmt.Fprintf(w, "## Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")
-		for _, o := range append(append([]outcome{}, s.Setup...), s.Failed...) {
-			fmt.Fprintf(w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
-		}
-		fmt.Fprintln(w)
-	}
-	if len(s.Skipped) > 0 {
-		fmt.Fprintf(w, "## Skipped by the suite at run time\n\n| spec | why |\n|---|---|\n")
-		for _, o := range s.Skipped {
-			fmt.Fprintf(w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
-		}
-		fmt.Fprintln(w)
+`)
+	sections := previousRuns(previous)
+	focus := docFocus(ri.Focus)
+	sections[focus] = runSection(s, ri)
+	for _, f := range slices.Sorted(maps.Keys(sections)) {
+		fmt.Fprint(w, sections[f])
 	}
 	fmt.Fprintf(w, "## Skipped by name\n\nSpecs that cannot pass here for a reason outside berth, each with the upstream reason.\n\n")
 	if len(list) == 0 {
@@ -89,6 +70,116 @@ qemu-tests/conformance/subset.yaml names, each of which must pass).
 	for _, e := range list {
 		fmt.Fprintf(w, "| %s | %s |\n", cell(e.Name), cell(e.Reason))
 	}
+}
+
+// docFocus is a focus as the doc shows it, in code quotes and a table's
+// cell.
+func docFocus(focus string) string { return strings.ReplaceAll(focus, "|", `\|`) }
+
+const latestRun = "## Latest run: `"
+
+// runSection is one run's section: its table, its failures and the specs
+// the suite skipped.
+func runSection(s summary, ri runInfo) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, `%s%s`+"`"+`
+
+| | |
+|---|---|
+| date | %s |
+| Kubernetes (e2e.test, kubelet) | %s |
+| node image | %s |
+| nodes | %d (QEMU, TCG, on this machine) |
+| ginkgo processes | %d |
+| wall time (suite only) | %s |
+| cluster Ready after | %.0f s |
+| **passed** | **%d** |
+| **failed** | **%d** |
+| skipped by the suite at run time | %d |
+| skipped by name (below) | %d |
+| not reached (the run ended first) | %d |
+
+`, latestRun, docFocus(ri.Focus), ri.Date.UTC().Format("2006-01-02 15:04 UTC"), ri.Kubernetes, ri.Image, ri.Nodes, ri.Procs,
+		ri.Wall.Round(time.Second), ri.ClusterReadySeconds, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
+	if len(s.Setup)+len(s.Failed) > 0 {
+		fmt.Fprintf(&w, "### Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")
+		for _, o := range append(append([]outcome{}, s.Setup...), s.Failed...) {
+			fmt.Fprintf(&w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
+		}
+		fmt.Fprintln(&w)
+	}
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(&w, "### Skipped by the suite at run time\n\n| spec | why |\n|---|---|\n")
+		for _, o := range s.Skipped {
+			fmt.Fprintf(&w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
+		}
+		fmt.Fprintln(&w)
+	}
+	return w.String()
+}
+
+// legacyFocusRow is how the doc before per-focus sections named its one
+// run's focus, in the table.
+var legacyFocusRow = regexp.MustCompile("(?m)^\\| focus \\| `(.*)` \\|\n")
+
+// previousRuns reads the run sections of the doc as it was, by their
+// focus as the doc shows it. The doc from before per-focus sections had
+// one "## Latest run" with the focus in its table and its failures and
+// skips as sections of their own: that run is read as its focus's
+// section, in today's layout.
+func previousRuns(doc []byte) map[string]string {
+	runs := map[string]string{}
+	var focus string
+	var cur *strings.Builder
+	legacy := false
+	end := func() {
+		if cur != nil && focus != "" {
+			runs[focus] = cur.String()
+		}
+		cur, focus = nil, ""
+	}
+	for _, line := range strings.SplitAfter(string(doc), "\n") {
+		switch {
+		case strings.HasPrefix(line, latestRun):
+			end()
+			legacy = false
+			focus = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(line, latestRun), "\n"), "`")
+			cur = &strings.Builder{}
+		case line == "## Latest run\n":
+			end()
+			legacy = true
+			cur = &strings.Builder{}
+			focus = "?"
+			continue
+		case legacy && cur != nil && (line == "## Failures\n" || line == "## Skipped by the suite at run time\n"):
+			line = "#" + line
+		case strings.HasPrefix(line, "## "):
+			end()
+			legacy = false
+			continue
+		}
+		if cur == nil {
+			continue
+		}
+		if legacy {
+			if m := legacyFocusRow.FindStringSubmatch(line); m != nil {
+				focus = m[1]
+				continue
+			}
+		}
+		cur.WriteString(line)
+	}
+	end()
+	for f, sec := range runs {
+		if legacyHeader := !strings.HasPrefix(sec, latestRun); legacyHeader {
+			if f == "?" {
+				delete(runs, f)
+				continue
+			}
+			runs[f] = latestRun + f + "`\n" + sec
+		}
+	}
+	return runs
 }
 
 // cell is s made safe for one Markdown table cell.

@@ -199,8 +199,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if o.doc != "" {
+		previous, err := os.ReadFile(o.doc)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("reading %s: %w", o.doc, err)
+		}
 		var doc bytes.Buffer
-		writeDoc(&doc, s, ri, list)
+		writeDoc(&doc, s, ri, list, previous)
 		if err := fsutil.WriteFileAtomic(o.doc, doc.Bytes(), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", o.doc, err)
 		}
