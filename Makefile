@@ -406,13 +406,16 @@ cluster-down:
 ## (ginkgo --timeout, default 4h) bounds the suite: when it runs out,
 ## the spec then running fails as timed out, those not yet run are
 ## counted as not reached (apart from the suite's own skips, which give
-## a reason), and the rest stands.
+## a reason), and the rest stands. RERUN=JUNIT (an earlier run's
+## junit_01.xml) runs again just the specs it says failed or never
+## started, into build/conformance-rerun/, and leaves the doc alone: to
+## tell a spec that failed under load from a bug.
 ## Not part of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= $(if $(filter 1,$(CONFORMANCE_N)),\[NodeConformance\],\[Conformance\])
 SKIP  ?=
 PROCS ?= 4
-CONFORMANCE_DOC := $(if $(FOCUS_FILE)$(filter command line environment,$(origin FOCUS) $(origin SKIP)),,-doc docs/conformance.md)
+CONFORMANCE_DOC := $(if $(RERUN)$(FOCUS_FILE)$(filter command line environment,$(origin FOCUS) $(origin SKIP)),,-doc docs/conformance.md)
 # FOCUS_FILE: a file holding the focus, for one make cannot carry on its
 # command line (a pattern of whole spec names ends in `$`, which make
 # would expand).
@@ -427,7 +430,7 @@ CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests
   -procs $(PROCS) -out $(1) $(2)
 .PHONY: conformance test-conformance
 conformance: $(CONFORMANCE_DEPS)
-	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance,-n $(CONFORMANCE_N) $(CONFORMANCE_FOCUS) -skip '$(SKIP)' $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
+	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun),-n $(CONFORMANCE_N) $(if $(RERUN),-rerun '$(abspath $(RERUN))',$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
 
 ## test-conformance: make test's slice of the suite, the specs
 ## qemu-tests/conformance/subset.yaml names (each area of a pod's life on

@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +44,7 @@ import (
 type options struct {
 	cluster, e2eDir, kubectl, repoList, e2eImages string
 	components, image                             string
-	out, skips, doc, subset                       string
+	out, skips, doc, subset, rerun                string
 	focus, skip                                   string
 	n, procs                                      int
 	upTimeout, suiteTimeout                       time.Duration
@@ -64,6 +65,7 @@ func main() {
 	flag.StringVar(&o.focus, "focus", `\[NodeConformance\]`, "ginkgo --focus: the specs to run")
 	flag.StringVar(&o.subset, "subset", "", "run exactly the specs this file names (qemu-tests/conformance/subset.yaml, make test's), each of which must pass; replaces -focus")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
+	flag.StringVar(&o.rerun, "rerun", "", "run again the specs this JUnit report (an earlier run's junit_01.xml) says failed or never started; replaces -focus")
 	flag.IntVar(&o.n, "n", 1, "number of nodes")
 	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes (specs mostly wait for pods: more than the cores)")
 	flag.DurationVar(&o.upTimeout, "up-timeout", 30*time.Minute, "how long the cluster may take to come up")
@@ -107,6 +109,28 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		o.focus = namesPattern(sub.names())
 		asked = sub.asked
+	}
+	if o.rerun != "" {
+		if o.doc != "" || o.subset != "" {
+			return fmt.Errorf("-rerun reruns part of a run: not with -doc or -subset")
+		}
+		j, err := readJUnit(o.rerun)
+		if err != nil {
+			return err
+		}
+		listed, err := listTests(ctx, filepath.Join(o.e2eDir, "e2e.test"))
+		if err != nil {
+			return err
+		}
+		names := rerunNames(j, list, listed)
+		if len(names) == 0 {
+			return fmt.Errorf("-rerun %s: no spec there failed or was not reached", o.rerun)
+		}
+		fmt.Fprintf(out, "conformance: rerunning %d spec(s) of %s\n", len(names), o.rerun)
+		o.focus = namesPattern(names)
+		asked = func(name string) bool {
+			return slices.ContainsFunc(names, func(n string) bool { return sameSpec(name, n) })
+		}
 	}
 	skip := list.pattern()
 	if o.skip != "" {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -97,4 +98,38 @@ func e2eDir(t *testing.T) string {
 		t.Fatal("BERTH_E2E_DIR is not set: run make test-e2e-images")
 	}
 	return dir
+}
+
+// TestListTestsAgainstSuite holds -rerun's reading of e2e.test
+// --list-tests to the suite: it finds the counts (441
+// [Conformance] specs, 197 [NodeConformance]), and a dry run focused on
+// the names pattern of the first 20 [Conformance] names it read selects
+// exactly those 20.
+func TestListTestsAgainstSuite(t *testing.T) {
+	dir := e2eDir(t)
+	names, err := listTests(t.Context(), filepath.Join(dir, "e2e.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf, node []string
+	for _, n := range names {
+		if strings.Contains(n, "[Conformance]") {
+			conf = append(conf, n)
+		}
+		if strings.Contains(n, "[NodeConformance]") {
+			node = append(node, n)
+		}
+	}
+	if len(conf) != 441 || len(node) != 197 {
+		t.Fatalf("--list-tests read as %d [Conformance] and %d [NodeConformance] names, want 441 and 197", len(conf), len(node))
+	}
+	focused := dryRun(t, dir, "focus", namesPattern(conf[:20]))
+	if len(focused.Passed) != 20 {
+		t.Errorf("a dry run focused on 20 listed names selects %d specs", len(focused.Passed))
+	}
+	for _, o := range focused.Passed {
+		if !slices.ContainsFunc(conf[:20], func(n string) bool { return sameSpec(o.Name, n) }) {
+			t.Errorf("the dry run selects %s, not among the 20", o.Name)
+		}
+	}
 }
