@@ -17,6 +17,13 @@ var update = flag.Bool("update", false, "rewrite testdata's golden files")
 // skip list, focused on [NodeConformance].
 func sampleSummary(t *testing.T) (summary, skipList) {
 	t.Helper()
+	j, list := sampleReport(t)
+	return summarize(j, regexp.MustCompile(`\[NodeConformance\]`).MatchString, list), list
+}
+
+// sampleReport is testdata's JUnit report and skip list.
+func sampleReport(t *testing.T) (junitSuites, skipList) {
+	t.Helper()
 	j, err := readJUnit(filepath.Join("testdata", "junit.xml"))
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +32,7 @@ func sampleSummary(t *testing.T) (summary, skipList) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return summarize(j, regexp.MustCompile(`\[NodeConformance\]`).MatchString, list), list
+	return j, list
 }
 
 func TestSummarize(t *testing.T) {
@@ -178,13 +185,13 @@ func TestSkipList(t *testing.T) {
 }
 
 // TestDocGolden: docs/conformance.md's layout, from the sample report,
-// written over the doc as it was before per-focus sections (its one-node
-// [NodeConformance] run of 2026-11-28, kept as that focus's section).
+// written over a doc holding a [NodeConformance] run (docs/conformance.md
+// of 2026-11-29), which stays as that focus's section.
 func TestDocGolden(t *testing.T) {
 	s, list := sampleSummary(t)
 	ri := runInfo{Date: time.Date(2026, 11, 28, 18, 0, 0, 0, time.UTC), Focus: `\[Conformance\]`, Nodes: 2, Procs: 4,
 		Kubernetes: "v1.35.4", Image: "berth x, kernel 6.1", Wall: 312 * time.Second, ClusterReadySeconds: 250}
-	before, err := os.ReadFile(filepath.Join("testdata", "doc-before-sections.md"))
+	before, err := os.ReadFile(filepath.Join("testdata", "doc-previous.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -118,67 +117,32 @@ func runSection(s summary, ri runInfo) string {
 	return w.String()
 }
 
-// legacyFocusRow is how the doc before per-focus sections named its one
-// run's focus, in the table.
-var legacyFocusRow = regexp.MustCompile("(?m)^\\| focus \\| `(.*)` \\|\n")
-
-// previousRuns reads the run sections of the doc as it was, by their
-// focus as the doc shows it. The doc from before per-focus sections had
-// one "## Latest run" with the focus in its table and its failures and
-// skips as sections of their own: that run is read as its focus's
-// section, in today's layout.
+// previousRuns reads the run sections of the doc as it was, each from
+// its "## Latest run: `FOCUS`" heading to the next "## " heading, by
+// FOCUS as the doc shows it.
 func previousRuns(doc []byte) map[string]string {
 	runs := map[string]string{}
 	var focus string
-	var cur *strings.Builder
-	legacy := false
-	end := func() {
-		if cur != nil && focus != "" {
-			runs[focus] = cur.String()
+	var sec strings.Builder
+	flush := func() {
+		if focus != "" {
+			runs[focus] = sec.String()
 		}
-		cur, focus = nil, ""
+		focus = ""
+		sec.Reset()
 	}
 	for _, line := range strings.SplitAfter(string(doc), "\n") {
-		switch {
-		case strings.HasPrefix(line, latestRun):
-			end()
-			legacy = false
-			focus = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(line, latestRun), "\n"), "`")
-			cur = &strings.Builder{}
-		case line == "## Latest run\n":
-			end()
-			legacy = true
-			cur = &strings.Builder{}
-			focus = "?"
-			continue
-		case legacy && cur != nil && (line == "## Failures\n" || line == "## Skipped by the suite at run time\n"):
-			line = "#" + line
-		case strings.HasPrefix(line, "## "):
-			end()
-			legacy = false
-			continue
+		if strings.HasPrefix(line, "## ") {
+			flush()
 		}
-		if cur == nil {
-			continue
+		if f, ok := strings.CutPrefix(line, latestRun); ok {
+			focus = strings.TrimSuffix(strings.TrimSuffix(f, "\n"), "`")
 		}
-		if legacy {
-			if m := legacyFocusRow.FindStringSubmatch(line); m != nil {
-				focus = m[1]
-				continue
-			}
-		}
-		cur.WriteString(line)
-	}
-	end()
-	for f, sec := range runs {
-		if legacyHeader := !strings.HasPrefix(sec, latestRun); legacyHeader {
-			if f == "?" {
-				delete(runs, f)
-				continue
-			}
-			runs[f] = latestRun + f + "`\n" + sec
+		if focus != "" {
+			sec.WriteString(line)
 		}
 	}
+	flush()
 	return runs
 }
 

@@ -28,7 +28,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,10 +126,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return fmt.Errorf("-rerun %s: no spec there failed or was not reached", o.rerun)
 		}
 		fmt.Fprintf(out, "conformance: rerunning %d spec(s) of %s\n", len(names), o.rerun)
-		o.focus = namesPattern(names)
-		asked = func(name string) bool {
-			return slices.ContainsFunc(names, func(n string) bool { return sameSpec(name, n) })
+		if focus, err = regexp.Compile(namesPattern(names)); err != nil {
+			return fmt.Errorf("-rerun %s: %w", o.rerun, err)
 		}
+		o.focus, asked = focus.String(), focusAsked(focus)
 	}
 	skip := list.pattern()
 	if o.skip != "" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -29,14 +28,7 @@ func TestParseListTests(t *testing.T) {
 // one the suite skipped with a reason and the one berth's list skips are
 // not, nor a listed spec whose name merely starts with a rerun one's.
 func TestRerunNames(t *testing.T) {
-	j, err := readJUnit(filepath.Join("testdata", "junit.xml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := loadSkips(filepath.Join("testdata", "skips.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, list := sampleReport(t)
 	got := rerunNames(j, list, parseListTests(listTestsSample))
 	want := []string{
 		"[sig-node] Container Runtime blackbox test when starting a container that exits should run with the expected status [NodeConformance]",

@@ -83,8 +83,8 @@ type PreloadedImage struct {
 // PulledRecord is the pull record berth keeps for one image ID: Repos are
 // the imported names without tag or digest, as kubelet keys them.
 type PulledRecord struct {
-	ImageRef string   `json:"imageRef"`
-	Repos    []string `json:"repos"`
+	ImageRef string
+	Repos    []string
 }
 
 // PulledRecordPath is the file kubelet reads imageRef's record from: the
