@@ -409,7 +409,13 @@ cluster-down:
 ## a reason), and the rest stands. RERUN=JUNIT (an earlier run's
 ## junit_01.xml) runs again just the specs it says failed or never
 ## started, into build/conformance-rerun/, and leaves the doc alone: to
-## tell a spec that failed under load from a bug.
+## tell a spec that failed under load from a bug. SHARD=K/N runs part K
+## of N of the focus's specs (every Nth, from the Kth, of those
+## e2e.test lists), each part with its own cluster, into
+## build/conformance-shards/shard-K-of-N/: for a run longer than the time
+## there is (the two-node [Conformance] run, about 3.5 hours here, in two
+## parts of under two); the doc is rewritten, from all the parts
+## together, by the part that completes them.
 ## Not part of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= $(if $(filter 1,$(CONFORMANCE_N)),\[NodeConformance\],\[Conformance\])
@@ -430,7 +436,7 @@ CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests
   -procs $(PROCS) -out $(1) $(2)
 .PHONY: conformance test-conformance
 conformance: $(CONFORMANCE_DEPS)
-	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun),-n $(CONFORMANCE_N) $(if $(RERUN),-rerun '$(abspath $(RERUN))',$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
+	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),-rerun '$(abspath $(RERUN))',$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
 
 ## test-conformance: make test's slice of the suite, the specs
 ## qemu-tests/conformance/subset.yaml names (each area of a pod's life on

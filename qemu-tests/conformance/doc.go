@@ -19,6 +19,10 @@ type runInfo struct {
 	Image               string // the node image's version (its manifest)
 	Wall                time.Duration
 	ClusterReadySeconds float64
+	// Parts, for a run made of parts (make conformance SHARD=K/N), says
+	// each part's date, image and readiness; Date is then the first
+	// part's and Wall their sum.
+	Parts *partsInfo `json:",omitempty"`
 }
 
 // writeSummary prints the run's result as the console shows it: counts,
@@ -80,6 +84,13 @@ const latestRun = "## Latest run: `"
 // runSection is one run's section: its table, its failures and the specs
 // the suite skipped.
 func runSection(s summary, ri runInfo) string {
+	date, image := ri.Date.UTC().Format("2006-01-02 15:04 UTC"), ri.Image
+	wall, ready := ri.Wall.Round(time.Second).String(), fmt.Sprintf("%.0f s", ri.ClusterReadySeconds)
+	if p := ri.Parts; p != nil {
+		// Each part brought its own cluster up (make conformance SHARD=).
+		date, image, ready = p.Dates, p.Images, p.Ready+" (each part's own cluster)"
+		wall += " (its parts' added up)"
+	}
 	var w strings.Builder
 	fmt.Fprintf(&w, `%s%s`+"`"+`
 
@@ -91,15 +102,15 @@ func runSection(s summary, ri runInfo) string {
 | nodes | %d (QEMU, TCG, on this machine) |
 | ginkgo processes | %d |
 | wall time (suite only) | %s |
-| cluster Ready after | %.0f s |
+| cluster Ready after | %s |
 | **passed** | **%d** |
 | **failed** | **%d** |
 | skipped by the suite at run time | %d |
 | skipped by name (below) | %d |
 | not reached (the run ended first) | %d |
 
-`, latestRun, docFocus(ri.Focus), ri.Date.UTC().Format("2006-01-02 15:04 UTC"), ri.Kubernetes, ri.Image, ri.Nodes, ri.Procs,
-		ri.Wall.Round(time.Second), ri.ClusterReadySeconds, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
+`, latestRun, docFocus(ri.Focus), date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
+		wall, ready, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
 	if len(s.Setup)+len(s.Failed) > 0 {
 		fmt.Fprintf(&w, "### Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")
 		for _, o := range append(append([]outcome{}, s.Setup...), s.Failed...) {

@@ -15,7 +15,13 @@ import (
 // spec's message.
 type junitSuites struct {
 	Suites []struct {
-		Name  string      `xml:"name,attr"`
+		Name string `xml:"name,attr"`
+		// Properties hold ginkgo's suite config: FocusStrings and
+		// SkipStrings say which specs the run was asked for.
+		Properties []struct {
+			Name  string `xml:"name,attr"`
+			Value string `xml:"value,attr"`
+		} `xml:"properties>property"`
 		Cases []junitCase `xml:"testcase"`
 	} `xml:"testsuite"`
 }
@@ -59,6 +65,40 @@ type summary struct {
 	// Setup holds failed suite nodes ([SynchronizedBeforeSuite] ...),
 	// which fail every spec without naming one.
 	Setup []outcome
+}
+
+// reportFilters are the focus and skip ginkgo records in a report
+// (FocusStrings, SkipStrings; nil when the run had none). A spec outside
+// them is "skipped" with no reason in the report, just as one the run
+// never reached, and only the run's own filters tell the two apart.
+// ginkgo joins several --focus flags with commas, which cannot be split
+// back; the runner passes one, and a value that does not compile as one
+// pattern is refused.
+func reportFilters(j junitSuites, name string) (focus, skip *regexp.Regexp, err error) {
+	prop := func(key string) (string, bool) {
+		for _, su := range j.Suites {
+			for _, p := range su.Properties {
+				if p.Name == key {
+					return p.Value, true
+				}
+			}
+		}
+		return "", false
+	}
+	var res [2]*regexp.Regexp
+	for i, key := range []string{"FocusStrings", "SkipStrings"} {
+		v, ok := prop(key)
+		if !ok {
+			return nil, nil, fmt.Errorf("%s: no %s property: not a ginkgo v2 report, so which specs its run was asked for is unknown", name, key)
+		}
+		if v == "" {
+			continue
+		}
+		if res[i], err = regexp.Compile(v); err != nil {
+			return nil, nil, fmt.Errorf("%s: its %s %.80q is not one pattern: %w", name, key, v, err)
+		}
+	}
+	return res[0], res[1], nil
 }
 
 // readJUnit reads ginkgo's JUnit report at path.

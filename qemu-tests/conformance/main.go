@@ -43,7 +43,7 @@ import (
 type options struct {
 	cluster, e2eDir, kubectl, repoList, e2eImages string
 	components, image                             string
-	out, skips, doc, subset, rerun                string
+	out, skips, doc, subset, rerun, shard         string
 	focus, skip                                   string
 	n, procs                                      int
 	upTimeout, suiteTimeout                       time.Duration
@@ -65,6 +65,7 @@ func main() {
 	flag.StringVar(&o.subset, "subset", "", "run exactly the specs this file names (qemu-tests/conformance/subset.yaml, make test's), each of which must pass; replaces -focus")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
 	flag.StringVar(&o.rerun, "rerun", "", "run again the specs this JUnit report (an earlier run's junit_01.xml) says failed or never started; replaces -focus")
+	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N; with -doc, the doc is written once all N parts have run")
 	flag.IntVar(&o.n, "n", 1, "number of nodes")
 	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes (specs mostly wait for pods: more than the cores)")
 	flag.DurationVar(&o.upTimeout, "up-timeout", 30*time.Minute, "how long the cluster may take to come up")
@@ -109,6 +110,30 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		o.focus = namesPattern(sub.names())
 		asked = sub.asked
 	}
+	var sh shard
+	var listed []string
+	runFocus := focus // the run's focus, before a part or a rerun narrows it
+	if o.shard != "" {
+		if o.subset != "" || o.rerun != "" {
+			return fmt.Errorf("-shard splits a run of -focus: not with -subset or -rerun")
+		}
+		if sh, err = parseShard(o.shard); err != nil {
+			return err
+		}
+		if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
+			return err
+		}
+		names := sh.names(listed, focus)
+		if len(names) == 0 {
+			return fmt.Errorf("-shard %s: focus %q leaves part %s no spec", sh, o.focus, sh)
+		}
+		fmt.Fprintf(out, "conformance: part %s: %d of the specs focus %q selects\n", sh, len(names), o.focus)
+		if focus, err = regexp.Compile(namesPattern(names)); err != nil {
+			return fmt.Errorf("-shard %s: %w", sh, err)
+		}
+		o.focus, asked = focus.String(), focusAsked(focus)
+		o.out = sh.dir(o.out)
+	}
 	if o.rerun != "" {
 		if o.doc != "" || o.subset != "" {
 			return fmt.Errorf("-rerun reruns part of a run: not with -doc or -subset")
@@ -121,7 +146,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		names := rerunNames(j, list, listed)
+		names, err := rerunNames(j, o.rerun, list, listed)
+		if err != nil {
+			return err
+		}
 		if len(names) == 0 {
 			return fmt.Errorf("-rerun %s: no spec there failed or was not reached", o.rerun)
 		}
@@ -144,7 +172,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("creating %s: %w", o.out, err)
 	}
 	junit := filepath.Join(o.out, "junit.xml")
-	for _, f := range []string{junit, filepath.Join(o.out, "cluster", "figures.json")} {
+	for _, f := range []string{junit, filepath.Join(o.out, runRecordFile), filepath.Join(o.out, "cluster", "figures.json")} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing the last run's %s: %w", f, err)
 		}
@@ -210,8 +238,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	s := summarize(j, asked, list)
 	shownFocus := o.focus
-	if sub != nil {
+	switch {
+	case sub != nil:
 		shownFocus = fmt.Sprintf("the %d specs of %s", len(sub), o.subset)
+	case sh != (shard{}):
+		shownFocus = runFocus.String()
 	}
 	ri := runInfo{Date: start, Focus: shownFocus, Nodes: o.n, Procs: o.procs, Kubernetes: kubeVersion, Image: imageVersion(o.image),
 		Wall: wall, ClusterReadySeconds: ready}
@@ -221,13 +252,39 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := fsutil.WriteFileAtomic(filepath.Join(o.out, "summary.txt"), sum.Bytes(), 0o644); err != nil {
 		return err
 	}
+	rec := runRecord{runInfo: ri}
+	if sh != (shard{}) {
+		rec.Shard = sh.String()
+	}
+	if err := writeRunRecord(o.out, rec); err != nil {
+		return err
+	}
+	docS, docRI := s, ri
+	if o.doc != "" && sh != (shard{}) {
+		// A part's result is not the table: the parts together are, once
+		// every one has run.
+		base := filepath.Dir(o.out)
+		merged, recs, err := mergeShards(base, sh.N, runFocus, kubeVersion, listed, list)
+		switch {
+		case errors.Is(err, errShardsMissing):
+			fmt.Fprintf(out, "conformance: %s is written once every part has run: %v\n", o.doc, err)
+			o.doc = ""
+		case err != nil:
+			return errors.Join(err, downErr)
+		default:
+			docS, docRI = merged, shardsInfo(recs)
+			var all bytes.Buffer
+			writeSummary(&all, docS, docRI)
+			fmt.Fprintf(out, "conformance: all %d parts together: %s", sh.N, strings.TrimPrefix(all.String(), "conformance: "))
+		}
+	}
 	if o.doc != "" {
 		previous, err := os.ReadFile(o.doc)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("reading %s: %w", o.doc, err)
 		}
 		var doc bytes.Buffer
-		writeDoc(&doc, s, ri, list, previous)
+		writeDoc(&doc, docS, docRI, list, previous)
 		if err := fsutil.WriteFileAtomic(o.doc, doc.Bytes(), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", o.doc, err)
 		}

@@ -38,13 +38,26 @@ func parseListTests(out string) []string {
 }
 
 // rerunNames are the specs, of those e2e.test lists, that a run's JUnit
-// report says failed or never started (its timeout or an interrupt ended
-// the run first). The report names a spec with ginkgo's labels appended,
-// so each is matched to its listed name (sameSpec). Specs the suite
-// skipped with a reason, or berth's list skips, are not rerun: they
-// would be skipped again.
-func rerunNames(j junitSuites, list skipList, listed []string) []string {
-	s := summarize(j, func(string) bool { return true }, list)
+// report (read from file) says failed or never started (its timeout or
+// an interrupt ended the run first), of those its run was asked for
+// (reportFilters: every spec outside them is in the report too, as
+// "skipped"). The report names a spec with ginkgo's labels appended, so
+// each is matched to its listed name (sameSpec). Specs the suite skipped
+// with a reason, or berth's list skips, are not rerun: they would be
+// skipped again.
+func rerunNames(j junitSuites, file string, list skipList, listed []string) ([]string, error) {
+	focus, skip, err := reportFilters(j, file)
+	if err != nil {
+		return nil, err
+	}
+	asked := func(string) bool { return true }
+	if focus != nil {
+		asked = focusAsked(focus)
+	}
+	if skip != nil {
+		asked = notSkipped(asked, skip)
+	}
+	s := summarize(j, asked, list)
 	var again []outcome
 	again = append(append(again, s.Failed...), s.NotReached...)
 	var names []string
@@ -53,5 +66,5 @@ func rerunNames(j junitSuites, list skipList, listed []string) []string {
 			names = append(names, n)
 		}
 	}
-	return names
+	return names, nil
 }

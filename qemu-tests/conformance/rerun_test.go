@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -24,17 +25,51 @@ func TestParseListTests(t *testing.T) {
 }
 
 // The sample report's failed spec (its name with ginkgo's labels
-// appended) and its spec never reached are rerun; the passed one, the
-// one the suite skipped with a reason and the one berth's list skips are
+// appended) is rerun; the passed one, the one the suite skipped with a
+// reason, the one berth's list skips, and the Deployment spec outside the
+// run's focus (in the report as "skipped", as a spec not reached is) are
 // not, nor a listed spec whose name merely starts with a rerun one's.
 func TestRerunNames(t *testing.T) {
 	j, list := sampleReport(t)
-	got := rerunNames(j, list, parseListTests(listTestsSample))
+	got, err := rerunNames(j, "sample", list, parseListTests(listTestsSample))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []string{
 		"[sig-node] Container Runtime blackbox test when starting a container that exits should run with the expected status [NodeConformance]",
-		"[sig-apps] Deployment should run the lifecycle of a Deployment [Conformance]",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("rerun %q\nwant %q", got, want)
+	}
+}
+
+// A spec never reached is rerun; one the run's --skip left out, or
+// outside its focus, is not; a report that does not say its filters is
+// refused rather than read as asking for every spec.
+func TestRerunReadsTheRunsFilters(t *testing.T) {
+	const x = `<testsuites><testsuite name="s"><properties>
+<property name="FocusStrings" value="\[Conformance\]"></property>
+<property name="SkipStrings" value="\[Serial\]"></property></properties>
+<testcase name="[It] [sig-apps] Deployment should run the lifecycle of a Deployment [Conformance] [sig-apps, Conformance]" status="skipped"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-node] Pods should get a host IP [NodeConformance] [Conformance] [Serial] [sig-node, Conformance]" status="skipped"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-node] Container Runtime blackbox test when starting a container that exits should run with the expected status [NodeConformance] [sig-node]" status="skipped"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`
+	j, err := parseJUnit(strings.NewReader(x), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rerunNames(j, "x", nil, parseListTests(listTestsSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"[sig-apps] Deployment should run the lifecycle of a Deployment [Conformance]"}; !slices.Equal(got, want) {
+		t.Errorf("rerun %q\nwant %q", got, want)
+	}
+	bare, err := parseJUnit(strings.NewReader(`<testsuites><testsuite name="s"><testcase name="[It] a" status="failed"></testcase></testsuite></testsuites>`), "bare.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rerunNames(bare, "bare.xml", nil, nil); err == nil || !strings.Contains(err.Error(), "bare.xml: no FocusStrings") {
+		t.Errorf("a report without ginkgo's filters: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -131,5 +132,69 @@ func TestListTestsAgainstSuite(t *testing.T) {
 		if !slices.ContainsFunc(conf[:20], func(n string) bool { return sameSpec(o.Name, n) }) {
 			t.Errorf("the dry run selects %s, not among the 20", o.Name)
 		}
+	}
+}
+
+// TestShardsAgainstSuite holds SHARD= to the suite: the two parts of
+// [Conformance] hold its 441 specs between them, each once; a dry run
+// focused on part 1 selects exactly part 1's specs, and its own report
+// (ginkgo's FocusStrings) is read back as part 1 (readShard's check),
+// not part 2; and -rerun finds nothing to rerun in a report where every
+// asked spec passed, though thousands outside its focus are "skipped".
+func TestShardsAgainstSuite(t *testing.T) {
+	dir := e2eDir(t)
+	listed, err := listTests(t.Context(), filepath.Join(dir, "e2e.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	focus := regexp.MustCompile(`\[Conformance\]`)
+	p1, p2 := shard{K: 1, N: 2}.names(listed, focus), shard{K: 2, N: 2}.names(listed, focus)
+	all := slices.Sorted(slices.Values(append(slices.Clone(p1), p2...)))
+	if len(all) != 441 || len(slices.Compact(slices.Clone(all))) != 441 {
+		t.Fatalf("the two parts hold %d specs (%d distinct), want the 441 [Conformance] specs", len(all), len(slices.Compact(slices.Clone(all))))
+	}
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(dir, "e2e.test"), "--provider=skeleton", "--ginkgo.dry-run", "--ginkgo.no-color",
+		"--ginkgo.focus="+namesPattern(p1), "--ginkgo.junit-report="+filepath.Join(out, "junit.xml"))
+	cmd.Dir = out
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("e2e.test dry run: %v\n%s", err, b[max(0, len(b)-2000):])
+	}
+	j, err := readJUnit(filepath.Join(out, "junit.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := summarize(j, nil, nil)
+	if len(s.Passed) != len(p1) {
+		t.Errorf("a dry run focused on part 1's %d specs selects %d", len(p1), len(s.Passed))
+	}
+	rec := runRecord{runInfo: runInfo{Focus: focus.String(), Kubernetes: "v"}, Shard: "1/2"}
+	for k, want := range map[int]bool{1: true, 2: false} {
+		dirK := shard{K: k, N: 2}.dir(t.TempDir())
+		if err := os.MkdirAll(dirK, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rec.Shard = shard{K: k, N: 2}.String()
+		if err := writeRunRecord(dirK, rec); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(out, "junit.xml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dirK, "junit.xml"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := readShard(dirK, shard{K: k, N: 2}, focus, "v", listed, nil)
+		if (err == nil) != want {
+			t.Errorf("the dry run's report read as part %d/2: %v", k, err)
+		}
+		if want && len(got.Passed) != len(p1) {
+			t.Errorf("read as part 1/2, it counts %d passed, want %d", len(got.Passed), len(p1))
+		}
+	}
+	again, err := rerunNames(j, "dry run", nil, listed)
+	if err != nil || len(again) != 0 {
+		t.Errorf("rerun of a report with every asked spec passed: %d specs, %v", len(again), err)
 	}
 }

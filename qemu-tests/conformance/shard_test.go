@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseShard(t *testing.T) {
+	if sh, err := parseShard("2/3"); err != nil || sh != (shard{K: 2, N: 3}) || sh.String() != "2/3" {
+		t.Errorf("2/3: %+v, %v", sh, err)
+	}
+	for _, bad := range []string{"", "2", "0/2", "3/2", "1/1", "a/2", "1/b", "-1/2", "1/2/3"} {
+		if _, err := parseShard(bad); err == nil || !strings.Contains(err.Error(), "-shard") {
+			t.Errorf("%q: %v, want an error naming -shard", bad, err)
+		}
+	}
+}
+
+// The parts of a focus are dealt in turn from the listing: together
+// exactly the focus's specs, each once, none left to no part.
+func TestShardNames(t *testing.T) {
+	listed := parseListTests(listTestsSample)
+	focus := regexp.MustCompile(`\[Conformance\]`)
+	var selected []string
+	for _, n := range listed {
+		if focus.MatchString(n) {
+			selected = append(selected, n)
+		}
+	}
+	for n := 2; n <= 4; n++ {
+		var all []string
+		for k := 1; k <= n; k++ {
+			part := shard{K: k, N: n}.names(listed, focus)
+			if want := (len(selected) + n - k) / n; len(part) != want {
+				t.Errorf("part %d/%d has %d specs, want %d", k, n, len(part), want)
+			}
+			all = append(all, part...)
+		}
+		slices.Sort(all)
+		sorted := slices.Sorted(slices.Values(selected))
+		if !slices.Equal(all, sorted) {
+			t.Errorf("%d parts together hold %q, want %q", n, all, sorted)
+		}
+	}
+	if got := (shard{K: 1, N: 2}).names(listed, focus); len(got) != 2 || got[0] != selected[0] || got[1] != selected[2] {
+		t.Errorf("part 1/2 %q: want the first and third of %q", got, selected)
+	}
+}
+
+// writePart writes part sh's run as the runner leaves it under base: its
+// run.json, and a ginkgo JUnit report whose FocusStrings is focus and in
+// which each listed spec has the state states gives it (skipped, as
+// ginkgo reports specs outside the focus, when not given).
+func writePart(t *testing.T, base string, sh shard, rec runRecord, focus string, listed []string, states map[string]string) {
+	t.Helper()
+	dir := sh.dir(base)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec.Shard = sh.String()
+	if err := writeRunRecord(dir, rec); err != nil {
+		t.Fatal(err)
+	}
+	var x bytes.Buffer
+	esc := func(s string) string {
+		var b bytes.Buffer
+		if err := xml.EscapeText(&b, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&x, `<testsuites><testsuite name="Kubernetes e2e suite"><properties><property name="FocusStrings" value="%s"></property><property name="SkipStrings" value=""></property></properties>`, esc(focus))
+	fmt.Fprintf(&x, `<testcase name="[SynchronizedBeforeSuite]" status="passed"></testcase>`)
+	for _, n := range listed {
+		switch st := states[n]; st {
+		case "":
+			fmt.Fprintf(&x, `<testcase name="[It] %s" status="skipped"><skipped message="skipped"></skipped></testcase>`, esc(n))
+		case "failed":
+			fmt.Fprintf(&x, `<testcase name="[It] %s" status="failed" time="10"><failure message="[FAILED] it broke"></failure></testcase>`, esc(n))
+		default:
+			fmt.Fprintf(&x, `<testcase name="[It] %s" status="%s" time="5"></testcase>`, esc(n), st)
+		}
+	}
+	x.WriteString(`</testsuite></testsuites>`)
+	if err := os.WriteFile(filepath.Join(dir, "junit.xml"), x.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two parts' runs, each in its own session, make one result: every spec
+// of the focus counted once, and the doc's table says it came in parts.
+// A part missing, run for another focus or another e2e.test, or whose
+// report's focus does not select exactly its specs (one run by hand with
+// a pattern of its own) keeps the doc waiting, the part named.
+func TestMergeShards(t *testing.T) {
+	listed := parseListTests(listTestsSample)
+	focus := regexp.MustCompile(`\[Conformance\]`)
+	p1, p2 := shard{K: 1, N: 2}, shard{K: 2, N: 2}
+	n1, n2 := p1.names(listed, focus), p2.names(listed, focus)
+	rec := func(day int, image string) runRecord {
+		return runRecord{runInfo: runInfo{Date: time.Date(2026, 11, day, 13, 45, 0, 0, time.UTC), Focus: focus.String(), Nodes: 2, Procs: 2,
+			Kubernetes: "v1.35.4", Image: image, Wall: 100 * time.Minute, ClusterReadySeconds: float64(130 + day)}}
+	}
+	base := t.TempDir()
+	writePart(t, base, p1, rec(29, "berth a"), namesPattern(n1), listed, map[string]string{n1[0]: "passed", n1[1]: "failed"})
+	if _, _, err := mergeShards(base, 2, focus, "v1.35.4", listed, nil); !errors.Is(err, errShardsMissing) || !strings.Contains(err.Error(), "part 2/2 ("+p2.dir(base)) {
+		t.Errorf("with part 2 not run: %v", err)
+	}
+	// By hand, with Python's escaping: another pattern, the same specs.
+	handFocus := `(?:^|\s)(?:` + regexp.MustCompile(`([ \-])`).ReplaceAllString(regexp.QuoteMeta(n2[0]), `\$1`) + `)$`
+	writePart(t, base, p2, rec(30, "berth b"), handFocus, listed, map[string]string{n2[0]: "passed"})
+	s, recs, err := mergeShards(base, 2, focus, "v1.35.4", listed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Passed) != 2 || len(s.Failed) != 1 || s.Failed[0].Name != n1[1] || len(s.NotReached) != 0 || len(recs) != 2 {
+		t.Errorf("merged: passed %+v, failed %+v, not reached %+v", s.Passed, s.Failed, s.NotReached)
+	}
+	section := runSection(s, shardsInfo(recs))
+	for _, want := range []string{
+		"| date | 2026-11-29 13:45 UTC (part 1/2), 2026-11-30 13:45 UTC (part 2/2) |",
+		"| node image | berth a; berth b |",
+		"| wall time (suite only) | 3h20m0s (its parts' added up) |",
+		"| cluster Ready after | 159 s, 160 s (each part's own cluster) |",
+		"| **passed** | **2** |", "| **failed** | **1** |",
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the doc's section lacks %q:\n%s", want, section)
+		}
+	}
+	if _, _, err := mergeShards(base, 2, focus, "v1.36.0", listed, nil); !errors.Is(err, errShardsMissing) || !strings.Contains(err.Error(), "e2e.test v1.35.4") {
+		t.Errorf("parts of another e2e.test: %v", err)
+	}
+	if _, _, err := mergeShards(base, 2, regexp.MustCompile(`\[NodeConformance\]`), "v1.35.4", listed, nil); !errors.Is(err, errShardsMissing) || !strings.Contains(err.Error(), "of focus") {
+		t.Errorf("parts of another focus: %v", err)
+	}
+	writePart(t, base, p2, rec(30, "berth b"), namesPattern(n1), listed, map[string]string{n1[0]: "passed"})
+	if _, _, err := mergeShards(base, 2, focus, "v1.35.4", listed, nil); !errors.Is(err, errShardsMissing) || !strings.Contains(err.Error(), "not part 2/2's 1") {
+		t.Errorf("part 2's report focused on part 1's specs: %v", err)
+	}
+}
+
+// run.json keeps everything the doc's table needs, so a part can be
+// merged sessions later.
+func TestRunRecordRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	want := runRecord{runInfo: runInfo{Date: time.Date(2026, 11, 29, 13, 45, 0, 0, time.UTC), Focus: `\[Conformance\]`, Nodes: 2, Procs: 2,
+		Kubernetes: "v1.35.4", Image: "berth x", Wall: 90 * time.Minute, ClusterReadySeconds: 136.6}, Shard: "1/2"}
+	if err := writeRunRecord(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readRunRecord(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Date.Equal(want.Date) || got.Focus != want.Focus || got.Wall != want.Wall || got.Shard != want.Shard || got.Image != want.Image || got.ClusterReadySeconds != want.ClusterReadySeconds {
+		t.Errorf("read back %+v, want %+v", got, want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, runRecordFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readRunRecord(dir); err == nil || !strings.Contains(err.Error(), runRecordFile) {
+		t.Errorf("a torn run.json: %v, want an error naming it", err)
+	}
+}
