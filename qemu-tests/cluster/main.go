@@ -347,13 +347,7 @@ func (c *cluster) routePods(ctx context.Context) error {
 	done := make(chan struct{})
 	safe.Go(c.log, "route controller", func() {
 		defer close(done)
-		c.cp.RouteNodePods(rctx, func(r controlplane.NodeRoute) error {
-			if err := c.rig.Net.AddRoute(r.PodCIDR, r.Via); err != nil {
-				return err
-			}
-			c.say("%s: pod route %s via %s in the network's gateway", r.Node, r.PodCIDR, r.Via)
-			return nil
-		})
+		c.cp.RouteNodePods(rctx, gatewayRoutes{c})
 	}, nil)
 	c.stopRoutes = func() {
 		cancel()
@@ -592,4 +586,24 @@ func userData(join, extra string) []byte {
 	}
 	b.WriteString("--BOUNDARY--\n")
 	return []byte(b.String())
+}
+
+// gatewayRoutes is the network's gateway as the route controller's
+// route table, each change said on the console.
+type gatewayRoutes struct{ c *cluster }
+
+func (g gatewayRoutes) AddRoute(r controlplane.NodeRoute) error {
+	if err := g.c.rig.Net.AddRoute(r.PodCIDR, r.Via); err != nil {
+		return err
+	}
+	g.c.say("%s: pod route %s via %s in the network's gateway", r.Node, r.PodCIDR, r.Via)
+	return nil
+}
+
+func (g gatewayRoutes) RemoveRoute(r controlplane.NodeRoute) error {
+	if err := g.c.rig.Net.RemoveRoute(r.PodCIDR, r.Via); err != nil {
+		return err
+	}
+	g.c.say("%s: gone; pod route %s via %s removed from the network's gateway", r.Node, r.PodCIDR, r.Via)
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,10 +70,38 @@ func TestNodeRoutes(t *testing.T) {
 	}
 }
 
+// routeTable records the route controller's calls; add fails once for
+// each route failAdd names, remove once for each failRemove names.
+type routeTable struct {
+	calls               []string
+	failAdd, failRemove map[string]bool
+}
+
+func (t *routeTable) AddRoute(r NodeRoute) error {
+	t.calls = append(t.calls, "add "+r.String())
+	if t.failAdd[r.Node] {
+		delete(t.failAdd, r.Node)
+		return errors.New("the network said no")
+	}
+	return nil
+}
+
+func (t *routeTable) RemoveRoute(r NodeRoute) error {
+	t.calls = append(t.calls, "remove "+r.String())
+	if t.failRemove[r.Node] {
+		delete(t.failRemove, r.Node)
+		return errors.New("the network said no")
+	}
+	return nil
+}
+
 // The route controller against an apiserver stand-in: each node's route
 // is added once, however often the nodes are listed; a node that gets its
 // pod CIDR later gets its route then; a failed add is tried again; a node
-// address that does not parse is logged once, not at every list.
+// address that does not parse is logged once, not at every list. Once a
+// node is gone its route is removed (tried again if that fails), before
+// its pod CIDR is routed to the node the IPAM gave it next; a node whose
+// address fails to parse at one list keeps its route.
 func TestRouteNodePods(t *testing.T) {
 	var mu sync.Mutex
 	nodes := [][3]string{{"a", "10.244.0.0/24", "192.168.127.10"}, {"b", "", "192.168.127.11"}, {"e", "10.244.4.0/24", "not-an-ip"}}
@@ -95,47 +124,66 @@ func TestRouteNodePods(t *testing.T) {
 	if c.opts.Ports.APIServer, err = strconv.Atoi(port); err != nil {
 		t.Fatal(err)
 	}
-	var calls []string
-	fail := true
-	add := func(r NodeRoute) error {
-		calls = append(calls, r.String())
-		if r.Node == "b" && fail {
-			fail = false
-			return errors.New("the network said no")
-		}
-		return nil
-	}
+	table := &routeTable{failAdd: map[string]bool{"b": true}, failRemove: map[string]bool{"b": true}}
 	st := newRouteState()
 	ctx := context.Background()
-	for range 2 {
-		if err := c.routeOnce(ctx, add, st); err != nil {
-			t.Fatal(err)
+	lists := func(n int) {
+		t.Helper()
+		for range n {
+			if err := c.routeOnce(ctx, table, st); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	lists(2)
 	mu.Lock()
 	nodes[1][1] = "10.244.1.0/24"
 	mu.Unlock()
-	for range 3 {
-		if err := c.routeOnce(ctx, add, st); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lists(3)
 	want := []string{
-		"10.244.0.0/24 via 192.168.127.10 (node a)",
-		"10.244.1.0/24 via 192.168.127.11 (node b)", // refused
-		"10.244.1.0/24 via 192.168.127.11 (node b)", // tried again, added
+		"add 10.244.0.0/24 via 192.168.127.10 (node a)",
+		"add 10.244.1.0/24 via 192.168.127.11 (node b)", // refused
+		"add 10.244.1.0/24 via 192.168.127.11 (node b)", // tried again, added
 	}
-	if !reflect.DeepEqual(calls, want) {
-		t.Errorf("add called with %q; want %q", calls, want)
+	if !reflect.DeepEqual(table.calls, want) {
+		t.Errorf("calls %q; want %q", table.calls, want)
 	}
 	if len(st.added) != 2 || len(st.failed) != 0 {
 		t.Errorf("added %v, failed %v; want both routes added and no failure left", st.added, st.failed)
+	}
+	// node a's address garbled for one list: its route stays. Then node b
+	// is gone, and its replacement c gets b's pod CIDR at another address.
+	table.calls = nil
+	mu.Lock()
+	nodes[0][2] = "garbled"
+	mu.Unlock()
+	lists(1)
+	mu.Lock()
+	nodes[0][2] = "192.168.127.10"
+	nodes[1] = [3]string{"c", "10.244.1.0/24", "192.168.127.12"}
+	mu.Unlock()
+	lists(3)
+	want = []string{
+		"remove 10.244.1.0/24 via 192.168.127.11 (node b)", // refused
+		"remove 10.244.1.0/24 via 192.168.127.11 (node b)", // tried again, removed
+		"add 10.244.1.0/24 via 192.168.127.12 (node c)",
+	}
+	// While b's route stands, c's is refused by a real table (vnet); this
+	// one takes it, so only the order is checked: removal first.
+	if len(table.calls) < 3 || !reflect.DeepEqual([]string{table.calls[0], table.calls[2]}, want[:2]) || !slices.Contains(table.calls, want[2]) {
+		t.Errorf("calls %q; want %q, node b's removal first and tried again", table.calls, want)
+	}
+	if st.added[NodeRoute{Node: "b", PodCIDR: netip.MustParsePrefix("10.244.1.0/24"), Via: netip.MustParseAddr("192.168.127.11")}] || len(st.added) != 2 || len(st.failed) != 0 {
+		t.Errorf("added %v, failed %v; want a's and c's routes, nothing failed", st.added, st.failed)
+	}
+	if n := strings.Count(logged.String(), "pod route removed"); n != 1 {
+		t.Errorf("the removal logged %d times; want once:\n%s", n, logged.String())
 	}
 	if n := strings.Count(logged.String(), `InternalIP \"not-an-ip\"`); n != 1 {
 		t.Errorf("node e's unparsable InternalIP logged %d times over 5 lists; want once:\n%s", n, logged.String())
 	}
 	c.client = http.DefaultClient // does not trust the stand-in's certificate
-	if err := c.routeOnce(ctx, add, st); err == nil || !strings.Contains(err.Error(), "listing nodes") {
+	if err := c.routeOnce(ctx, table, st); err == nil || !strings.Contains(err.Error(), "listing nodes") {
 		t.Errorf("routeOnce with the apiserver unreachable: %v; want an error saying it was listing nodes", err)
 	}
 }

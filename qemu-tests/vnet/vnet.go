@@ -810,6 +810,38 @@ func (n *Network) claimRoute(prefix netip.Prefix, via netip.Addr) (added bool, e
 	return true, nil
 }
 
+// RemoveRoute takes back AddRoute's route for prefix via via, as a
+// cloud's route controller deletes a route once its node is gone: the
+// prefix may then be routed via another node (the pod CIDR a replacement
+// node is given). Removing a route that is not there is a no-op, so a
+// controller may repeat itself; one for prefix via another address is
+// refused, naming it: that route is another node's. It is safe for
+// concurrent use.
+func (n *Network) RemoveRoute(prefix netip.Prefix, via netip.Addr) error {
+	dest, err := tcpipSubnet(prefix)
+	if err != nil {
+		return fmt.Errorf("vnet: removing route %s via %s: %w", prefix, via, err)
+	}
+	n.mu.Lock()
+	old, ok := n.routes[prefix]
+	switch {
+	case !ok:
+		n.mu.Unlock()
+		return nil
+	case old != via:
+		n.mu.Unlock()
+		return fmt.Errorf("vnet: removing route %s via %s: %s is routed via %s", prefix, via, prefix, old)
+	}
+	delete(n.routes, prefix)
+	n.mu.Unlock()
+	// Outside n.mu, as in AddRoute. A dial between the two sees the
+	// prefix as unrouted (routed) and is refused by name.
+	gw := tcpipAddr(via)
+	n.stack.RemoveRoutes(func(r tcpip.Route) bool { return r.Destination == dest && r.Gateway == gw })
+	n.log.Info("vnet: route removed", "prefix", prefix, "via", via, "node", n.nodeName(via))
+	return nil
+}
+
 // Routes returns AddRoute's routes: destination to next hop.
 func (n *Network) Routes() map[netip.Prefix]netip.Addr {
 	n.mu.Lock()

@@ -668,6 +668,7 @@ func TestRoutedPods(t *testing.T) {
 	n, err := New(Config{Nodes: []Node{
 		{Name: "node-a", MAC: mac(0x0a), IP: netip.MustParseAddr("192.168.127.10")},
 		{Name: "node-b", MAC: mac(0x0b), IP: netip.MustParseAddr("192.168.127.11")},
+		{Name: "node-c", MAC: mac(0x0c), IP: netip.MustParseAddr("192.168.127.12")},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -728,6 +729,48 @@ func TestRoutedPods(t *testing.T) {
 		t.Error("dialed 10.245.0.5, which no route covers")
 	} else if !strings.Contains(err.Error(), "10.245.0.5:8080: not on the subnet 192.168.127.0/24 nor behind a route") || !strings.Contains(err.Error(), "10.244.0.0/24:192.168.127.10") {
 		t.Errorf("dialing an unrouted address: %v; want it named, with the routes there are", err)
+	}
+
+	// node-b is gone and its pod CIDR goes to its replacement, node-c,
+	// at another address: node-b's route is removed, the prefix is
+	// unrouted, and the new route, refused while the old stood, sends the
+	// gateway to node-c's pod, not to node-b.
+	b1 := netip.MustParsePrefix("10.244.1.0/24")
+	if err := n.RemoveRoute(b1, netip.MustParseAddr("192.168.127.12")); err == nil || !strings.Contains(err.Error(), "10.244.1.0/24 is routed via 192.168.127.11") {
+		t.Errorf("removing node-b's route as node-c's: %v; want it refused, naming node-b's next hop", err)
+	}
+	if err := n.AddRoute(b1, netip.MustParseAddr("192.168.127.12")); err == nil {
+		t.Error("routing node-b's pod CIDR via node-c while node-b's route stands")
+	}
+	for range 2 { // the second is a no-op
+		if err := n.RemoveRoute(b1, netip.MustParseAddr("192.168.127.11")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := n.DialContext(ctx, "tcp", "10.244.1.7:8080"); err == nil {
+		c.Close()
+		t.Error("dialed node-b's pod after its route was removed")
+	} else if !strings.Contains(err.Error(), "not on the subnet 192.168.127.0/24 nor behind a route") {
+		t.Errorf("dialing node-b's pod after its route was removed: %v; want it named as behind no route", err)
+	}
+	c := newGuest(t, n, "node-c", mac(0x0c))
+	c.up(t)
+	ns := c.pod(t, b1, netip.MustParseAddr("10.244.1.9"))
+	ln, err := ns.listen("10.244.1.9:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	answer(t, ln, "pod-c")
+	if err := n.AddRoute(b1, netip.MustParseAddr("192.168.127.12")); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := n.DialContext(ctx, "tcp", "10.244.1.9:8080")
+	if err != nil {
+		t.Fatalf("dialing node-c's pod: %v", err)
+	}
+	if got, err := roundTrip(conn, "hi"); err != nil || !strings.HasPrefix(got, "pod-c from 192.168.127.1:") {
+		t.Errorf("the gateway to 10.244.1.9, now via node-c: %q, %v; want pod-c to answer", got, err)
 	}
 }
 
