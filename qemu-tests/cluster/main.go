@@ -99,6 +99,13 @@ func main() {
 	defer stop()
 	c := &cluster{opts: o, out: os.Stdout, log: log}
 	err := c.run(ctx)
+	if err != nil && stoppedByRequest(ctx, err) {
+		// Ctrl-C or `make cluster-down` (or a runner giving up on the
+		// bring-up) during the bring-up: what was asked for, not a
+		// failure, and the consoles say nothing about it.
+		fmt.Fprintf(c.out, "cluster: stopped before it was up, as asked (%v)\n", err)
+		err = nil
+	}
 	if err != nil {
 		fmt.Fprintf(c.out, "cluster: FAILED: %v\n", err)
 		for _, nd := range c.nodes {
@@ -114,6 +121,14 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
+}
+
+// stoppedByRequest says whether run's error is only the stop that was
+// asked for: a signal ended ctx, and the error is that cancellation
+// (wrapped as the step it cut short says). A failure that is not (a node
+// that never booted, say) is still one, signal or not.
+func stoppedByRequest(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, context.Canceled)
 }
 
 // cluster is one run: what it started, to stop it in order.

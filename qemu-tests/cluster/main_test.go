@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,10 +9,14 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"math/big"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +111,32 @@ func TestProcCPU(t *testing.T) {
 	}
 	if got := procCPU("garbage"); got != 0 {
 		t.Errorf("procCPU(garbage): %v", got)
+	}
+}
+
+// A signal during the bring-up ends it as asked, not as a failure: the
+// waits return the signal's cause (context.Cause), wrapped by the step
+// it cut short. A real failure stays one, signal or not, and a
+// cancellation that was no signal's is a failure too.
+func TestStoppedByRequest(t *testing.T) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGUSR1)
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("SIGUSR1 did not end the context")
+	}
+	cut := fmt.Errorf("waiting for every node to be Ready: %w", context.Cause(ctx))
+	if !stoppedByRequest(ctx, cut) {
+		t.Errorf("%v after the signal: want it read as the stop asked for", cut)
+	}
+	if failed := errors.New("node-a never booted"); stoppedByRequest(ctx, failed) {
+		t.Errorf("%v after the signal: want it still a failure", failed)
+	}
+	if stoppedByRequest(context.Background(), fmt.Errorf("applying the add-ons: %w", context.Canceled)) {
+		t.Error("a cancellation with no signal: want it a failure")
 	}
 }
