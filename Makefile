@@ -414,8 +414,8 @@ cluster-down:
 ## e2e.test lists), each part with its own cluster, into
 ## build/conformance-shards/shard-K-of-N/: for a run longer than the time
 ## there is (the two-node [Conformance] run, about 3.5 hours here, in two
-## parts of under two); the doc is rewritten, from all the parts
-## together, by the part that completes them.
+## parts of under two); each part rewrites the doc from the parts run
+## so far, naming those not yet run.
 ## Not part of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= $(if $(filter 1,$(CONFORMANCE_N)),\[NodeConformance\],\[Conformance\])
@@ -437,6 +437,15 @@ CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests
 .PHONY: conformance test-conformance
 conformance: $(CONFORMANCE_DEPS)
 	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),-rerun '$(abspath $(RERUN))',$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
+
+## conformance-merge: runs nothing; rewrites docs/conformance.md's section
+## for FOCUS (N=2: [Conformance]) from the parts of a SHARD=K/SHARDS run
+## (SHARDS, default 2) there are under build/conformance-shards/, naming
+## each part not yet run (a part rewrites it itself when it ends; this is
+## for parts brought from elsewhere).
+.PHONY: conformance-merge
+conformance-merge: e2e
+	$(GO) run ./qemu-tests/conformance -e2e $(E2E_DIR) -out $(ARCH_BUILD)/conformance-shards -merge $(or $(SHARDS),2) $(CONFORMANCE_FOCUS) -doc docs/conformance.md
 
 ## test-conformance: make test's slice of the suite, the specs
 ## qemu-tests/conformance/subset.yaml names (each area of a pod's life on

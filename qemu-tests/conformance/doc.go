@@ -86,17 +86,23 @@ const latestRun = "## Latest run: `"
 func runSection(s summary, ri runInfo) string {
 	date, image := ri.Date.UTC().Format("2006-01-02 15:04 UTC"), ri.Image
 	wall, ready := ri.Wall.Round(time.Second).String(), fmt.Sprintf("%.0f s", ri.ClusterReadySeconds)
+	partsRow := ""
 	if p := ri.Parts; p != nil {
 		// Each part brought its own cluster up (make conformance SHARD=).
 		date, image, ready = p.Dates, p.Images, p.Ready+" (each part's own cluster)"
 		wall += " (its parts' added up)"
+		partsRow = fmt.Sprintf("| parts (`make conformance SHARD=K/%d`) | %d, all run |\n", p.N, p.N)
+		if len(p.NotRun) > 0 {
+			partsRow = fmt.Sprintf("| parts (`make conformance SHARD=K/%d`) | %d of %d run; **not yet run: %s**, in no count below |\n",
+				p.N, p.N-len(p.NotRun), p.N, strings.Join(p.NotRun, ", "))
+		}
 	}
 	var w strings.Builder
 	fmt.Fprintf(&w, `%s%s`+"`"+`
 
 | | |
 |---|---|
-| date | %s |
+%s| date | %s |
 | Kubernetes (e2e.test, kubelet) | %s |
 | node image | %s |
 | nodes | %d (QEMU, TCG, on this machine) |
@@ -109,7 +115,7 @@ func runSection(s summary, ri runInfo) string {
 | skipped by name (below) | %d |
 | not reached (the run ended first) | %d |
 
-`, latestRun, docFocus(ri.Focus), date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
+`, latestRun, docFocus(ri.Focus), partsRow, date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
 		wall, ready, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
 	if len(s.Setup)+len(s.Failed) > 0 {
 		fmt.Fprintf(&w, "### Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")

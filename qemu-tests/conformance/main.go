@@ -45,7 +45,7 @@ type options struct {
 	components, image                             string
 	out, skips, doc, subset, rerun, shard         string
 	focus, skip                                   string
-	n, procs                                      int
+	n, procs, merge                               int
 	upTimeout, suiteTimeout                       time.Duration
 }
 
@@ -66,6 +66,7 @@ func main() {
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
 	flag.StringVar(&o.rerun, "rerun", "", "run again the specs this JUnit report (an earlier run's junit_01.xml) says failed or never started; replaces -focus")
 	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N; with -doc, the doc is written once all N parts have run")
+	flag.IntVar(&o.merge, "merge", 0, "N: run nothing; put the parts of -focus's run in N parts under -out (OUT/shard-K-of-N, -shard's) together, and with -doc rewrite the doc from those that have run")
 	flag.IntVar(&o.n, "n", 1, "number of nodes")
 	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes (specs mostly wait for pods: more than the cores)")
 	flag.DurationVar(&o.upTimeout, "up-timeout", 30*time.Minute, "how long the cluster may take to come up")
@@ -80,7 +81,11 @@ func main() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	for flagName, v := range map[string]string{"-cluster": o.cluster, "-e2e": o.e2eDir, "-kubectl": o.kubectl, "-repo-list": o.repoList, "-e2e-images": o.e2eImages} {
+	required := map[string]string{"-e2e": o.e2eDir}
+	if o.merge == 0 {
+		required = map[string]string{"-cluster": o.cluster, "-e2e": o.e2eDir, "-kubectl": o.kubectl, "-repo-list": o.repoList, "-e2e-images": o.e2eImages}
+	}
+	for flagName, v := range required {
 		if v == "" {
 			return fmt.Errorf("%s is required", flagName)
 		}
@@ -99,6 +104,21 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("-focus %q: %w", o.focus, err)
 	}
 	asked := focusAsked(focus)
+	if o.merge != 0 {
+		if o.merge < 2 || o.shard != "" || o.subset != "" || o.rerun != "" || o.skip != "" {
+			return fmt.Errorf("-merge N (N >= 2) puts a run's parts together: not with -shard, -subset, -rerun or -skip")
+		}
+		listed, err := listTests(ctx, filepath.Join(o.e2eDir, "e2e.test"))
+		if err != nil {
+			return err
+		}
+		kubeVersion, err := e2eVersion(ctx, filepath.Join(o.e2eDir, "e2e.test"))
+		if err != nil {
+			return err
+		}
+		_, err = mergeParts(o.out, o.merge, focus, kubeVersion, listed, list, o.doc, out)
+		return err
+	}
 	var sub subset
 	if o.subset != "" {
 		if o.doc != "" {
@@ -259,36 +279,15 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := writeRunRecord(o.out, rec); err != nil {
 		return err
 	}
-	docS, docRI := s, ri
-	if o.doc != "" && sh != (shard{}) {
-		// A part's result is not the table: the parts together are, once
-		// every one has run.
-		base := filepath.Dir(o.out)
-		merged, recs, err := mergeShards(base, sh.N, runFocus, kubeVersion, listed, list)
-		switch {
-		case errors.Is(err, errShardsMissing):
-			fmt.Fprintf(out, "conformance: %s is written once every part has run: %v\n", o.doc, err)
-			o.doc = ""
-		case err != nil:
+	if sh != (shard{}) {
+		// A part's result is not the table: the parts run so far are.
+		if _, err := mergeParts(filepath.Dir(o.out), sh.N, runFocus, kubeVersion, listed, list, o.doc, out); err != nil {
 			return errors.Join(err, downErr)
-		default:
-			docS, docRI = merged, shardsInfo(recs)
-			var all bytes.Buffer
-			writeSummary(&all, docS, docRI)
-			fmt.Fprintf(out, "conformance: all %d parts together: %s", sh.N, strings.TrimPrefix(all.String(), "conformance: "))
 		}
-	}
-	if o.doc != "" {
-		previous, err := os.ReadFile(o.doc)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("reading %s: %w", o.doc, err)
+	} else if o.doc != "" {
+		if err := writeDocFile(o.doc, s, ri, list, out); err != nil {
+			return errors.Join(err, downErr)
 		}
-		var doc bytes.Buffer
-		writeDoc(&doc, docS, docRI, list, previous)
-		if err := fsutil.WriteFileAtomic(o.doc, doc.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("writing %s: %w", o.doc, err)
-		}
-		fmt.Fprintf(out, "conformance: wrote %s\n", o.doc)
 	}
 	if sub != nil {
 		if err := sub.check(s, list); err != nil {
@@ -299,6 +298,43 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return errors.Join(fmt.Errorf("%d spec(s) failed; JUnit report %s, the suite's log %s", len(s.Failed)+len(s.Setup), junit, filepath.Join(o.out, "e2e.log")), downErr)
 	}
 	return downErr
+}
+
+// writeDocFile rewrites doc (docs/conformance.md) with the run's section.
+func writeDocFile(doc string, s summary, ri runInfo, list skipList, out io.Writer) error {
+	previous, err := os.ReadFile(doc)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", doc, err)
+	}
+	var b bytes.Buffer
+	writeDoc(&b, s, ri, list, previous)
+	if err := fsutil.WriteFileAtomic(doc, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", doc, err)
+	}
+	fmt.Fprintf(out, "conformance: wrote %s\n", doc)
+	return nil
+}
+
+// mergeParts prints the result of the n parts of focus's run under base
+// that have run (mergeShards), each part not yet run named, and with doc
+// rewrites its section: the parts not yet run are named there, their
+// specs in no count. It returns how many parts are missing.
+func mergeParts(base string, n int, focus *regexp.Regexp, kubeVersion string, listed []string, list skipList, doc string, out io.Writer) (int, error) {
+	s, recs, missing := mergeShards(base, n, focus, kubeVersion, listed, list)
+	for _, m := range missing {
+		fmt.Fprintf(out, "conformance: not yet counted: %v\n", m)
+	}
+	if len(recs) == 0 {
+		return len(missing), fmt.Errorf("no part of %d of focus %q has run under %s", n, focus, base)
+	}
+	ri := shardsInfo(recs, n, missing)
+	var sum bytes.Buffer
+	writeSummary(&sum, s, ri)
+	fmt.Fprintf(out, "conformance: the %d of %d parts run: %s", len(recs), n, strings.TrimPrefix(sum.String(), "conformance: "))
+	if doc == "" {
+		return len(missing), nil
+	}
+	return len(missing), writeDocFile(doc, s, ri, list, out)
 }
 
 // waitUp waits until the cluster command has written OUT/figures.json,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,28 +89,25 @@ func readRunRecord(dir string) (runRecord, error) {
 	return r, nil
 }
 
-// errShardsMissing says some parts of a sharded run have not run yet (or
-// ran for another focus or suite); the doc waits for them.
-var errShardsMissing = errors.New("not every part has run")
-
 // mergeShards puts the N parts of a sharded run of focus under base
-// together: one summary over all of focus's specs, and each part's
-// facts. Each part must have run (its run.json and JUnit report there),
-// for this focus, against the same e2e.test (kubernetes), and its report
-// must have been asked for exactly its part's specs, as ginkgo recorded
-// its focus (a part run by hand with a pattern of its own is checked,
-// not trusted). A part that is missing or fails those checks is named in
-// an error wrapping errShardsMissing.
-func mergeShards(base string, n int, focus *regexp.Regexp, kubernetes string, listed []string, list skipList) (summary, []runRecord, error) {
+// together: one summary over the specs of the parts that have run, and
+// each such part's facts. A part counts once it has run (its run.json and
+// JUnit report there) for this focus, against the same e2e.test
+// (kubernetes), and its report was asked for exactly its part's specs,
+// as ginkgo recorded its focus (a part run by hand with a pattern of its
+// own is checked, not trusted). Each part that does not is in missing,
+// with why and how many specs it holds, so that the doc can say what is
+// not yet counted rather than wait for every part.
+func mergeShards(base string, n int, focus *regexp.Regexp, kubernetes string, listed []string, list skipList) (summary, []runRecord, []missingPart) {
 	var all summary
 	var recs []runRecord
-	var missing []string
+	var missing []missingPart
 	for k := 1; k <= n; k++ {
 		sh := shard{K: k, N: n}
 		dir := sh.dir(base)
 		s, rec, err := readShard(dir, sh, focus, kubernetes, listed, list)
 		if err != nil {
-			missing = append(missing, fmt.Sprintf("part %s (%s): %v", sh, dir, err))
+			missing = append(missing, missingPart{Shard: sh, Dir: dir, Specs: len(sh.names(listed, focus)), Why: err})
 			continue
 		}
 		recs = append(recs, rec)
@@ -122,13 +118,23 @@ func mergeShards(base string, n int, focus *regexp.Regexp, kubernetes string, li
 		all.NotReached = append(all.NotReached, s.NotReached...)
 		all.Setup = append(all.Setup, s.Setup...)
 	}
-	if len(missing) > 0 {
-		return summary{}, nil, fmt.Errorf("%w: %s", errShardsMissing, strings.Join(missing, "; "))
-	}
 	for _, l := range []*[]outcome{&all.Passed, &all.Failed, &all.Skipped, &all.Listed, &all.NotReached, &all.Setup} {
 		slices.SortFunc(*l, func(a, b outcome) int { return strings.Compare(a.Name, b.Name) })
 	}
-	return all, recs, nil
+	return all, recs, missing
+}
+
+// missingPart is a part of a sharded run that has not run (or not as
+// asked): mergeShards.
+type missingPart struct {
+	Shard shard
+	Dir   string
+	Specs int
+	Why   error
+}
+
+func (m missingPart) String() string {
+	return fmt.Sprintf("part %s (%d specs, %s): %v", m.Shard, m.Specs, m.Dir, m.Why)
 }
 
 // readShard reads and checks part sh's run in dir (mergeShards).
@@ -173,8 +179,9 @@ func readShard(dir string, sh shard, focus *regexp.Regexp, kubernetes string, li
 
 // shardsInfo is the facts of a run made of parts, as the doc shows one
 // run: the first part's date, the parts' wall times added up, the
-// versions and readiness of each part where they differ.
-func shardsInfo(recs []runRecord) runInfo {
+// versions and readiness of each part where they differ, and the parts
+// not yet run.
+func shardsInfo(recs []runRecord, n int, missing []missingPart) runInfo {
 	ri := recs[0].runInfo
 	ri.Wall = 0
 	var dates, images, ready []string
@@ -189,12 +196,21 @@ func shardsInfo(recs []runRecord) runInfo {
 		}
 		ready = append(ready, fmt.Sprintf("%.0f s", r.ClusterReadySeconds))
 	}
-	ri.Parts = &partsInfo{Dates: strings.Join(dates, ", "), Images: strings.Join(images, "; "), Ready: strings.Join(ready, ", ")}
+	p := &partsInfo{N: n, Dates: strings.Join(dates, ", "), Images: strings.Join(images, "; "), Ready: strings.Join(ready, ", ")}
+	for _, m := range missing {
+		p.NotRun = append(p.NotRun, fmt.Sprintf("%s (%d specs)", m.Shard, m.Specs))
+		p.NotRunSpecs += m.Specs
+	}
+	ri.Parts = p
 	return ri
 }
 
 // partsInfo is what the doc says of a run made of parts instead of one
-// date, image and readiness.
+// date, image and readiness; and which parts have not run yet, whose
+// specs are in no count.
 type partsInfo struct {
+	N                    int
 	Dates, Images, Ready string
+	NotRun               []string
+	NotRunSpecs          int
 }

@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/xml"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,9 +98,10 @@ func writePart(t *testing.T, base string, sh shard, rec runRecord, focus string,
 
 // Two parts' runs, each in its own session, make one result: every spec
 // of the focus counted once, and the doc's table says it came in parts.
-// A part missing, run for another focus or another e2e.test, or whose
-// report's focus does not select exactly its specs (one run by hand with
-// a pattern of its own) keeps the doc waiting, the part named.
+// Before the second has run, the doc counts the first and names the
+// second as not yet run. A part run for another focus or another
+// e2e.test, or whose report's focus does not select exactly its specs
+// (one run by hand with a pattern of its own), is not counted, and named.
 func TestMergeShards(t *testing.T) {
 	listed := parseListTests(listTestsSample)
 	focus := regexp.MustCompile(`\[Conformance\]`)
@@ -112,21 +113,34 @@ func TestMergeShards(t *testing.T) {
 	}
 	base := t.TempDir()
 	writePart(t, base, p1, rec(29, "berth a"), namesPattern(n1), listed, map[string]string{n1[0]: "passed", n1[1]: "failed"})
-	if _, _, err := mergeShards(base, 2, focus, "v1.35.4", listed, nil); !errors.Is(err, errShardsMissing) || !strings.Contains(err.Error(), "part 2/2 ("+p2.dir(base)) {
-		t.Errorf("with part 2 not run: %v", err)
+	s, recs, missing := mergeShards(base, 2, focus, "v1.35.4", listed, nil)
+	if len(recs) != 1 || len(s.Passed) != 1 || len(s.Failed) != 1 || len(missing) != 1 || missing[0].Shard != p2 || missing[0].Specs != 1 ||
+		!strings.Contains(missing[0].String(), "part 2/2 (1 specs, "+p2.dir(base)+"): reading the run's record") {
+		t.Errorf("with part 2 not run: %d parts, passed %+v, failed %+v, missing %v", len(recs), s.Passed, s.Failed, missing)
+	}
+	partial := runSection(s, shardsInfo(recs, 2, missing))
+	for _, want := range []string{
+		"| parts (`make conformance SHARD=K/2`) | 1 of 2 run; **not yet run: 2/2 (1 specs)**, in no count below |",
+		"| date | 2026-11-29 13:45 UTC (part 1/2) |",
+		"| **passed** | **1** |",
+	} {
+		if !strings.Contains(partial, want) {
+			t.Errorf("the doc's section with part 2 not run lacks %q:\n%s", want, partial)
+		}
 	}
 	// By hand, with Python's escaping: another pattern, the same specs.
 	handFocus := `(?:^|\s)(?:` + regexp.MustCompile(`([ \-])`).ReplaceAllString(regexp.QuoteMeta(n2[0]), `\$1`) + `)$`
 	writePart(t, base, p2, rec(30, "berth b"), handFocus, listed, map[string]string{n2[0]: "passed"})
-	s, recs, err := mergeShards(base, 2, focus, "v1.35.4", listed, nil)
-	if err != nil {
-		t.Fatal(err)
+	s, recs, missing = mergeShards(base, 2, focus, "v1.35.4", listed, nil)
+	if len(missing) != 0 {
+		t.Fatalf("missing %v", missing)
 	}
 	if len(s.Passed) != 2 || len(s.Failed) != 1 || s.Failed[0].Name != n1[1] || len(s.NotReached) != 0 || len(recs) != 2 {
 		t.Errorf("merged: passed %+v, failed %+v, not reached %+v", s.Passed, s.Failed, s.NotReached)
 	}
-	section := runSection(s, shardsInfo(recs))
+	section := runSection(s, shardsInfo(recs, 2, missing))
 	for _, want := range []string{
+		"| parts (`make conformance SHARD=K/2`) | 2, all run |",
 		"| date | 2026-11-29 13:45 UTC (part 1/2), 2026-11-30 13:45 UTC (part 2/2) |",
 		"| node image | berth a; berth b |",
 		"| wall time (suite only) | 3h20m0s (its parts' added up) |",
@@ -137,15 +151,22 @@ func TestMergeShards(t *testing.T) {
 			t.Errorf("the doc's section lacks %q:\n%s", want, section)
 		}
 	}
-	if _, _, err := mergeShards(base, 2, focus, "v1.36.0", listed, nil); !errors.Is(err, errShardsMissing) || !strings.Contains(err.Error(), "e2e.test v1.35.4") {
-		t.Errorf("parts of another e2e.test: %v", err)
-	}
-	if _, _, err := mergeShards(base, 2, regexp.MustCompile(`\[NodeConformance\]`), "v1.35.4", listed, nil); !errors.Is(err, errShardsMissing) || !strings.Contains(err.Error(), "of focus") {
-		t.Errorf("parts of another focus: %v", err)
+	for _, c := range []struct {
+		name       string
+		focus      *regexp.Regexp
+		kubernetes string
+		want       string
+	}{
+		{"another e2e.test", focus, "v1.36.0", "its run was of e2e.test v1.35.4, this one's is v1.36.0"},
+		{"another focus", regexp.MustCompile(`\[NodeConformance\]`), "v1.35.4", `its run was part "1/2" of focus`},
+	} {
+		if _, recs, missing := mergeShards(base, 2, c.focus, c.kubernetes, listed, nil); len(recs) != 0 || len(missing) != 2 || !strings.Contains(missing[0].String(), c.want) {
+			t.Errorf("%s: %d parts counted, missing %v; want none counted, %q", c.name, len(recs), missing, c.want)
+		}
 	}
 	writePart(t, base, p2, rec(30, "berth b"), namesPattern(n1), listed, map[string]string{n1[0]: "passed"})
-	if _, _, err := mergeShards(base, 2, focus, "v1.35.4", listed, nil); !errors.Is(err, errShardsMissing) || !strings.Contains(err.Error(), "not part 2/2's 1") {
-		t.Errorf("part 2's report focused on part 1's specs: %v", err)
+	if _, recs, missing := mergeShards(base, 2, focus, "v1.35.4", listed, nil); len(recs) != 1 || len(missing) != 1 || !strings.Contains(missing[0].String(), "not part 2/2's 1") {
+		t.Errorf("part 2's report focused on part 1's specs: %d parts counted, missing %v", len(recs), missing)
 	}
 }
 
@@ -170,5 +191,62 @@ func TestRunRecordRoundTrip(t *testing.T) {
 	}
 	if _, err := readRunRecord(dir); err == nil || !strings.Contains(err.Error(), runRecordFile) {
 		t.Errorf("a torn run.json: %v, want an error naming it", err)
+	}
+}
+
+// make conformance-merge: the doc gets the parts run so far, over the
+// doc as it was (its other focus's section kept), and the console names
+// each part not yet counted; with no part run there is nothing to write.
+func TestMergePartsWritesDoc(t *testing.T) {
+	listed := parseListTests(listTestsSample)
+	focus := regexp.MustCompile(`\[Conformance\]`)
+	base := t.TempDir()
+	doc := filepath.Join(t.TempDir(), "conformance.md")
+	var out bytes.Buffer
+	if _, err := mergeParts(base, 2, focus, "v1.35.4", listed, nil, doc, &out); err == nil || !strings.Contains(err.Error(), "no part of 2") {
+		t.Errorf("with no part run: %v", err)
+	}
+	if _, err := os.Stat(doc); !os.IsNotExist(err) {
+		t.Errorf("with no part run the doc was written: %v", err)
+	}
+	previous, err := os.ReadFile(filepath.Join("testdata", "doc-previous.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(doc, previous, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p1 := shard{K: 1, N: 2}
+	rec := runRecord{runInfo: runInfo{Date: time.Date(2026, 11, 29, 13, 45, 0, 0, time.UTC), Focus: focus.String(), Nodes: 2, Procs: 2, Kubernetes: "v1.35.4", Image: "berth a"}}
+	writePart(t, base, p1, rec, namesPattern(p1.names(listed, focus)), listed, map[string]string{p1.names(listed, focus)[0]: "passed"})
+	out.Reset()
+	missing, err := mergeParts(base, 2, focus, "v1.35.4", listed, nil, doc, &out)
+	if err != nil || missing != 1 {
+		t.Fatalf("%d missing, %v", missing, err)
+	}
+	if !strings.Contains(out.String(), "conformance: not yet counted: part 2/2") || !strings.Contains(out.String(), "the 1 of 2 parts run: 1 passed, 0 failed") {
+		t.Errorf("console:\n%s", out.String())
+	}
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := string(b)
+	if !strings.Contains(d, "## Latest run: `\\[Conformance\\]`") || !strings.Contains(d, "## Latest run: `\\[NodeConformance\\]`") || !strings.Contains(d, "**not yet run: 2/2 (1 specs)**") {
+		t.Errorf("the doc should hold the parts' section beside the previous one:\n%s", d)
+	}
+}
+
+// -merge runs nothing, so it needs only e2e.test, and it is refused with
+// the flags that select a run.
+func TestRunMergeRefuses(t *testing.T) {
+	for _, o := range []options{
+		{e2eDir: "x", skips: "skips.yaml", focus: `\[Conformance\]`, merge: 1},
+		{e2eDir: "x", skips: "skips.yaml", focus: `\[Conformance\]`, merge: 2, shard: "1/2"},
+		{e2eDir: "x", skips: "skips.yaml", focus: `\[Conformance\]`, merge: 2, skip: "x"},
+	} {
+		if err := run(t.Context(), o, io.Discard); err == nil || !strings.Contains(err.Error(), "-merge N") {
+			t.Errorf("%+v: %v", o, err)
+		}
 	}
 }
