@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/convert")
@@ -31,22 +32,8 @@ func TestConvertAL2(t *testing.T) {
 			if code := runCLI([]string{"convert", in}, &stdout, &stderr); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
-			golden := filepath.Join("testdata", "convert", strings.TrimSuffix(strings.TrimSuffix(name, ".txt"), ".toml")+".yaml")
-			if *updateGolden {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, stdout.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (go test -update writes it)", err)
-			}
-			if !bytes.Equal(stdout.Bytes(), want) {
-				t.Errorf("output differs from %s:\n%s", golden, stdout.String())
-			}
+			goldenPath := filepath.Join("testdata", "convert", strings.TrimSuffix(strings.TrimSuffix(name, ".txt"), ".toml")+".yaml")
+			golden.Check(t, goldenPath, stdout.Bytes(), *updateGolden)
 			orig, err := os.ReadFile(in)
 			if err != nil {
 				t.Fatal(err)

@@ -13,25 +13,16 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-func golden(t *testing.T, name, got string) {
+func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it):\ngot:\n%s\nwant:\n%s", p, got, want)
-	}
+	golden.Check(t, p, []byte(got), *update)
 }
 
 func flagNames(f uintptr) string {
@@ -64,7 +55,7 @@ func render(ms []Mount) string {
 
 func TestEarlyTable(t *testing.T) {
 	table := EarlyTable()
-	golden(t, "early-table.golden", render(table))
+	checkGolden(t, "early-table.golden", render(table))
 
 	// Every mount comes after the mount its target sits on.
 	seen := map[string]bool{}
@@ -168,7 +159,7 @@ func TestPlanSwitch(t *testing.T) {
 	fmt.Fprintf(&b, "carry:\n%s", render(p.Carry))
 	fmt.Fprintf(&b, "writable: %s\n", strings.Join(p.Writable, " "))
 	fmt.Fprintf(&b, "release: %s\n", strings.Join(p.Release, " "))
-	golden(t, "switch-plan.golden", b.String())
+	checkGolden(t, "switch-plan.golden", b.String())
 
 	for _, c := range []struct {
 		o    SwitchRootOptions

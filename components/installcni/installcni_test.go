@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/internal/fsutil"
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -168,19 +169,8 @@ func TestConflistGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", conflistName+".golden")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("reading %s (go test -update writes it): %v", golden, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("conflist differs from %s (go test -update to accept):\n%s", golden, got)
-	}
+	goldenPath := filepath.Join("testdata", conflistName+".golden")
+	golden.Check(t, goldenPath, got, *update)
 	var v map[string]any
 	if err := json.Unmarshal(got, &v); err != nil {
 		t.Errorf("conflist is not JSON: %v", err)

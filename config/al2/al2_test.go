@@ -11,11 +11,12 @@ import (
 	"testing"
 
 	"github.com/berth-node/berth/config/fate"
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-type golden struct {
+type goldenCase struct {
 	Line    int      `json:"line"`
 	Program string   `json:"program"`
 	Args    []string `json:"args"`
@@ -50,7 +51,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ReadOptions: %v", err)
 			}
-			got, _ := json.MarshalIndent(golden{inv.Line, inv.Program, inv.Args, opts, inv.NotRun}, "", "  ")
+			got, _ := json.MarshalIndent(goldenCase{inv.Line, inv.Program, inv.Args, opts, inv.NotRun}, "", "  ")
 			got = append(got, '\n')
 			want := strings.TrimSuffix(in, ".sh") + ".json"
 			checkGolden(t, want, got)
@@ -245,16 +246,5 @@ func TestREADMEListsEveryOption(t *testing.T) {
 // writes it).
 func checkGolden(t *testing.T, want string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(want, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wb, err := os.ReadFile(want)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if !bytes.Equal(got, wb) {
-		t.Errorf("differs from %s:\n%s", want, got)
-	}
+	golden.Check(t, want, got, *update)
 }

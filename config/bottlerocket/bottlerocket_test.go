@@ -1,7 +1,6 @@
 package bottlerocket
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,11 +11,12 @@ import (
 	"testing"
 
 	"github.com/berth-node/berth/config/fate"
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-type golden struct {
+type goldenCase struct {
 	Settings     *Settings `json:"settings"`
 	KubeletFlags []string  `json:"kubeletFlags"`
 }
@@ -44,24 +44,13 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
-			got, err := json.MarshalIndent(golden{s, s.Kubelet.Flags()}, "", "  ")
+			got, err := json.MarshalIndent(goldenCase{s, s.Kubelet.Flags()}, "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, '\n')
 			want := strings.TrimSuffix(in, ".toml") + ".json"
-			if *update {
-				if err := os.WriteFile(want, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			wb, err := os.ReadFile(want)
-			if err != nil {
-				t.Fatalf("%v (go test -update creates it)", err)
-			}
-			if !bytes.Equal(got, wb) {
-				t.Errorf("differs from %s:\n%s", want, got)
-			}
+			golden.Check(t, want, got, *update)
 		})
 	}
 }

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -162,17 +163,6 @@ func TestTrackerScenarioGolden(t *testing.T) {
 	}
 	buf.Write(st)
 	buf.WriteString("\n")
-	golden := filepath.Join("testdata", "scenario.golden")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("scenario differs from %s (run with -update to accept):\n%s", golden, buf.String())
-	}
+	goldenPath := filepath.Join("testdata", "scenario.golden")
+	golden.Check(t, goldenPath, buf.Bytes(), *update)
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -34,7 +36,7 @@ func loadCase(t testing.TB, dir string) []Source {
 	return append(srcs, cmd...)
 }
 
-type golden struct {
+type goldenCase struct {
 	Error    bool        `json:"error"`
 	Used     []string    `json:"used"`
 	Skipped  []Skipped   `json:"skipped,omitempty"`
@@ -58,7 +60,7 @@ func TestGolden(t *testing.T) {
 			var logs bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: dropTime}))
 			res, err := Load(context.Background(), log, loadCase(t, dir))
-			g := golden{Error: err != nil, Used: res.Used, Skipped: res.Skipped, Config: res.Config}
+			g := goldenCase{Error: err != nil, Used: res.Used, Skipped: res.Skipped, Config: res.Config}
 			for _, p := range res.Problems {
 				g.Problems = append(g.Problems, p.String())
 			}
@@ -71,18 +73,7 @@ func TestGolden(t *testing.T) {
 			}
 			got = append(got, '\n')
 			want := filepath.Join(dir, "want.json")
-			if *update {
-				if err := os.WriteFile(want, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			wb, err := os.ReadFile(want)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, wb) {
-				t.Errorf("merged result differs from %s (go test -update rewrites it):\ngot:\n%s", want, got)
-			}
+			golden.Check(t, want, got, *update)
 			// Every skipped part is logged, so an operator sees why a
 			// script did not run.
 			for _, s := range res.Skipped {

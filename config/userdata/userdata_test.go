@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -54,18 +56,7 @@ func TestGolden(t *testing.T) {
 			got, _ := json.MarshalIndent(out, "", "  ")
 			got = append(got, '\n')
 			want := strings.TrimSuffix(in, ".in") + ".json"
-			if *update {
-				if err := os.WriteFile(want, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			wb, err := os.ReadFile(want)
-			if err != nil {
-				t.Fatalf("%v (go test -update creates it)", err)
-			}
-			if !bytes.Equal(got, wb) {
-				t.Errorf("documents differ from %s:\n%s", want, got)
-			}
+			golden.Check(t, want, got, *update)
 		})
 	}
 }

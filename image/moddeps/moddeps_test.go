@@ -1,7 +1,6 @@
 package moddeps
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berth-node/berth/image/internal/kotest"
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -67,9 +67,9 @@ func TestSelectClosureAndFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "modules.dep", dep)
-	golden(t, "modules.alias", AliasFile(sel.Modules))
-	golden(t, "modules.softdep", SoftdepFile(sel.Modules))
+	checkGolden(t, "modules.dep", dep)
+	checkGolden(t, "modules.alias", AliasFile(sel.Modules))
+	checkGolden(t, "modules.softdep", SoftdepFile(sel.Modules))
 	// Loading nvme's list from its end must put every module after its deps.
 	line := lineFor(t, string(dep), "kernel/drivers/nvme/host/nvme.ko:")
 	if !strings.HasSuffix(line, "kernel/drivers/nvme/host/nvme-core.ko kernel/block/t10-pi.ko kernel/lib/crc64-rocksoft.ko") {
@@ -157,22 +157,8 @@ func lineFor(t *testing.T, text, prefix string) string {
 	return ""
 }
 
-func golden(t *testing.T, name string, got []byte) {
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s:\n%s", name, p, got)
-	}
+	golden.Check(t, p, got, *update)
 }

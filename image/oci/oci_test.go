@@ -11,10 +11,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -230,19 +231,8 @@ func TestGolden(t *testing.T) {
 	fmt.Fprintf(&got, "entries: %s\n", strings.Join(l.order, " "))
 	fmt.Fprintf(&got, "index.json: %s\n", l.files["index.json"])
 	fmt.Fprintf(&got, "manifest: %s\nconfig: %s\nlayer: %s\n", res.ManifestDigest, res.ConfigDigest, res.LayerDigest)
-	golden := filepath.Join("testdata", "sample.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("reading %s (run go test -update to create it): %v", golden, err)
-	}
-	if got.String() != string(want) {
-		t.Errorf("layout differs from %s (go test -update to accept):\n got: %s\nwant: %s", golden, got.String(), want)
-	}
+	goldenPath := filepath.Join("testdata", "sample.golden")
+	golden.Check(t, goldenPath, []byte(got.String()), *update)
 }
 
 func TestRefName(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/internal/golden"
 	"github.com/berth-node/berth/network/timesync"
 	"github.com/berth-node/berth/runtime/supervise"
 )
@@ -49,8 +50,8 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			txt, svg := analyzed(t, b)
-			golden(t, filepath.Join("testdata", name+".txt"), txt)
-			golden(t, filepath.Join("testdata", name+".svg"), svg)
+			checkGolden(t, filepath.Join("testdata", name+".txt"), txt)
+			checkGolden(t, filepath.Join("testdata", name+".svg"), svg)
 			checkSVG(t, b, svg)
 		})
 	}
@@ -69,20 +70,9 @@ func analyzed(t *testing.T, b *Boot) (txt, svg []byte) {
 	return tb.Bytes(), sb.Bytes()
 }
 
-func golden(t *testing.T, path string, got []byte) {
+func checkGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./analyze -update writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test ./analyze -update rewrites it):\n%s", path, got)
-	}
+	golden.Check(t, path, got, *update)
 }
 
 // svgBar is one bar of the chart as a reader of the SVG sees it.

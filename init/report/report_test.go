@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/internal/golden"
 	"github.com/berth-node/berth/mounts/localstorage"
 	"github.com/berth-node/berth/runtime/reaper"
 	"github.com/berth-node/berth/runtime/supervise"
@@ -65,19 +66,8 @@ func TestJSONGolden(t *testing.T) {
 	if strings.Contains(line, "\n") {
 		t.Fatalf("Line has a newline: %q", line)
 	}
-	golden := filepath.Join("testdata", "report.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(line+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./report -update to create it)", err)
-	}
-	if line+"\n" != string(want) {
-		t.Errorf("Line() differs from %s:\n got %s\nwant %s", golden, line, want)
-	}
+	goldenPath := filepath.Join("testdata", "report.golden")
+	golden.Check(t, goldenPath, []byte(line+"\n"), *update)
 }
 
 func TestEmptySectionsOmittedAndEmptyListsKept(t *testing.T) {

@@ -1,14 +1,13 @@
 package hostfs
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/berth-node/berth/internal/golden"
 	"github.com/berth-node/berth/mounts"
 )
 
@@ -79,19 +78,8 @@ func TestBuildGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := []byte(Build(c.facts).Describe())
-			golden := filepath.Join("testdata", c.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (go test -update writes it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("plan differs from %s:\n%s", golden, got)
-			}
+			goldenPath := filepath.Join("testdata", c.name+".golden")
+			golden.Check(t, goldenPath, got, *update)
 		})
 	}
 }

@@ -1,12 +1,12 @@
 package instancestore
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.json from the current output")
@@ -33,19 +33,8 @@ func TestDiscoverGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = append(got, '\n')
-			golden := filepath.Join("testdata", tree+".golden.json")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("discovery of %s differs from %s:\n%s", tree, golden, got)
-			}
+			goldenPath := filepath.Join("testdata", tree+".golden.json")
+			golden.Check(t, goldenPath, got, *update)
 		})
 	}
 }

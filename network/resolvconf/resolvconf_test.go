@@ -1,13 +1,14 @@
 package resolvconf
 
 import (
-	"bytes"
 	"flag"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -41,19 +42,8 @@ func TestRenderGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := Render(f)
-			golden := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("render differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
-			}
+			goldenPath := filepath.Join("testdata", tc.name+".golden")
+			golden.Check(t, goldenPath, got, *update)
 		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata's golden files")
@@ -198,19 +200,8 @@ func TestDocGolden(t *testing.T) {
 	var b bytes.Buffer
 	writeDoc(&b, s, ri, list, before)
 	writeSummary(&b, s, ri)
-	golden := filepath.Join("testdata", "doc.golden")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (go test -update writes it)", err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("the doc and summary differ from %s (go test -update rewrites it):\n%s", golden, b.String())
-	}
+	goldenPath := filepath.Join("testdata", "doc.golden")
+	golden.Check(t, goldenPath, b.Bytes(), *update)
 }
 
 // A run replaces its own focus's section and keeps the others as they

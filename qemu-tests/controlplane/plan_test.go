@@ -14,6 +14,8 @@ import (
 
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -128,19 +130,8 @@ func TestArgsGolden(t *testing.T) {
 			got.WriteString("  " + a + "\n")
 		}
 	}
-	golden := filepath.Join("testdata", "args.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("reading %s (go test -update creates it): %v", golden, err)
-	}
-	if got.String() != string(want) {
-		t.Errorf("flags differ from %s (go test -update to accept):\n%s", golden, got.String())
-	}
+	goldenPath := filepath.Join("testdata", "args.golden")
+	golden.Check(t, goldenPath, []byte(got.String()), *update)
 	for name, must := range map[string][]string{
 		"kube-apiserver":          {"--advertise-address=10.0.2.2", "--bind-address=127.0.0.1", "--enable-bootstrap-token-auth=true", "--authorization-mode=Node,RBAC"},
 		"kube-controller-manager": {"--controllers=*,bootstrapsigner,tokencleaner", "--cluster-signing-cert-file=/state/pki/ca.crt", "--use-service-account-credentials=true"},

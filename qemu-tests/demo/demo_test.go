@@ -17,6 +17,7 @@ import (
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/config/userdata"
 	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/internal/golden"
 	"github.com/berth-node/berth/qemu-tests/controlplane"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
@@ -147,19 +148,8 @@ func TestTimelineGolden(t *testing.T) {
 	if err := formatTimeline(&out, tl); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "timeline.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./demo -run TestTimelineGolden -update)", err)
-	}
-	if !bytes.Equal(out.Bytes(), want) {
-		t.Errorf("timeline differs from %s (rerun with -update if intended):\n%s", golden, out.String())
-	}
+	goldenPath := filepath.Join("testdata", "timeline.golden")
+	golden.Check(t, goldenPath, out.Bytes(), *update)
 	for _, s := range []string{"kernel → berth (kernelToInitMs)", "kubelet started                  17505 ms", "node Ready                           32.0 s", "CoreDNS Ready                        34.0 s", "the kernel started at about 3.4 s"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("timeline lacks %q", s)

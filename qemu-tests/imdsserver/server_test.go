@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -375,20 +376,6 @@ func TestTreeGolden(t *testing.T) {
 	for _, l := range leaves {
 		fmt.Fprintf(&b, "== /latest/%s\n%s\n", l, tr.leaves[l])
 	}
-	golden := filepath.Join("testdata", "tree.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("reading %s (run with -update to create): %v", golden, err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("served tree differs from %s (run with -update if intended):\n%s", golden, b.String())
-	}
+	goldenPath := filepath.Join("testdata", "tree.golden")
+	golden.Check(t, goldenPath, b.Bytes(), *update)
 }

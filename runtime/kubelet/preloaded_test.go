@@ -13,6 +13,8 @@ import (
 	"time"
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -117,7 +119,7 @@ func TestMergeIntoKubeletRecords(t *testing.T) {
 		if err != nil || !changed {
 			t.Fatalf("%s: changed %v, %v", e.Name(), changed, err)
 		}
-		golden(t, filepath.Join("testdata", "pulled-merged", head.ImageRef+".golden"), out)
+		checkGolden(t, filepath.Join("testdata", "pulled-merged", head.ImageRef+".golden"), out)
 		checkRecord(t, out, head.ImageRef)
 		// Merging again changes nothing: a reboot does not rewrite it.
 		again, changed, err := MergePulledRecord(out, PulledRecord{ImageRef: head.ImageRef, Repos: []string{"localhost/berth-demo"}}, recordTime.Add(time.Hour))
@@ -154,7 +156,7 @@ func TestMergeNewRecord(t *testing.T) {
 	if err != nil || !changed {
 		t.Fatalf("changed %v, %v", changed, err)
 	}
-	golden(t, filepath.Join("testdata", "pulled-merged", "new.golden"), out)
+	checkGolden(t, filepath.Join("testdata", "pulled-merged", "new.golden"), out)
 	checkRecord(t, out, ref)
 }
 
@@ -201,24 +203,9 @@ func FuzzMergePulledRecord(f *testing.F) {
 	})
 }
 
-func golden(t *testing.T, name string, got []byte) {
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	if *updateGolden {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\ngot  %s\nwant %s", name, got, want)
-	}
+	golden.Check(t, name, got, *updateGolden)
 }
 
 // berth's record types are kubelet's: the same JSON fields, and a record

@@ -22,27 +22,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/berth-node/berth/internal/golden"
 	stubecr "github.com/berth-node/berth/qemu-tests/awsstub/ecr"
 	"github.com/berth-node/berth/qemu-tests/awsstub/sigv4"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
-func golden(t *testing.T, name string, got []byte) {
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./awsauth/ecr -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden (run with -update):\n got %s\nwant %s", p, got, want)
-	}
+	golden.Check(t, p, got, *update)
 }
 
 func TestParseImage(t *testing.T) {
@@ -197,7 +187,7 @@ func TestProtocolGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "response.golden", out)
+	checkGolden(t, "response.golden", out)
 }
 
 func TestParseRequestRejects(t *testing.T) {

@@ -1,18 +1,18 @@
 package ekstoken
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/berth-node/berth/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -22,21 +22,10 @@ var (
 	testNow   = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 )
 
-func golden(t *testing.T, name string, got []byte) {
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./awsauth/ekstoken -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden (run with -update):\n got %s\nwant %s", p, got, want)
-	}
+	golden.Check(t, p, got, *update)
 }
 
 func TestTokenFormat(t *testing.T) {
@@ -106,7 +95,7 @@ func TestExecCredentialGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "execcredential.golden", out)
+	checkGolden(t, "execcredential.golden", out)
 	var v struct {
 		APIVersion, Kind string
 		Status           struct{ Token, ExpirationTimestamp string }
