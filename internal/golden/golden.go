@@ -8,8 +8,9 @@ package golden
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/berth-node/berth/internal/fsutil"
 )
 
 // Check compares got with the golden file at path and fails t, naming
@@ -18,11 +19,7 @@ import (
 func Check(t testing.TB, path string, got []byte, update bool) {
 	t.Helper()
 	if update {
-		err := os.MkdirAll(filepath.Dir(path), 0o755)
-		if err == nil {
-			err = os.WriteFile(path, got, 0o644)
-		}
-		if err != nil {
+		if err := fsutil.WriteFileAtomic(path, got, 0o644); err != nil {
 			t.Fatalf("rewriting the golden file: %v", err)
 			return
 		}

@@ -65,7 +65,7 @@ func main() {
 	flag.StringVar(&o.subset, "subset", "", "run exactly the specs this file names (qemu-tests/conformance/subset.yaml, make test's), each of which must pass; replaces -focus")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
 	flag.StringVar(&o.rerun, "rerun", "", "run again the specs this JUnit report (an earlier run's junit_01.xml) says failed or never started; replaces -focus")
-	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N; with -doc, the doc is written once all N parts have run")
+	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N; with -doc, the doc is rewritten from the parts run so far, naming those not yet run")
 	flag.IntVar(&o.merge, "merge", 0, "N: run nothing; put the parts of -focus's run in N parts under -out (OUT/shard-K-of-N, -shard's) together, and with -doc rewrite the doc from those that have run")
 	flag.IntVar(&o.n, "n", 1, "number of nodes")
 	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes (specs mostly wait for pods: more than the cores)")

@@ -199,7 +199,6 @@ func shardsInfo(recs []runRecord, n int, missing []missingPart) runInfo {
 	p := &partsInfo{N: n, Dates: strings.Join(dates, ", "), Images: strings.Join(images, "; "), Ready: strings.Join(ready, ", ")}
 	for _, m := range missing {
 		p.NotRun = append(p.NotRun, fmt.Sprintf("%s (%d specs)", m.Shard, m.Specs))
-		p.NotRunSpecs += m.Specs
 	}
 	ri.Parts = p
 	return ri
@@ -212,5 +211,4 @@ type partsInfo struct {
 	N                    int
 	Dates, Images, Ready string
 	NotRun               []string
-	NotRunSpecs          int
 }
