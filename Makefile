@@ -414,14 +414,17 @@ cluster-down:
 ## e2e.test lists), each part with its own cluster, into
 ## build/conformance-shards/shard-K-of-N/: for a run longer than the time
 ## there is (the two-node [Conformance] run, about 3.5 hours here, in two
-## parts of under two); each part rewrites the doc from the parts run
-## so far, naming those not yet run.
+## parts of under two); each part, when it ends, records its result in
+## docs/conformance-parts/ (commit it: a part run in one session, or on
+## one machine, counts with the others run elsewhere, its build/ gone)
+## and rewrites the doc from the parts recorded so far, naming those not
+## yet run.
 ## Not part of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= $(if $(filter 1,$(CONFORMANCE_N)),\[NodeConformance\],\[Conformance\])
 SKIP  ?=
 PROCS ?= 4
-CONFORMANCE_DOC := $(if $(RERUN)$(FOCUS_FILE)$(filter command line environment,$(origin FOCUS) $(origin SKIP)),,-doc docs/conformance.md)
+CONFORMANCE_DOC := $(if $(RERUN)$(FOCUS_FILE)$(filter command line environment,$(origin FOCUS) $(origin SKIP)),,-doc docs/conformance.md -parts docs/conformance-parts)
 # FOCUS_FILE: a file holding the focus, for one make cannot carry on its
 # command line (a pattern of whole spec names ends in `$`, which make
 # would expand).
@@ -438,14 +441,16 @@ CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests
 conformance: $(CONFORMANCE_DEPS)
 	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),-rerun '$(abspath $(RERUN))',$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
 
-## conformance-merge: runs nothing; rewrites docs/conformance.md's section
-## for FOCUS (N=2: [Conformance]) from the parts of a SHARD=K/SHARDS run
-## (SHARDS, default 2) there are under build/conformance-shards/, naming
-## each part not yet run (a part rewrites it itself when it ends; this is
-## for parts brought from elsewhere).
+## conformance-merge: runs nothing; records in docs/conformance-parts/
+## the parts of a SHARD=K/SHARDS run (SHARDS, default 2) of FOCUS (N=2:
+## [Conformance]) there are under build/conformance-shards/ and not yet
+## recorded there, and rewrites docs/conformance.md's section from the
+## parts recorded, naming each part not yet run (a part does both itself
+## when it ends; this is for a part run by an older runner, or whose
+## record was lost).
 .PHONY: conformance-merge
 conformance-merge: e2e
-	$(GO) run ./qemu-tests/conformance -e2e $(E2E_DIR) -out $(ARCH_BUILD)/conformance-shards -merge $(or $(SHARDS),2) $(CONFORMANCE_FOCUS) -doc docs/conformance.md
+	$(GO) run ./qemu-tests/conformance -e2e $(E2E_DIR) -out $(ARCH_BUILD)/conformance-shards -merge $(or $(SHARDS),2) $(CONFORMANCE_FOCUS) -doc docs/conformance.md -parts docs/conformance-parts
 
 ## test-conformance: make test's slice of the suite, the specs
 ## qemu-tests/conformance/subset.yaml names (each area of a pod's life on

@@ -50,6 +50,9 @@ func writeDoc(w io.Writer, s summary, ri runInfo, list skipList, previous []byte
 Written by `+"`make conformance`"+` (qemu-tests/conformance) after each run,
 which replaces the section of its focus and keeps the others;
 edit the skip list (qemu-tests/conformance/skips.yaml), not this file.
+A run made in parts (`+"`make conformance SHARD=K/N`"+`) is counted from
+the parts' records in docs/conformance-parts/, each written when its
+part ends.
 The suite runs offline: e2e.test and ginkgo built from the same
 k8s.io/kubernetes as kubelet, the e2e images built from their upstream
 Dockerfiles' contents and served by the registry stand-in

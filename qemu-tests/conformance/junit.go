@@ -45,10 +45,10 @@ type junitMessage struct {
 
 // outcome is one spec's result as the summary counts it.
 type outcome struct {
-	Name    string
-	Seconds float64
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
 	// Why is a failure's first line, or a skip's reason.
-	Why string
+	Why string `json:"why,omitempty"`
 }
 
 // summary is a run's result over the specs it was asked to run (its
@@ -56,15 +56,18 @@ type outcome struct {
 // suite itself (each with its reason) apart from those berth's list skips
 // by name, and both apart from those the run never reached.
 type summary struct {
-	Passed, Failed, Skipped, Listed []outcome
+	Passed  []outcome `json:"passed"`
+	Failed  []outcome `json:"failed"`
+	Skipped []outcome `json:"skipped"`
+	Listed  []outcome `json:"listed"`
 	// NotReached holds asked specs the suite never started: ginkgo marks
 	// them "skipped" with no reason when its --timeout or an interrupt
 	// ends the run first. A spec skipped at run time says why
 	// ("skipped - Only supported for providers ...").
-	NotReached []outcome
+	NotReached []outcome `json:"notReached"`
 	// Setup holds failed suite nodes ([SynchronizedBeforeSuite] ...),
 	// which fail every spec without naming one.
-	Setup []outcome
+	Setup []outcome `json:"setup"`
 }
 
 // reportFilters are the focus and skip ginkgo records in a report

@@ -16,6 +16,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,7 +44,7 @@ import (
 type options struct {
 	cluster, e2eDir, kubectl, repoList, e2eImages string
 	components, image                             string
-	out, skips, doc, subset, rerun, shard         string
+	out, skips, doc, subset, rerun, shard, parts  string
 	focus, skip                                   string
 	n, procs, merge                               int
 	upTimeout, suiteTimeout                       time.Duration
@@ -65,8 +66,9 @@ func main() {
 	flag.StringVar(&o.subset, "subset", "", "run exactly the specs this file names (qemu-tests/conformance/subset.yaml, make test's), each of which must pass; replaces -focus")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
 	flag.StringVar(&o.rerun, "rerun", "", "run again the specs this JUnit report (an earlier run's junit_01.xml) says failed or never started; replaces -focus")
-	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N; with -doc, the doc is rewritten from the parts run so far, naming those not yet run")
-	flag.IntVar(&o.merge, "merge", 0, "N: run nothing; put the parts of -focus's run in N parts under -out (OUT/shard-K-of-N, -shard's) together, and with -doc rewrite the doc from those that have run")
+	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N, and record its result in -parts; with -doc, the doc is rewritten from the parts recorded so far, naming those not yet run")
+	flag.IntVar(&o.merge, "merge", 0, "N: run nothing; record the parts of -focus's run in N parts run under -out (OUT/shard-K-of-N, -shard's) in -parts, put the parts recorded there together, and with -doc rewrite the doc from them")
+	flag.StringVar(&o.parts, "parts", "", "where each part of a run in parts is recorded (docs/conformance-parts, kept in the repository so that parts run in different sessions add up); default: -out, the parts' folder")
 	flag.IntVar(&o.n, "n", 1, "number of nodes")
 	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes (specs mostly wait for pods: more than the cores)")
 	flag.DurationVar(&o.upTimeout, "up-timeout", 30*time.Minute, "how long the cluster may take to come up")
@@ -116,8 +118,20 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = mergeParts(o.out, o.merge, focus, kubeVersion, listed, list, o.doc, out)
-		return err
+		parts := cmp.Or(o.parts, o.out)
+		for k := 1; k <= o.merge; k++ {
+			sh := shard{K: k, N: o.merge}
+			if _, err := os.Stat(filepath.Join(sh.dir(o.out), runRecordFile)); err != nil {
+				continue // not run here: only its record, if any, counts
+			}
+			said, err := recordPart(sh.dir(o.out), parts, sh, focus, kubeVersion, listed, list)
+			if err != nil {
+				fmt.Fprintf(out, "conformance: part %s's run is not recorded: %v\n", sh, err)
+				continue
+			}
+			fmt.Fprintf(out, "conformance: %s\n", said)
+		}
+		return mergeParts(parts, o.merge, focus, kubeVersion, listed, list, o.doc, out)
 	}
 	var sub subset
 	if o.subset != "" {
@@ -280,8 +294,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if sh != (shard{}) {
-		// A part's result is not the table: the parts run so far are.
-		if _, err := mergeParts(filepath.Dir(o.out), sh.N, runFocus, kubeVersion, listed, list, o.doc, out); err != nil {
+		// A part's result is not the table: the parts recorded so far
+		// are, this one among them unless it did not run as its part.
+		parts := cmp.Or(o.parts, filepath.Dir(o.out))
+		said, err := recordPart(o.out, parts, sh, runFocus, kubeVersion, listed, list)
+		if err != nil {
+			fmt.Fprintf(out, "conformance: this part's run is not recorded: %v\n", err)
+		} else {
+			fmt.Fprintf(out, "conformance: %s\n", said)
+		}
+		if err := mergeParts(parts, sh.N, runFocus, kubeVersion, listed, list, o.doc, out); err != nil {
 			return errors.Join(err, downErr)
 		}
 	} else if o.doc != "" {
@@ -315,26 +337,26 @@ func writeDocFile(doc string, s summary, ri runInfo, list skipList, out io.Write
 	return nil
 }
 
-// mergeParts prints the result of the n parts of focus's run under base
-// that have run (mergeShards), each part not yet run named, and with doc
-// rewrites its section: the parts not yet run are named there, their
-// specs in no count. It returns how many parts are missing.
-func mergeParts(base string, n int, focus *regexp.Regexp, kubeVersion string, listed []string, list skipList, doc string, out io.Writer) (int, error) {
-	s, recs, missing := mergeShards(base, n, focus, kubeVersion, listed, list)
+// mergeParts prints the result of the n parts of focus's run recorded
+// in partsDir (mergeShards), each part not yet recorded named, and with
+// doc rewrites its section: the parts not yet run are named there, their
+// specs in no count.
+func mergeParts(partsDir string, n int, focus *regexp.Regexp, kubeVersion string, listed []string, list skipList, doc string, out io.Writer) error {
+	s, recs, missing := mergeShards(partsDir, n, focus, kubeVersion, listed)
 	for _, m := range missing {
 		fmt.Fprintf(out, "conformance: not yet counted: %v\n", m)
 	}
 	if len(recs) == 0 {
-		return len(missing), fmt.Errorf("no part of %d of focus %q has run under %s", n, focus, base)
+		return fmt.Errorf("no part of %d of focus %q is recorded in %s", n, focus, partsDir)
 	}
 	ri := shardsInfo(recs, n, missing)
 	var sum bytes.Buffer
 	writeSummary(&sum, s, ri)
 	fmt.Fprintf(out, "conformance: the %d of %d parts run: %s", len(recs), n, strings.TrimPrefix(sum.String(), "conformance: "))
 	if doc == "" {
-		return len(missing), nil
+		return nil
 	}
-	return len(missing), writeDocFile(doc, s, ri, list, out)
+	return writeDocFile(doc, s, ri, list, out)
 }
 
 // waitUp waits until the cluster command has written OUT/figures.json,

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-node/berth/internal/fsutil"
 )
@@ -89,28 +90,98 @@ func readRunRecord(dir string) (runRecord, error) {
 	return r, nil
 }
 
-// mergeShards puts the N parts of a sharded run of focus under base
-// together: one summary over the specs of the parts that have run, and
-// each such part's facts. A part counts once it has run (its run.json and
-// JUnit report there) for this focus, against the same e2e.test
-// (kubernetes), and its report was asked for exactly its part's specs,
-// as ginkgo recorded its focus (a part run by hand with a pattern of its
-// own is checked, not trusted). Each part that does not is in missing,
-// with why and how many specs it holds, so that the doc can say what is
-// not yet counted rather than wait for every part.
-func mergeShards(base string, n int, focus *regexp.Regexp, kubernetes string, listed []string, list skipList) (summary, []runRecord, []missingPart) {
+// partRecord is a part's result as the repository keeps it, beside the
+// doc (docs/conformance-parts/FOCUS-part-K-of-N.json): a part run in one
+// session on one machine counts in a merge sessions later on another,
+// where its run's folder (build/, with the JUnit report) is long gone.
+// It holds the run's facts, the focus ginkgo recorded in the part's
+// report (so that the part is checked, not trusted, at every merge) and
+// every one of its specs' outcomes.
+type partRecord struct {
+	runRecord
+	ReportFocus string  `json:"reportFocus"`
+	Results     summary `json:"results"`
+}
+
+// partFile is where part sh of focus's run is recorded in dir: one file
+// per focus and part, named for both.
+func partFile(dir, focus string, sh shard) string {
+	slug := strings.Trim(nonWord.ReplaceAllString(focus, "-"), "-")
+	if slug == "" {
+		slug = "focus"
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s-part-%d-of-%d.json", slug, sh.K, sh.N))
+}
+
+var nonWord = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
+func readPartRecord(path string) (partRecord, error) {
+	var p partRecord
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return p, fmt.Errorf("reading the part's record: %w", err)
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// recordPart reads part sh's run in runDir (its run.json and JUnit
+// report, checked by readShard) and records it in partsDir, unless the
+// record there is of the same run or a later one. It says what it did.
+func recordPart(runDir, partsDir string, sh shard, focus *regexp.Regexp, kubernetes string, listed []string, list skipList) (string, error) {
+	s, rec, ranFocus, err := readShard(runDir, sh, focus, kubernetes, listed, list)
+	if err != nil {
+		return "", err
+	}
+	path := partFile(partsDir, focus.String(), sh)
+	p := partRecord{runRecord: rec, ReportFocus: ranFocus.String(), Results: s}
+	// Only a run that counts replaces a record: one run by hand for
+	// other specs must not push out a part that did.
+	if err := checkPart(p, runDir, sh, focus, kubernetes, listed); err != nil {
+		return "", err
+	}
+	if old, err := readPartRecord(path); err == nil && !old.Date.Before(rec.Date) {
+		return fmt.Sprintf("part %s: %s already records its run of %s", sh, path, old.Date.UTC().Format(time.RFC3339)), nil
+	}
+	b, err := json.MarshalIndent(p, "", " ")
+	if err != nil {
+		return "", fmt.Errorf("encoding part %s's record: %w", sh, err)
+	}
+	if err := fsutil.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("recording part %s: %w", sh, err)
+	}
+	return fmt.Sprintf("part %s: recorded its run of %s in %s", sh, rec.Date.UTC().Format(time.RFC3339), path), nil
+}
+
+// mergeShards puts the N parts of a sharded run of focus, as recorded in
+// partsDir (recordPart), together: one summary over the specs of the
+// parts recorded, and each such part's facts. A part counts when its
+// record is for this focus and part, against the same e2e.test
+// (kubernetes), the focus its report recorded selects exactly its part's
+// specs (a part run by hand with a pattern of its own is checked, not
+// trusted), and it holds an outcome for each of those specs. Each part
+// that does not is in missing, with why and how many specs it holds, so
+// that the doc can say what is not yet counted rather than wait for
+// every part.
+func mergeShards(partsDir string, n int, focus *regexp.Regexp, kubernetes string, listed []string) (summary, []runRecord, []missingPart) {
 	var all summary
 	var recs []runRecord
 	var missing []missingPart
 	for k := 1; k <= n; k++ {
 		sh := shard{K: k, N: n}
-		dir := sh.dir(base)
-		s, rec, err := readShard(dir, sh, focus, kubernetes, listed, list)
+		path := partFile(partsDir, focus.String(), sh)
+		p, err := readPartRecord(path)
+		if err == nil {
+			err = checkPart(p, path, sh, focus, kubernetes, listed)
+		}
 		if err != nil {
-			missing = append(missing, missingPart{Shard: sh, Dir: dir, Specs: len(sh.names(listed, focus)), Why: err})
+			missing = append(missing, missingPart{Shard: sh, Record: path, Specs: len(sh.names(listed, focus)), Why: err})
 			continue
 		}
-		recs = append(recs, rec)
+		recs = append(recs, p.runRecord)
+		s := p.Results
 		all.Passed = append(all.Passed, s.Passed...)
 		all.Failed = append(all.Failed, s.Failed...)
 		all.Skipped = append(all.Skipped, s.Skipped...)
@@ -124,42 +195,19 @@ func mergeShards(base string, n int, focus *regexp.Regexp, kubernetes string, li
 	return all, recs, missing
 }
 
-// missingPart is a part of a sharded run that has not run (or not as
-// asked): mergeShards.
-type missingPart struct {
-	Shard shard
-	Dir   string
-	Specs int
-	Why   error
-}
-
-func (m missingPart) String() string {
-	return fmt.Sprintf("part %s (%d specs, %s): %v", m.Shard, m.Specs, m.Dir, m.Why)
-}
-
-// readShard reads and checks part sh's run in dir (mergeShards).
-func readShard(dir string, sh shard, focus *regexp.Regexp, kubernetes string, listed []string, list skipList) (summary, runRecord, error) {
-	rec, err := readRunRecord(dir)
-	if err != nil {
-		return summary{}, rec, err
+// checkPart says why part record p (read from path) does not count as
+// part sh of focus's run against e2e.test kubernetes, which lists
+// listed: mergeShards.
+func checkPart(p partRecord, path string, sh shard, focus *regexp.Regexp, kubernetes string, listed []string) error {
+	if p.Focus != focus.String() || p.Shard != sh.String() {
+		return fmt.Errorf("%s: its run was part %q of focus %q", path, p.Shard, p.Focus)
 	}
-	if rec.Focus != focus.String() || rec.Shard != sh.String() {
-		return summary{}, rec, fmt.Errorf("its run was part %q of focus %q", rec.Shard, rec.Focus)
+	if p.Kubernetes != kubernetes {
+		return fmt.Errorf("%s: its run was of e2e.test %s, this one's is %s", path, p.Kubernetes, kubernetes)
 	}
-	if rec.Kubernetes != kubernetes {
-		return summary{}, rec, fmt.Errorf("its run was of e2e.test %s, this one's is %s", rec.Kubernetes, kubernetes)
-	}
-	junit := filepath.Join(dir, "junit.xml")
-	j, err := readJUnit(junit)
-	if err != nil {
-		return summary{}, rec, err
-	}
-	ranFocus, _, err := reportFilters(j, junit)
-	if err != nil {
-		return summary{}, rec, err
-	}
-	if ranFocus == nil {
-		return summary{}, rec, fmt.Errorf("%s: its run had no focus, so it was not part %s", junit, sh)
+	ranFocus, err := regexp.Compile(p.ReportFocus)
+	if err != nil || p.ReportFocus == "" {
+		return fmt.Errorf("%s: its report's focus %.80q is not one pattern (%v), so it was not part %s", path, p.ReportFocus, err, sh)
 	}
 	want := sh.names(listed, focus)
 	var got []string
@@ -169,12 +217,69 @@ func readShard(dir string, sh shard, focus *regexp.Regexp, kubernetes string, li
 		}
 	}
 	if !slices.Equal(got, want) {
-		return summary{}, rec, fmt.Errorf("%s: its focus selects %d listed specs, not part %s's %d", junit, len(got), sh, len(want))
+		return fmt.Errorf("%s: its focus selects %d listed specs, not part %s's %d", path, len(got), sh, len(want))
+	}
+	// Each of the part's specs has one outcome, and nothing else does: a
+	// record cut short or edited by hand does not count.
+	var outcomes []outcome
+	r := p.Results
+	for _, l := range [][]outcome{r.Passed, r.Failed, r.Skipped, r.Listed, r.NotReached} {
+		outcomes = append(outcomes, l...)
+	}
+	for _, n := range want {
+		if !slices.ContainsFunc(outcomes, func(o outcome) bool { return sameSpec(o.Name, n) }) {
+			return fmt.Errorf("%s: no outcome for %q, one of part %s's specs", path, n, sh)
+		}
+	}
+	if len(outcomes) != len(want) {
+		return fmt.Errorf("%s: %d outcomes for part %s's %d specs", path, len(outcomes), sh, len(want))
+	}
+	return nil
+}
+
+// missingPart is a part of a sharded run that is not recorded (or not as
+// asked): mergeShards.
+type missingPart struct {
+	Shard  shard
+	Record string
+	Specs  int
+	Why    error
+}
+
+func (m missingPart) String() string {
+	return fmt.Sprintf("part %s (%d specs): %v", m.Shard, m.Specs, m.Why)
+}
+
+// readShard reads and checks part sh's run in dir (recordPart): its
+// summary, its run.json and the focus its report recorded.
+func readShard(dir string, sh shard, focus *regexp.Regexp, kubernetes string, listed []string, list skipList) (summary, runRecord, *regexp.Regexp, error) {
+	rec, err := readRunRecord(dir)
+	if err != nil {
+		return summary{}, rec, nil, err
+	}
+	if rec.Focus != focus.String() || rec.Shard != sh.String() {
+		return summary{}, rec, nil, fmt.Errorf("%s: its run was part %q of focus %q", dir, rec.Shard, rec.Focus)
+	}
+	if rec.Kubernetes != kubernetes {
+		return summary{}, rec, nil, fmt.Errorf("%s: its run was of e2e.test %s, this one's is %s", dir, rec.Kubernetes, kubernetes)
+	}
+	junit := filepath.Join(dir, "junit.xml")
+	j, err := readJUnit(junit)
+	if err != nil {
+		return summary{}, rec, nil, err
+	}
+	ranFocus, _, err := reportFilters(j, junit)
+	if err != nil {
+		return summary{}, rec, nil, err
+	}
+	if ranFocus == nil {
+		return summary{}, rec, nil, fmt.Errorf("%s: its run had no focus, so it was not part %s", junit, sh)
 	}
 	// Each part's summary counts its own specs only; berth's skip list
 	// (in the report's SkipStrings) counts them as listed, as a whole
-	// run's summary does.
-	return summarize(j, focusAsked(ranFocus), list), rec, nil
+	// run's summary does. Whether the report's focus selects exactly the
+	// part's specs is checkPart's to say, at every merge.
+	return summarize(j, focusAsked(ranFocus), list), rec, ranFocus, nil
 }
 
 // shardsInfo is the facts of a run made of parts, as the doc shows one

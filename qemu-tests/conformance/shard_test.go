@@ -96,12 +96,25 @@ func writePart(t *testing.T, base string, sh shard, rec runRecord, focus string,
 	}
 }
 
+// record records part sh's run under base in parts, as a part does when
+// it ends, and fails the test if it is not recorded.
+func record(t *testing.T, base, parts string, sh shard, focus *regexp.Regexp, listed []string) string {
+	t.Helper()
+	said, err := recordPart(sh.dir(base), parts, sh, focus, "v1.35.4", listed, nil)
+	if err != nil {
+		t.Fatalf("recording part %s: %v", sh, err)
+	}
+	return said
+}
+
 // Two parts' runs, each in its own session, make one result: every spec
 // of the focus counted once, and the doc's table says it came in parts.
 // Before the second has run, the doc counts the first and names the
 // second as not yet run. A part run for another focus or another
 // e2e.test, or whose report's focus does not select exactly its specs
 // (one run by hand with a pattern of its own), is not counted, and named.
+// What counts is the parts' records (the repository's), not their runs'
+// folders, which are gone by the time the last part runs elsewhere.
 func TestMergeShards(t *testing.T) {
 	listed := parseListTests(listTestsSample)
 	focus := regexp.MustCompile(`\[Conformance\]`)
@@ -111,11 +124,18 @@ func TestMergeShards(t *testing.T) {
 		return runRecord{runInfo: runInfo{Date: time.Date(2026, 11, day, 13, 45, 0, 0, time.UTC), Focus: focus.String(), Nodes: 2, Procs: 2,
 			Kubernetes: "v1.35.4", Image: image, Wall: 100 * time.Minute, ClusterReadySeconds: float64(130 + day)}}
 	}
-	base := t.TempDir()
+	base, parts := t.TempDir(), t.TempDir()
 	writePart(t, base, p1, rec(29, "berth a"), namesPattern(n1), listed, map[string]string{n1[0]: "passed", n1[1]: "failed"})
-	s, recs, missing := mergeShards(base, 2, focus, "v1.35.4", listed, nil)
-	if len(recs) != 1 || len(s.Passed) != 1 || len(s.Failed) != 1 || len(missing) != 1 || missing[0].Shard != p2 || missing[0].Specs != 1 ||
-		!strings.Contains(missing[0].String(), "part 2/2 (1 specs, "+p2.dir(base)+"): reading the run's record") {
+	if said := record(t, base, parts, p1, focus, listed); !strings.Contains(said, "part 1/2: recorded its run of 2026-11-29T13:45:00Z in "+filepath.Join(parts, "Conformance-part-1-of-2.json")) {
+		t.Errorf("recording part 1: %q", said)
+	}
+	// Its run's folder gone, as on another machine: the record counts.
+	if err := os.RemoveAll(base); err != nil {
+		t.Fatal(err)
+	}
+	s, recs, missing := mergeShards(parts, 2, focus, "v1.35.4", listed)
+	if len(recs) != 1 || len(s.Passed) != 1 || len(s.Failed) != 1 || s.Failed[0].Why != "[FAILED] it broke" || len(missing) != 1 || missing[0].Shard != p2 || missing[0].Specs != 1 ||
+		!strings.Contains(missing[0].String(), "part 2/2 (1 specs): reading the part's record") {
 		t.Errorf("with part 2 not run: %d parts, passed %+v, failed %+v, missing %v", len(recs), s.Passed, s.Failed, missing)
 	}
 	partial := runSection(s, shardsInfo(recs, 2, missing))
@@ -131,7 +151,11 @@ func TestMergeShards(t *testing.T) {
 	// By hand, with Python's escaping: another pattern, the same specs.
 	handFocus := `(?:^|\s)(?:` + regexp.MustCompile(`([ \-])`).ReplaceAllString(regexp.QuoteMeta(n2[0]), `\$1`) + `)$`
 	writePart(t, base, p2, rec(30, "berth b"), handFocus, listed, map[string]string{n2[0]: "passed"})
-	s, recs, missing = mergeShards(base, 2, focus, "v1.35.4", listed, nil)
+	record(t, base, parts, p2, focus, listed)
+	if said := record(t, base, parts, p2, focus, listed); !strings.Contains(said, "already records its run of 2026-11-30T13:45:00Z") {
+		t.Errorf("recording the same run again: %q", said)
+	}
+	s, recs, missing = mergeShards(parts, 2, focus, "v1.35.4", listed)
 	if len(missing) != 0 {
 		t.Fatalf("missing %v", missing)
 	}
@@ -158,15 +182,49 @@ func TestMergeShards(t *testing.T) {
 		want       string
 	}{
 		{"another e2e.test", focus, "v1.36.0", "its run was of e2e.test v1.35.4, this one's is v1.36.0"},
-		{"another focus", regexp.MustCompile(`\[NodeConformance\]`), "v1.35.4", `its run was part "1/2" of focus`},
+		{"another focus", regexp.MustCompile(`\[NodeConformance\]`), "v1.35.4", "reading the part's record"},
 	} {
-		if _, recs, missing := mergeShards(base, 2, c.focus, c.kubernetes, listed, nil); len(recs) != 0 || len(missing) != 2 || !strings.Contains(missing[0].String(), c.want) {
+		if _, recs, missing := mergeShards(parts, 2, c.focus, c.kubernetes, listed); len(recs) != 0 || len(missing) != 2 || !strings.Contains(missing[0].String(), c.want) {
 			t.Errorf("%s: %d parts counted, missing %v; want none counted, %q", c.name, len(recs), missing, c.want)
 		}
 	}
-	writePart(t, base, p2, rec(30, "berth b"), namesPattern(n1), listed, map[string]string{n1[0]: "passed"})
-	if _, recs, missing := mergeShards(base, 2, focus, "v1.35.4", listed, nil); len(recs) != 1 || len(missing) != 1 || !strings.Contains(missing[0].String(), "not part 2/2's 1") {
-		t.Errorf("part 2's report focused on part 1's specs: %d parts counted, missing %v", len(recs), missing)
+	// A later run of part 2 by hand, focused on part 1's specs: not
+	// recorded, and the record of part 2's own run still counts.
+	writePart(t, base, p2, rec(31, "berth c"), namesPattern(n1), listed, map[string]string{n1[0]: "passed"})
+	if said, err := recordPart(p2.dir(base), parts, p2, focus, "v1.35.4", listed, nil); err == nil || !strings.Contains(err.Error(), "not part 2/2's 1") {
+		t.Errorf("part 2's run focused on part 1's specs: %q, %v; want it refused", said, err)
+	}
+	if _, recs, missing := mergeShards(parts, 2, focus, "v1.35.4", listed); len(recs) != 2 || len(missing) != 0 || recs[1].Image != "berth b" {
+		t.Errorf("after a refused run: %d parts counted (%+v), missing %v", len(recs), recs, missing)
+	}
+	// A record cut short or edited by hand is checked, not trusted.
+	path := partFile(parts, focus.String(), p1)
+	p, err := readPartRecord(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*partRecord)
+		want string
+	}{
+		{"an outcome lost", func(p *partRecord) { p.Results.Failed = nil }, "no outcome for"},
+		{"an outcome twice", func(p *partRecord) { p.Results.Passed = append(p.Results.Passed, p.Results.Passed...) }, "3 outcomes for part 1/2's 2 specs"},
+		{"another focus in its report", func(p *partRecord) { p.ReportFocus = namesPattern(n2) }, "not part 1/2's 2"},
+		{"no focus in its report", func(p *partRecord) { p.ReportFocus = "" }, "is not one pattern"},
+	} {
+		e := p
+		e.Results.Passed = slices.Clone(p.Results.Passed)
+		c.edit(&e)
+		if err := checkPart(e, path, p1, focus, "v1.35.4", listed); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want %q naming %s", c.name, err, c.want, path)
+		}
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, missing := mergeShards(parts, 2, focus, "v1.35.4", listed); len(missing) != 1 || !strings.Contains(missing[0].String(), path) {
+		t.Errorf("a torn record: missing %v, want it named", missing)
 	}
 }
 
@@ -194,20 +252,21 @@ func TestRunRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// make conformance-merge: the doc gets the parts run so far, over the
-// doc as it was (its other focus's section kept), and the console names
-// each part not yet counted; with no part run there is nothing to write.
+// make conformance-merge: the doc gets the parts recorded so far, over
+// the doc as it was (its other focus's section kept), and the console
+// names each part not yet counted; with no part recorded there is
+// nothing to write.
 func TestMergePartsWritesDoc(t *testing.T) {
 	listed := parseListTests(listTestsSample)
 	focus := regexp.MustCompile(`\[Conformance\]`)
-	base := t.TempDir()
+	base, parts := t.TempDir(), t.TempDir()
 	doc := filepath.Join(t.TempDir(), "conformance.md")
 	var out bytes.Buffer
-	if _, err := mergeParts(base, 2, focus, "v1.35.4", listed, nil, doc, &out); err == nil || !strings.Contains(err.Error(), "no part of 2") {
-		t.Errorf("with no part run: %v", err)
+	if err := mergeParts(parts, 2, focus, "v1.35.4", listed, nil, doc, &out); err == nil || !strings.Contains(err.Error(), "no part of 2") {
+		t.Errorf("with no part recorded: %v", err)
 	}
 	if _, err := os.Stat(doc); !os.IsNotExist(err) {
-		t.Errorf("with no part run the doc was written: %v", err)
+		t.Errorf("with no part recorded the doc was written: %v", err)
 	}
 	previous, err := os.ReadFile(filepath.Join("testdata", "doc-previous.md"))
 	if err != nil {
@@ -219,12 +278,12 @@ func TestMergePartsWritesDoc(t *testing.T) {
 	p1 := shard{K: 1, N: 2}
 	rec := runRecord{runInfo: runInfo{Date: time.Date(2026, 11, 29, 13, 45, 0, 0, time.UTC), Focus: focus.String(), Nodes: 2, Procs: 2, Kubernetes: "v1.35.4", Image: "berth a"}}
 	writePart(t, base, p1, rec, namesPattern(p1.names(listed, focus)), listed, map[string]string{p1.names(listed, focus)[0]: "passed"})
+	record(t, base, parts, p1, focus, listed)
 	out.Reset()
-	missing, err := mergeParts(base, 2, focus, "v1.35.4", listed, nil, doc, &out)
-	if err != nil || missing != 1 {
-		t.Fatalf("%d missing, %v", missing, err)
+	if err := mergeParts(parts, 2, focus, "v1.35.4", listed, nil, doc, &out); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "conformance: not yet counted: part 2/2") || !strings.Contains(out.String(), "the 1 of 2 parts run: 1 passed, 0 failed") {
+	if !strings.Contains(out.String(), "conformance: not yet counted: part 2/2") || !strings.Contains(out.String(), "the 1 of 2 parts run: 1 passed, 0 failed, 0 skipped by the suite, 0 skipped by berth's list, 1 not reached") {
 		t.Errorf("console:\n%s", out.String())
 	}
 	b, err := os.ReadFile(doc)
