@@ -408,8 +408,10 @@ cluster-down:
 ## counted as not reached (apart from the suite's own skips, which give
 ## a reason), and the rest stands. RERUN=JUNIT (an earlier run's
 ## junit_01.xml) runs again just the specs it says failed or never
-## started, into build/conformance-rerun/, and leaves the doc alone: to
-## tell a spec that failed under load from a bug. SHARD=K/N runs part K
+## started, into build/conformance-rerun/: to tell a spec that failed
+## under load from a bug. A rerun of a part's report is recorded with the
+## part, and the doc shows how each failure went run again; any other
+## rerun leaves the doc alone. SHARD=K/N runs part K
 ## of N of the focus's specs (every Nth, from the Kth, of those
 ## e2e.test lists), each part with its own cluster, into
 ## build/conformance-shards/shard-K-of-N/: for a run longer than the time
@@ -424,7 +426,7 @@ CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= $(if $(filter 1,$(CONFORMANCE_N)),\[NodeConformance\],\[Conformance\])
 SKIP  ?=
 PROCS ?= 4
-CONFORMANCE_DOC := $(if $(RERUN)$(FOCUS_FILE)$(filter command line environment,$(origin FOCUS) $(origin SKIP)),,-doc docs/conformance.md -parts docs/conformance-parts)
+CONFORMANCE_DOC := $(if $(RERUN)$(if $(FOCUS_FILE)$(filter command line environment,$(origin FOCUS) $(origin SKIP)),,x),-doc docs/conformance.md -parts docs/conformance-parts)
 # FOCUS_FILE: a file holding the focus, for one make cannot carry on its
 # command line (a pattern of whole spec names ends in `$`, which make
 # would expand).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -114,16 +115,26 @@ func runSection(s summary, ri runInfo) string {
 | cluster Ready after | %s |
 | **passed** | **%d** |
 | **failed** | **%d** |
-| skipped by the suite at run time | %d |
+%s| skipped by the suite at run time | %d |
 | skipped by name (below) | %d |
 | not reached (the run ended first) | %d |
 
 `, latestRun, docFocus(ri.Focus), partsRow, date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
-		wall, ready, len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
+		wall, ready, len(s.Passed), len(s.Failed), againRow(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
 	if len(s.Setup)+len(s.Failed) > 0 {
-		fmt.Fprintf(&w, "### Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")
-		for _, o := range append(append([]outcome{}, s.Setup...), s.Failed...) {
-			fmt.Fprintf(&w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
+		failures := append(append([]outcome{}, s.Setup...), s.Failed...)
+		if !slices.ContainsFunc(failures, func(o outcome) bool { return o.Again != "" }) {
+			fmt.Fprintf(&w, "### Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")
+			for _, o := range failures {
+				fmt.Fprintf(&w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
+			}
+		} else {
+			// A part's failures run again alone on a fresh cluster
+			// (RERUN=): one that passes there failed under load.
+			fmt.Fprintf(&w, "### Failures\n\nEach is a berth bug until shown otherwise; the last column is how it went run again alone, on a fresh cluster of its own (`make conformance RERUN=` with its part's report).\n\n| spec | first line | run again alone |\n|---|---|---|\n")
+			for _, o := range failures {
+				fmt.Fprintf(&w, "| %s | %s | %s |\n", cell(o.Name), cell(o.Why), cell(cmp.Or(o.Again, "not run again")))
+			}
 		}
 		fmt.Fprintln(&w)
 	}
@@ -135,6 +146,24 @@ func runSection(s summary, ri runInfo) string {
 		fmt.Fprintln(&w)
 	}
 	return w.String()
+}
+
+// againRow is the table's row that says how many of the failures passed
+// when run again alone, when any was run again.
+func againRow(failed []outcome) string {
+	ran, passed := 0, 0
+	for _, o := range failed {
+		if o.Again != "" {
+			ran++
+		}
+		if strings.HasPrefix(o.Again, "passed") {
+			passed++
+		}
+	}
+	if ran == 0 {
+		return ""
+	}
+	return fmt.Sprintf("| of which passed run again alone | %d of the %d run again |\n", passed, ran)
 }
 
 // previousRuns reads the run sections of the doc as it was, each from

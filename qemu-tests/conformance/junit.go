@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // junitSuites is the part of ginkgo's JUnit report (--junit-report) the
@@ -49,6 +50,9 @@ type outcome struct {
 	Seconds float64 `json:"seconds"`
 	// Why is a failure's first line, or a skip's reason.
 	Why string `json:"why,omitempty"`
+	// Again, for a failed or unreached spec of a part, is how it went
+	// when run again alone (partRecord.Reruns), as the doc says it.
+	Again string `json:"-"`
 }
 
 // summary is a run's result over the specs it was asked to run (its
@@ -68,6 +72,40 @@ type summary struct {
 	// Setup holds failed suite nodes ([SynchronizedBeforeSuite] ...),
 	// which fail every spec without naming one.
 	Setup []outcome `json:"setup"`
+}
+
+// all is every spec's outcome, the suite's own nodes (Setup) aside.
+func (s summary) all() []outcome {
+	var all []outcome
+	for _, l := range [][]outcome{s.Passed, s.Failed, s.Skipped, s.Listed, s.NotReached} {
+		all = append(all, l...)
+	}
+	return all
+}
+
+// againOf says how spec name went in s, a rerun's result of date, as
+// the doc says it (outcome.Again); false when s does not hold it.
+func (s summary) againOf(name string, date time.Time) (string, bool) {
+	on := date.UTC().Format("2006-01-02")
+	find := func(l []outcome) (outcome, bool) {
+		i := slices.IndexFunc(l, func(o outcome) bool { return o.Name == name })
+		if i < 0 {
+			return outcome{}, false
+		}
+		return l[i], true
+	}
+	if o, ok := find(s.Passed); ok {
+		return fmt.Sprintf("passed (%s, %s)", (time.Duration(o.Seconds * float64(time.Second))).Round(time.Second), on), true
+	}
+	if o, ok := find(s.Failed); ok {
+		return fmt.Sprintf("failed again (%s): %s", on, o.Why), true
+	}
+	for _, l := range [][]outcome{s.Skipped, s.Listed, s.NotReached} {
+		if _, ok := find(l); ok {
+			return fmt.Sprintf("not run (%s)", on), true
+		}
+	}
+	return "", false
 }
 
 // reportFilters are the focus and skip ginkgo records in a report

@@ -168,17 +168,23 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		o.focus, asked = focus.String(), focusAsked(focus)
 		o.out = sh.dir(o.out)
 	}
+	// rerunOf is the part whose specs a rerun runs again (its report is
+	// a part's, beside the part's run.json), to record the rerun with
+	// the part; nil for a rerun of a whole run, which is not recorded.
+	var rerunOf *runRecord
 	if o.rerun != "" {
-		if o.doc != "" || o.subset != "" {
-			return fmt.Errorf("-rerun reruns part of a run: not with -doc or -subset")
+		if o.subset != "" {
+			return fmt.Errorf("-rerun reruns part of a run: not with -subset")
 		}
 		j, err := readJUnit(o.rerun)
 		if err != nil {
 			return err
 		}
-		listed, err := listTests(ctx, filepath.Join(o.e2eDir, "e2e.test"))
-		if err != nil {
+		if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
 			return err
+		}
+		if r, err := readRunRecord(filepath.Dir(o.rerun)); err == nil && r.Shard != "" {
+			rerunOf = &r
 		}
 		names, err := rerunNames(j, o.rerun, list, listed)
 		if err != nil {
@@ -293,6 +299,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := writeRunRecord(o.out, rec); err != nil {
 		return err
 	}
+	if rerunOf != nil {
+		if err := recordRerunOf(*rerunOf, o, kubeVersion, listed, list, rerunRecord{Date: start, Image: ri.Image, Wall: wall, Results: s}, out); err != nil {
+			return errors.Join(err, downErr)
+		}
+	} else if o.rerun != "" && o.doc != "" {
+		fmt.Fprintf(out, "conformance: %s is not a part's report (no run.json of a part beside it): the doc is left alone\n", o.rerun)
+	}
 	if sh != (shard{}) {
 		// A part's result is not the table: the parts recorded so far
 		// are, this one among them unless it did not run as its part.
@@ -306,7 +319,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err := mergeParts(parts, sh.N, runFocus, kubeVersion, listed, list, o.doc, out); err != nil {
 			return errors.Join(err, downErr)
 		}
-	} else if o.doc != "" {
+	} else if o.doc != "" && o.rerun == "" {
 		if err := writeDocFile(o.doc, s, ri, list, out); err != nil {
 			return errors.Join(err, downErr)
 		}
@@ -335,6 +348,34 @@ func writeDocFile(doc string, s summary, ri runInfo, list skipList, out io.Write
 	}
 	fmt.Fprintf(out, "conformance: wrote %s\n", doc)
 	return nil
+}
+
+// recordRerunOf records rerun r of some of part's specs with the part (in
+// -parts, or beside the part's folder), when the part's record is of the
+// run whose report the rerun read, and with -doc rewrites the doc from
+// the parts recorded. A rerun that is not recorded is said, not an error:
+// its own result stands under -out.
+func recordRerunOf(part runRecord, o options, kubeVersion string, listed []string, list skipList, r rerunRecord, out io.Writer) error {
+	sh, err := parseShard(part.Shard)
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(filepath.Dir(o.rerun), runRecordFile), err)
+	}
+	if part.Kubernetes != kubeVersion {
+		fmt.Fprintf(out, "conformance: the rerun is not recorded with part %s: its run was of e2e.test %s, this one's is %s\n", sh, part.Kubernetes, kubeVersion)
+		return nil
+	}
+	parts := cmp.Or(o.parts, filepath.Dir(filepath.Dir(o.rerun)))
+	said, err := recordRerun(parts, part.Focus, sh, part.Date, r)
+	if err != nil {
+		fmt.Fprintf(out, "conformance: the rerun is not recorded with part %s: %v\n", sh, err)
+		return nil
+	}
+	fmt.Fprintf(out, "conformance: %s\n", said)
+	focus, err := regexp.Compile(part.Focus)
+	if err != nil {
+		return fmt.Errorf("part %s's focus %q: %w", sh, part.Focus, err)
+	}
+	return mergeParts(parts, sh.N, focus, kubeVersion, listed, list, o.doc, out)
 }
 
 // mergeParts prints the result of the n parts of focus's run recorded

@@ -101,6 +101,20 @@ type partRecord struct {
 	runRecord
 	ReportFocus string  `json:"reportFocus"`
 	Results     summary `json:"results"`
+	// Reruns are the part's failed or unreached specs run again alone
+	// on a fresh cluster (make conformance RERUN= with the part's
+	// report), in the order they ran: how a failure under load is told
+	// from a bug, shown beside it in the doc.
+	Reruns []rerunRecord `json:"reruns,omitempty"`
+}
+
+// rerunRecord is one rerun of some of a part's specs: when, on what
+// image, and their outcomes.
+type rerunRecord struct {
+	Date    time.Time     `json:"date"`
+	Image   string        `json:"image"`
+	Wall    time.Duration `json:"wall"`
+	Results summary       `json:"results"`
 }
 
 // partFile is where part sh of focus's run is recorded in dir: one file
@@ -181,7 +195,7 @@ func mergeShards(partsDir string, n int, focus *regexp.Regexp, kubernetes string
 			continue
 		}
 		recs = append(recs, p.runRecord)
-		s := p.Results
+		s := again(p.Results, p.Reruns)
 		all.Passed = append(all.Passed, s.Passed...)
 		all.Failed = append(all.Failed, s.Failed...)
 		all.Skipped = append(all.Skipped, s.Skipped...)
@@ -221,11 +235,7 @@ func checkPart(p partRecord, path string, sh shard, focus *regexp.Regexp, kubern
 	}
 	// Each of the part's specs has one outcome, and nothing else does: a
 	// record cut short or edited by hand does not count.
-	var outcomes []outcome
-	r := p.Results
-	for _, l := range [][]outcome{r.Passed, r.Failed, r.Skipped, r.Listed, r.NotReached} {
-		outcomes = append(outcomes, l...)
-	}
+	outcomes := p.Results.all()
 	for _, n := range want {
 		if !slices.ContainsFunc(outcomes, func(o outcome) bool { return sameSpec(o.Name, n) }) {
 			return fmt.Errorf("%s: no outcome for %q, one of part %s's specs", path, n, sh)
@@ -234,7 +244,57 @@ func checkPart(p partRecord, path string, sh shard, focus *regexp.Regexp, kubern
 	if len(outcomes) != len(want) {
 		return fmt.Errorf("%s: %d outcomes for part %s's %d specs", path, len(outcomes), sh, len(want))
 	}
+	for i, r := range p.Reruns {
+		for _, o := range r.Results.all() {
+			if !slices.ContainsFunc(want, func(n string) bool { return sameSpec(o.Name, n) }) {
+				return fmt.Errorf("%s: rerun %d (%s) has an outcome for %q, not one of part %s's specs", path, i+1, r.Date.UTC().Format(time.RFC3339), o.Name, sh)
+			}
+		}
+	}
 	return nil
+}
+
+// recordRerun adds a rerun of some of part sh's specs to the part's
+// record in partsDir, whose run (of runDate) the rerun's specs were
+// taken from. A record of another run of the part (the part run again
+// since) is left as it is: the rerun says nothing about that run.
+func recordRerun(partsDir, focus string, sh shard, runDate time.Time, r rerunRecord) (string, error) {
+	path := partFile(partsDir, focus, sh)
+	p, err := readPartRecord(path)
+	if err != nil {
+		return "", err
+	}
+	if !p.Date.Equal(runDate) {
+		return "", fmt.Errorf("%s records part %s's run of %s, not the rerun report's run of %s", path, sh, p.Date.UTC().Format(time.RFC3339), runDate.UTC().Format(time.RFC3339))
+	}
+	p.Reruns = append(p.Reruns, r)
+	b, err := json.MarshalIndent(p, "", " ")
+	if err != nil {
+		return "", fmt.Errorf("encoding part %s's record: %w", sh, err)
+	}
+	if err := fsutil.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("recording the rerun of part %s: %w", sh, err)
+	}
+	return fmt.Sprintf("part %s: recorded the rerun of %d spec(s) in %s", sh, len(r.Results.all()), path), nil
+}
+
+// again says, of each of s's failed and unreached specs, how its latest
+// rerun went (rerunRecord), for the doc: the outcomes are s's own,
+// their Again set.
+func again(s summary, reruns []rerunRecord) summary {
+	mark := func(l []outcome) []outcome {
+		l = slices.Clone(l)
+		for i := range l {
+			for _, r := range reruns {
+				if a, ok := r.Results.againOf(l[i].Name, r.Date); ok {
+					l[i].Again = a
+				}
+			}
+		}
+		return l
+	}
+	s.Failed, s.NotReached = mark(s.Failed), mark(s.NotReached)
+	return s
 }
 
 // missingPart is a part of a sharded run that is not recorded (or not as

@@ -309,3 +309,78 @@ func TestRunMergeRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A part's failures run again alone (make conformance RERUN= with the
+// part's report) are recorded with the part, and the doc shows how each
+// went beside it: how a failure under load is told from a bug. A rerun
+// is recorded only with the run whose report it read, and only of that
+// part's specs.
+func TestRerunRecordedWithPart(t *testing.T) {
+	listed := parseListTests(listTestsSample)
+	focus := regexp.MustCompile(`\[Conformance\]`)
+	p1 := shard{K: 1, N: 2}
+	n1 := p1.names(listed, focus)
+	base, parts := t.TempDir(), t.TempDir()
+	runDate := time.Date(2026, 11, 29, 13, 45, 0, 0, time.UTC)
+	rec := runRecord{runInfo: runInfo{Date: runDate, Focus: focus.String(), Nodes: 2, Procs: 2, Kubernetes: "v1.35.4", Image: "berth a", Wall: time.Hour}}
+	writePart(t, base, p1, rec, namesPattern(n1), listed, map[string]string{n1[0]: "passed", n1[1]: "failed"})
+	record(t, base, parts, p1, focus, listed)
+	rerunDate := time.Date(2026, 11, 29, 15, 40, 0, 0, time.UTC)
+	passed := rerunRecord{Date: rerunDate, Image: "berth a", Wall: 7 * time.Minute,
+		Results: summary{Passed: []outcome{{Name: n1[1], Seconds: 375.6}}}}
+	doc := filepath.Join(t.TempDir(), "conformance.md")
+	var out bytes.Buffer
+	o := options{rerun: filepath.Join(p1.dir(base), "junit.xml"), parts: parts, doc: doc}
+	part := rec
+	part.Shard = p1.String()
+	if err := recordRerunOf(part, o, "v1.35.4", listed, nil, passed, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "part 1/2: recorded the rerun of 1 spec(s) in "+partFile(parts, focus.String(), p1)) {
+		t.Errorf("console:\n%s", out.String())
+	}
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| **failed** | **1** |\n| of which passed run again alone | 1 of the 1 run again |\n",
+		"| spec | first line | run again alone |",
+		"| " + n1[1] + " | [FAILED] it broke | passed (6m16s, 2026-11-29) |",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the doc lacks %q:\n%s", want, b)
+		}
+	}
+	// Run again, and failed again: the latest rerun is the one shown.
+	failedAgain := rerunRecord{Date: rerunDate.Add(time.Hour), Results: summary{Failed: []outcome{{Name: n1[1], Why: "[FAILED] still broken"}}}}
+	if _, err := recordRerun(parts, focus.String(), p1, runDate, failedAgain); err != nil {
+		t.Fatal(err)
+	}
+	s, _, missing := mergeShards(parts, 2, focus, "v1.35.4", listed)
+	if len(s.Failed) != 1 || s.Failed[0].Again != "failed again (2026-11-29): [FAILED] still broken" || len(missing) != 1 {
+		t.Errorf("after failing again: failed %+v, missing %v", s.Failed, missing)
+	}
+	if row := againRow(s.Failed); row != "| of which passed run again alone | 0 of the 1 run again |\n" {
+		t.Errorf("again row %q", row)
+	}
+	// A rerun of an earlier run of the part is not recorded with this one.
+	if said, err := recordRerun(parts, focus.String(), p1, runDate.Add(-24*time.Hour), passed); err == nil || !strings.Contains(err.Error(), "records part 1/2's run of 2026-11-29T13:45:00Z, not the rerun report's run of 2026-11-28T13:45:00Z") {
+		t.Errorf("a rerun of another run: %q, %v", said, err)
+	}
+	// Nor does a record count whose rerun holds another part's spec.
+	p, err := readPartRecord(partFile(parts, focus.String(), p1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := shard{K: 2, N: 2}.names(listed, focus)[0]
+	p.Reruns = append(p.Reruns, rerunRecord{Date: rerunDate, Results: summary{Passed: []outcome{{Name: other}}}})
+	if err := checkPart(p, "rec.json", p1, focus, "v1.35.4", listed); err == nil || !strings.Contains(err.Error(), "not one of part 1/2's specs") {
+		t.Errorf("a rerun of another part's spec: %v", err)
+	}
+	// A rerun against another e2e.test says nothing of the part's run.
+	out.Reset()
+	if err := recordRerunOf(part, o, "v1.36.0", listed, nil, passed, &out); err != nil || !strings.Contains(out.String(), "not recorded with part 1/2: its run was of e2e.test v1.35.4, this one's is v1.36.0") {
+		t.Errorf("another e2e.test: %v\n%s", err, out.String())
+	}
+}
