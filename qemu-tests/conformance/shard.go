@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -118,11 +119,13 @@ type rerunRecord struct {
 }
 
 // partFile is where part sh of focus's run is recorded in dir: one file
-// per focus and part, named for both.
+// per focus and part, named for both. A focus too long for a file's name
+// (one naming specs whole) is cut, a hash of all of it kept.
 func partFile(dir, focus string, sh shard) string {
 	slug := strings.Trim(nonWord.ReplaceAllString(focus, "-"), "-")
-	if slug == "" {
-		slug = "focus"
+	if slug == "" || len(slug) > 64 {
+		sum := sha256.Sum256([]byte(focus))
+		slug = strings.TrimLeft(fmt.Sprintf("%.48s-%x", slug, sum[:8]), "-")
 	}
 	return filepath.Join(dir, fmt.Sprintf("%s-part-%d-of-%d.json", slug, sh.K, sh.N))
 }

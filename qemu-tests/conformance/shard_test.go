@@ -384,3 +384,19 @@ func TestRerunRecordedWithPart(t *testing.T) {
 		t.Errorf("another e2e.test: %v\n%s", err, out.String())
 	}
 }
+
+// A part's record is named for its focus, short enough for any file
+// system however long the focus, and two focuses never share one.
+func TestPartFile(t *testing.T) {
+	if got := partFile("d", `\[Conformance\]`, shard{K: 2, N: 3}); got != filepath.Join("d", "Conformance-part-2-of-3.json") {
+		t.Errorf("[Conformance]: %s", got)
+	}
+	long := namesPattern(parseListTests(listTestsSample))
+	a, b := partFile("d", long, shard{K: 1, N: 2}), partFile("d", long+"x", shard{K: 1, N: 2})
+	if len(filepath.Base(a)) > 100 || a == b || !strings.HasSuffix(a, "-part-1-of-2.json") {
+		t.Errorf("long focuses: %s, %s", a, b)
+	}
+	if got := filepath.Base(partFile("d", `.*`, shard{K: 1, N: 2})); len(got) != 16+len("-part-1-of-2.json") {
+		t.Errorf("a focus of no word: %s", got)
+	}
+}
