@@ -409,9 +409,11 @@ cluster-down:
 ## a reason), and the rest stands. RERUN=JUNIT (an earlier run's
 ## junit_01.xml) runs again just the specs it says failed or never
 ## started, into build/conformance-rerun/: to tell a spec that failed
-## under load from a bug. A rerun of a part's report is recorded with the
-## part, and the doc shows how each failure went run again; any other
-## rerun leaves the doc alone. SHARD=K/N runs part K
+## under load from a bug. RERUN may also be a part's record
+## (docs/conformance-parts/*.json, which outlives build/): its failed and
+## unreached specs, less those passed run again since. A rerun of a
+## part's report or record is recorded with the part, and the doc shows
+## how each failure went run again; any other rerun leaves the doc alone. SHARD=K/N runs part K
 ## of N of the focus's specs (every Nth, from the Kth, of those
 ## e2e.test lists), each part with its own cluster, into
 ## build/conformance-shards/shard-K-of-N/: for a run longer than the time

@@ -65,7 +65,7 @@ func main() {
 	flag.StringVar(&o.focus, "focus", `\[NodeConformance\]`, "ginkgo --focus: the specs to run")
 	flag.StringVar(&o.subset, "subset", "", "run exactly the specs this file names (qemu-tests/conformance/subset.yaml, make test's), each of which must pass; replaces -focus")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
-	flag.StringVar(&o.rerun, "rerun", "", "run again the specs this JUnit report (an earlier run's junit_01.xml) says failed or never started; replaces -focus")
+	flag.StringVar(&o.rerun, "rerun", "", "run again the specs this JUnit report (an earlier run's junit.xml) says failed or never started, or this part's record (docs/conformance-parts/*.json) says failed or were not reached and have not passed run again since; replaces -focus")
 	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N, and record its result in -parts; with -doc, the doc is rewritten from the parts recorded so far, naming those not yet run")
 	flag.IntVar(&o.merge, "merge", 0, "N: run nothing; record the parts of -focus's run in N parts run under -out (OUT/shard-K-of-N, -shard's) in -parts, put the parts recorded there together, and with -doc rewrite the doc from them")
 	flag.StringVar(&o.parts, "parts", "", "where each part of a run in parts is recorded (docs/conformance-parts, kept in the repository so that parts run in different sessions add up); default: -out, the parts' folder")
@@ -168,30 +168,26 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		o.focus, asked = focus.String(), focusAsked(focus)
 		o.out = sh.dir(o.out)
 	}
-	// rerunOf is the part whose specs a rerun runs again (its report is
-	// a part's, beside the part's run.json), to record the rerun with
-	// the part; nil for a rerun of a whole run, which is not recorded.
+	// rerunOf is the part whose specs a rerun runs again (the rerun
+	// read a part's record, or a part's report beside its run.json), to
+	// record the rerun with the part in rerunParts (or -parts); nil for
+	// a rerun of a whole run, which is not recorded.
 	var rerunOf *runRecord
+	var rerunParts string
 	if o.rerun != "" {
 		if o.subset != "" {
 			return fmt.Errorf("-rerun reruns part of a run: not with -subset")
 		}
-		j, err := readJUnit(o.rerun)
-		if err != nil {
-			return err
-		}
 		if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
 			return err
 		}
-		if r, err := readRunRecord(filepath.Dir(o.rerun)); err == nil && r.Shard != "" {
-			rerunOf = &r
-		}
-		names, err := rerunNames(j, o.rerun, list, listed)
+		var names []string
+		names, rerunOf, rerunParts, err = rerunSpecs(o.rerun, list, listed)
 		if err != nil {
 			return err
 		}
 		if len(names) == 0 {
-			return fmt.Errorf("-rerun %s: no spec there failed or was not reached", o.rerun)
+			return fmt.Errorf("-rerun %s: no spec there failed or was not reached (or each passed run again since)", o.rerun)
 		}
 		fmt.Fprintf(out, "conformance: rerunning %d spec(s) of %s\n", len(names), o.rerun)
 		if focus, err = regexp.Compile(namesPattern(names)); err != nil {
@@ -300,7 +296,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if rerunOf != nil {
-		if err := recordRerunOf(*rerunOf, o, kubeVersion, listed, list, rerunRecord{Date: start, Image: ri.Image, Wall: wall, Results: s}, out); err != nil {
+		if err := recordRerunOf(*rerunOf, cmp.Or(o.parts, rerunParts), o.doc, kubeVersion, listed, list, rerunRecord{Date: start, Image: ri.Image, Wall: wall, Results: s}, out); err != nil {
 			return errors.Join(err, downErr)
 		}
 	} else if o.rerun != "" && o.doc != "" {
@@ -350,21 +346,20 @@ func writeDocFile(doc string, s summary, ri runInfo, list skipList, out io.Write
 	return nil
 }
 
-// recordRerunOf records rerun r of some of part's specs with the part (in
-// -parts, or beside the part's folder), when the part's record is of the
-// run whose report the rerun read, and with -doc rewrites the doc from
-// the parts recorded. A rerun that is not recorded is said, not an error:
-// its own result stands under -out.
-func recordRerunOf(part runRecord, o options, kubeVersion string, listed []string, list skipList, r rerunRecord, out io.Writer) error {
+// recordRerunOf records rerun r of some of part's specs with the part in
+// parts, when the part's record there is of the run whose specs the
+// rerun took, and with doc rewrites the doc from the parts recorded. A
+// rerun that is not recorded is said, not an error: its own result
+// stands under -out.
+func recordRerunOf(part runRecord, parts, doc, kubeVersion string, listed []string, list skipList, r rerunRecord, out io.Writer) error {
 	sh, err := parseShard(part.Shard)
 	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(filepath.Dir(o.rerun), runRecordFile), err)
+		return fmt.Errorf("the rerun's part: %w", err)
 	}
 	if part.Kubernetes != kubeVersion {
 		fmt.Fprintf(out, "conformance: the rerun is not recorded with part %s: its run was of e2e.test %s, this one's is %s\n", sh, part.Kubernetes, kubeVersion)
 		return nil
 	}
-	parts := cmp.Or(o.parts, filepath.Dir(filepath.Dir(o.rerun)))
 	said, err := recordRerun(parts, part.Focus, sh, part.Date, r)
 	if err != nil {
 		fmt.Fprintf(out, "conformance: the rerun is not recorded with part %s: %v\n", sh, err)
@@ -375,7 +370,7 @@ func recordRerunOf(part runRecord, o options, kubeVersion string, listed []strin
 	if err != nil {
 		return fmt.Errorf("part %s's focus %q: %w", sh, part.Focus, err)
 	}
-	return mergeParts(parts, sh.N, focus, kubeVersion, listed, list, o.doc, out)
+	return mergeParts(parts, sh.N, focus, kubeVersion, listed, list, doc, out)
 }
 
 // mergeParts prints the result of the n parts of focus's run recorded

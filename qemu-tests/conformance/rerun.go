@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -58,13 +59,56 @@ func rerunNames(j junitSuites, file string, list skipList, listed []string) ([]s
 		asked = notSkipped(asked, skip)
 	}
 	s := summarize(j, asked, list)
-	var again []outcome
-	again = append(append(again, s.Failed...), s.NotReached...)
+	return listedAmong(append(append([]outcome{}, s.Failed...), s.NotReached...), listed), nil
+}
+
+// rerunSpecs are the specs -rerun's file says to run again, of those
+// e2e.test lists: a part's record (docs/conformance-parts/*.json, which
+// outlives the session that ran the part) names its failed and unreached
+// specs, less those that passed run again since; a JUnit report, those
+// rerunNames reads. of is the part whose specs they are, to record the
+// rerun with (nil for a whole run's report), and parts where that part's
+// record is by default: beside the record read, or the parts' folder
+// holding the report's part.
+func rerunSpecs(file string, list skipList, listed []string) (names []string, of *runRecord, parts string, err error) {
+	if strings.HasSuffix(file, ".json") {
+		p, err := readPartRecord(file)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("-rerun: %w", err)
+		}
+		if p.Shard == "" {
+			return nil, nil, "", fmt.Errorf("-rerun %s: not a part's record (no shard)", file)
+		}
+		s := again(p.Results, p.Reruns)
+		var outcomes []outcome
+		for _, o := range append(append([]outcome{}, s.Failed...), s.NotReached...) {
+			if !strings.HasPrefix(o.Again, "passed") {
+				outcomes = append(outcomes, o)
+			}
+		}
+		return listedAmong(outcomes, listed), &p.runRecord, filepath.Dir(file), nil
+	}
+	j, err := readJUnit(file)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if names, err = rerunNames(j, file, list, listed); err != nil {
+		return nil, nil, "", err
+	}
+	if r, err := readRunRecord(filepath.Dir(file)); err == nil && r.Shard != "" {
+		of = &r
+	}
+	return names, of, filepath.Dir(filepath.Dir(file)), nil
+}
+
+// listedAmong are the listed names of outcomes' specs (whose names have
+// ginkgo's labels appended: sameSpec), in the listing's order, each once.
+func listedAmong(outcomes []outcome, listed []string) []string {
 	var names []string
 	for _, n := range listed {
-		if slices.ContainsFunc(again, func(o outcome) bool { return sameSpec(o.Name, n) }) && !slices.Contains(names, n) {
+		if slices.ContainsFunc(outcomes, func(o outcome) bool { return sameSpec(o.Name, n) }) && !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
-	return names, nil
+	return names
 }

@@ -330,13 +330,20 @@ func TestRerunRecordedWithPart(t *testing.T) {
 		Results: summary{Passed: []outcome{{Name: n1[1], Seconds: 375.6}}}}
 	doc := filepath.Join(t.TempDir(), "conformance.md")
 	var out bytes.Buffer
-	o := options{rerun: filepath.Join(p1.dir(base), "junit.xml"), parts: parts, doc: doc}
-	part := rec
-	part.Shard = p1.String()
-	if err := recordRerunOf(part, o, "v1.35.4", listed, nil, passed, &out); err != nil {
+	// The part's report names its failure for a rerun, and the part.
+	names, part, defaultParts, err := rerunSpecs(filepath.Join(p1.dir(base), "junit.xml"), nil, listed)
+	if err != nil || !slices.Equal(names, n1[1:2]) || part == nil || part.Shard != "1/2" || defaultParts != base {
+		t.Fatalf("rerun of part 1's report: %q of %+v, parts in %s, %v", names, part, defaultParts, err)
+	}
+	// So does its record, sessions later.
+	recFile := partFile(parts, focus.String(), p1)
+	if names, of, defaultParts, err := rerunSpecs(recFile, nil, listed); err != nil || !slices.Equal(names, n1[1:2]) || of == nil || !of.Date.Equal(runDate) || defaultParts != parts {
+		t.Fatalf("rerun of part 1's record: %q of %+v, parts in %s, %v", names, of, defaultParts, err)
+	}
+	if err := recordRerunOf(*part, parts, doc, "v1.35.4", listed, nil, passed, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "part 1/2: recorded the rerun of 1 spec(s) in "+partFile(parts, focus.String(), p1)) {
+	if !strings.Contains(out.String(), "part 1/2: recorded the rerun of 1 spec(s) in "+recFile) {
 		t.Errorf("console:\n%s", out.String())
 	}
 	b, err := os.ReadFile(doc)
@@ -352,7 +359,12 @@ func TestRerunRecordedWithPart(t *testing.T) {
 			t.Errorf("the doc lacks %q:\n%s", want, b)
 		}
 	}
-	// Run again, and failed again: the latest rerun is the one shown.
+	// Passed run again: nothing is left to run again.
+	if names, _, _, err := rerunSpecs(recFile, nil, listed); err != nil || len(names) != 0 {
+		t.Errorf("rerun of part 1's record after its failure passed: %q, %v", names, err)
+	}
+	// Run again, and failed again: the latest rerun is the one shown, and
+	// the spec is to run again.
 	failedAgain := rerunRecord{Date: rerunDate.Add(time.Hour), Results: summary{Failed: []outcome{{Name: n1[1], Why: "[FAILED] still broken"}}}}
 	if _, err := recordRerun(parts, focus.String(), p1, runDate, failedAgain); err != nil {
 		t.Fatal(err)
@@ -363,6 +375,9 @@ func TestRerunRecordedWithPart(t *testing.T) {
 	}
 	if row := againRow(s.Failed); row != "| of which passed run again alone | 0 of the 1 run again |\n" {
 		t.Errorf("again row %q", row)
+	}
+	if names, _, _, err := rerunSpecs(recFile, nil, listed); err != nil || !slices.Equal(names, n1[1:2]) {
+		t.Errorf("rerun of part 1's record after its failure failed again: %q, %v", names, err)
 	}
 	// A rerun of an earlier run of the part is not recorded with this one.
 	if said, err := recordRerun(parts, focus.String(), p1, runDate.Add(-24*time.Hour), passed); err == nil || !strings.Contains(err.Error(), "records part 1/2's run of 2026-11-29T13:45:00Z, not the rerun report's run of 2026-11-28T13:45:00Z") {
@@ -378,9 +393,12 @@ func TestRerunRecordedWithPart(t *testing.T) {
 	if err := checkPart(p, "rec.json", p1, focus, "v1.35.4", listed); err == nil || !strings.Contains(err.Error(), "not one of part 1/2's specs") {
 		t.Errorf("a rerun of another part's spec: %v", err)
 	}
+	if _, _, _, err := rerunSpecs(filepath.Join(parts, "none.json"), nil, listed); err == nil || !strings.Contains(err.Error(), "none.json") {
+		t.Errorf("rerun of a record that is not there: %v", err)
+	}
 	// A rerun against another e2e.test says nothing of the part's run.
 	out.Reset()
-	if err := recordRerunOf(part, o, "v1.36.0", listed, nil, passed, &out); err != nil || !strings.Contains(out.String(), "not recorded with part 1/2: its run was of e2e.test v1.35.4, this one's is v1.36.0") {
+	if err := recordRerunOf(*part, parts, doc, "v1.36.0", listed, nil, passed, &out); err != nil || !strings.Contains(out.String(), "not recorded with part 1/2: its run was of e2e.test v1.35.4, this one's is v1.36.0") {
 		t.Errorf("another e2e.test: %v\n%s", err, out.String())
 	}
 }
