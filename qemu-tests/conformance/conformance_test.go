@@ -75,6 +75,7 @@ func TestNotReached(t *testing.T) {
 <testcase name="[It] [sig-apps] ran [Conformance] [sig-apps, Conformance]" status="passed"></testcase>
 <testcase name="[It] [sig-apps] cut [Conformance] [sig-apps, Conformance]" status="timedout"><failure message="A suite timeout occurred"></failure></testcase>
 <testcase name="[It] [sig-apps] later [Conformance] [sig-apps, Conformance]" status="skipped"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-apps] interrupted [Conformance] [sig-apps, Conformance]" status="interrupted"><failure message="Interrupted by User"></failure></testcase>
 <testcase name="[It] [sig-node] gce only [Conformance] [sig-node, Conformance]" status="skipped"><skipped message="skipped - Only supported for providers [gce]"></skipped></testcase>
 <testcase name="[It] [sig-node] node [NodeConformance] [Conformance] [sig-node, NodeConformance, Conformance]" status="skipped"><skipped message="skipped"></skipped></testcase>
 <testcase name="[It] [sig-node] not conformance [sig-node]" status="skipped"><skipped message="skipped"></skipped></testcase>
@@ -88,15 +89,17 @@ func TestNotReached(t *testing.T) {
 	if len(s.Passed) != 1 || len(s.Failed) != 1 || s.Failed[0].Why != "A suite timeout occurred" {
 		t.Errorf("passed %+v, failed %+v: want one each, the cut spec's first line its reason", s.Passed, s.Failed)
 	}
-	if len(s.NotReached) != 1 || !strings.Contains(s.NotReached[0].Name, "later") {
-		t.Errorf("not reached %+v: want the one spec after the cut, not the -skip'd [NodeConformance] one", s.NotReached)
+	// A spec an interrupt cut short did not end either: not reached,
+	// not a failure of berth's.
+	if len(s.NotReached) != 2 || !strings.Contains(s.NotReached[0].Name, "interrupted") || s.NotReached[0].Why != "Interrupted by User" || !strings.Contains(s.NotReached[1].Name, "later") {
+		t.Errorf("not reached %+v: want the interrupted spec and the one after the cut, not the -skip'd [NodeConformance] one", s.NotReached)
 	}
 	if len(s.Skipped) != 1 || !strings.Contains(s.Skipped[0].Why, "Only supported for providers") {
 		t.Errorf("skipped %+v: want the suite's own skip, with its reason", s.Skipped)
 	}
 	var sum bytes.Buffer
 	writeSummary(&sum, s, runInfo{Focus: `\[Conformance\]`, Nodes: 2})
-	if want := "1 passed, 1 failed, 1 skipped by the suite, 0 skipped by berth's list, 1 not reached"; !strings.Contains(sum.String(), want) {
+	if want := "1 passed, 1 failed, 1 skipped by the suite, 0 skipped by berth's list, 2 not reached"; !strings.Contains(sum.String(), want) {
 		t.Errorf("summary %q: want %q", sum.String(), want)
 	}
 	if err := (subset{{Name: "[sig-apps] later [Conformance]"}}).check(s, nil); err == nil || !strings.Contains(err.Error(), "not reached") {

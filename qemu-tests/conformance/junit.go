@@ -64,9 +64,10 @@ type summary struct {
 	Failed  []outcome `json:"failed"`
 	Skipped []outcome `json:"skipped"`
 	Listed  []outcome `json:"listed"`
-	// NotReached holds asked specs the suite never started: ginkgo marks
-	// them "skipped" with no reason when its --timeout or an interrupt
-	// ends the run first. A spec skipped at run time says why
+	// NotReached holds asked specs the suite never started or an
+	// interrupt cut short: ginkgo marks the first "skipped" with no
+	// reason when its --timeout or an interrupt ends the run first, the
+	// second "interrupted". A spec skipped at run time says why
 	// ("skipped - Only supported for providers ...").
 	NotReached []outcome `json:"notReached"`
 	// Setup holds failed suite nodes ([SynchronizedBeforeSuite] ...),
@@ -208,7 +209,13 @@ func summarize(j junitSuites, asked func(caseName string) bool, list skipList) s
 				}
 				o.Why = firstLine(c.Skipped.Message)
 				s.Skipped = append(s.Skipped, o)
-			default: // failed, panicked, interrupted, aborted, timedout
+			case "interrupted":
+				// Cut short by an interrupt (Ctrl-C, or the run's
+				// end being called): the run ended before the spec
+				// did, which says nothing of berth.
+				o.Why = failureLine(c)
+				s.NotReached = append(s.NotReached, o)
+			default: // failed, panicked, aborted, timedout
 				o.Why = failureLine(c)
 				s.Failed = append(s.Failed, o)
 			}
