@@ -156,7 +156,7 @@ func againRow(failed []outcome) string {
 		if o.Again != "" {
 			ran++
 		}
-		if strings.HasPrefix(o.Again, "passed") {
+		if o.passedAgain() {
 			passed++
 		}
 	}

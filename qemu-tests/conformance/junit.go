@@ -75,6 +75,12 @@ type summary struct {
 	Setup []outcome `json:"setup"`
 }
 
+// againPassed begins outcome.Again for a spec that passed run again.
+const againPassed = "passed"
+
+// passedAgain says whether o's spec passed when run again alone.
+func (o outcome) passedAgain() bool { return strings.HasPrefix(o.Again, againPassed) }
+
 // all is every spec's outcome, the suite's own nodes (Setup) aside.
 func (s summary) all() []outcome {
 	var all []outcome
@@ -96,7 +102,7 @@ func (s summary) againOf(name string, date time.Time) (string, bool) {
 		return l[i], true
 	}
 	if o, ok := find(s.Passed); ok {
-		return fmt.Sprintf("passed (%s, %s)", (time.Duration(o.Seconds * float64(time.Second))).Round(time.Second), on), true
+		return fmt.Sprintf(againPassed+" (%s, %s)", (time.Duration(o.Seconds * float64(time.Second))).Round(time.Second), on), true
 	}
 	if o, ok := find(s.Failed); ok {
 		return fmt.Sprintf("failed again (%s): %s", on, o.Why), true

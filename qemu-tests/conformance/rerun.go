@@ -82,7 +82,7 @@ func rerunSpecs(file string, list skipList, listed []string) (names []string, of
 		s := again(p.Results, p.Reruns)
 		var outcomes []outcome
 		for _, o := range append(append([]outcome{}, s.Failed...), s.NotReached...) {
-			if !strings.HasPrefix(o.Again, "passed") {
+			if !o.passedAgain() {
 				outcomes = append(outcomes, o)
 			}
 		}

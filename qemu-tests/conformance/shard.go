@@ -144,11 +144,24 @@ func readPartRecord(path string) (partRecord, error) {
 	return p, nil
 }
 
+// writePartRecord writes part record p to path, atomically: a record is
+// the only copy of its part's result once build/ is gone.
+func writePartRecord(path string, p partRecord) error {
+	b, err := json.MarshalIndent(p, "", " ")
+	if err != nil {
+		return fmt.Errorf("encoding part %s's record: %w", p.Shard, err)
+	}
+	if err := fsutil.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("recording part %s: %w", p.Shard, err)
+	}
+	return nil
+}
+
 // recordPart reads part sh's run in runDir (its run.json and JUnit
 // report, checked by readShard) and records it in partsDir, unless the
 // record there is of the same run or a later one. It says what it did.
 func recordPart(runDir, partsDir string, sh shard, focus *regexp.Regexp, kubernetes string, listed []string, list skipList) (string, error) {
-	s, rec, ranFocus, err := readShard(runDir, sh, focus, kubernetes, listed, list)
+	s, rec, ranFocus, err := readShard(runDir, sh, list)
 	if err != nil {
 		return "", err
 	}
@@ -162,12 +175,8 @@ func recordPart(runDir, partsDir string, sh shard, focus *regexp.Regexp, kuberne
 	if old, err := readPartRecord(path); err == nil && !old.Date.Before(rec.Date) {
 		return fmt.Sprintf("part %s: %s already records its run of %s", sh, path, old.Date.UTC().Format(time.RFC3339)), nil
 	}
-	b, err := json.MarshalIndent(p, "", " ")
-	if err != nil {
-		return "", fmt.Errorf("encoding part %s's record: %w", sh, err)
-	}
-	if err := fsutil.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
-		return "", fmt.Errorf("recording part %s: %w", sh, err)
+	if err := writePartRecord(path, p); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("part %s: recorded its run of %s in %s", sh, rec.Date.UTC().Format(time.RFC3339), path), nil
 }
@@ -271,12 +280,8 @@ func recordRerun(partsDir, focus string, sh shard, runDate time.Time, r rerunRec
 		return "", fmt.Errorf("%s records part %s's run of %s, not the rerun report's run of %s", path, sh, p.Date.UTC().Format(time.RFC3339), runDate.UTC().Format(time.RFC3339))
 	}
 	p.Reruns = append(p.Reruns, r)
-	b, err := json.MarshalIndent(p, "", " ")
-	if err != nil {
-		return "", fmt.Errorf("encoding part %s's record: %w", sh, err)
-	}
-	if err := fsutil.WriteFileAtomic(path, append(b, '\n'), 0o644); err != nil {
-		return "", fmt.Errorf("recording the rerun of part %s: %w", sh, err)
+	if err := writePartRecord(path, p); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("part %s: recorded the rerun of %d spec(s) in %s", sh, len(r.Results.all()), path), nil
 }
@@ -313,18 +318,12 @@ func (m missingPart) String() string {
 	return fmt.Sprintf("part %s (%d specs): %v", m.Shard, m.Specs, m.Why)
 }
 
-// readShard reads and checks part sh's run in dir (recordPart): its
-// summary, its run.json and the focus its report recorded.
-func readShard(dir string, sh shard, focus *regexp.Regexp, kubernetes string, listed []string, list skipList) (summary, runRecord, *regexp.Regexp, error) {
+// readShard reads part sh's run in dir for recordPart, which checks it
+// (checkPart): its summary, its run.json and the focus its report recorded.
+func readShard(dir string, sh shard, list skipList) (summary, runRecord, *regexp.Regexp, error) {
 	rec, err := readRunRecord(dir)
 	if err != nil {
 		return summary{}, rec, nil, err
-	}
-	if rec.Focus != focus.String() || rec.Shard != sh.String() {
-		return summary{}, rec, nil, fmt.Errorf("%s: its run was part %q of focus %q", dir, rec.Shard, rec.Focus)
-	}
-	if rec.Kubernetes != kubernetes {
-		return summary{}, rec, nil, fmt.Errorf("%s: its run was of e2e.test %s, this one's is %s", dir, rec.Kubernetes, kubernetes)
 	}
 	junit := filepath.Join(dir, "junit.xml")
 	j, err := readJUnit(junit)
