@@ -411,9 +411,12 @@ cluster-down:
 ## started, into build/conformance-rerun/: to tell a spec that failed
 ## under load from a bug. RERUN may also be a part's record
 ## (docs/conformance-parts/*.json, which outlives build/): its failed and
-## unreached specs, less those passed run again since. A rerun of a
-## part's report or record is recorded with the part, and the doc shows
-## how each failure went run again; any other rerun leaves the doc alone. SHARD=K/N runs part K
+## unreached specs, less those passed run again since. RERUN may name
+## several files (a run's parts' records: RERUN='docs/conformance-parts/
+## Conformance-part-*-of-2.json'): one cluster runs all their specs. A
+## rerun of a part's report or record is recorded with the part (its own
+## specs' outcomes only), and the doc shows how each failure went run
+## again; any other rerun leaves the doc alone. SHARD=K/N runs part K
 ## of N of the focus's specs (every Nth, from the Kth, of those
 ## e2e.test lists), each part with its own cluster, into
 ## build/conformance-shards/shard-K-of-N/: for a run longer than the time
@@ -443,7 +446,7 @@ CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests
   -procs $(PROCS) -out $(1) $(2)
 .PHONY: conformance test-conformance
 conformance: $(CONFORMANCE_DEPS)
-	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),-rerun '$(abspath $(RERUN))',$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
+	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),$(foreach f,$(RERUN),$(foreach g,$(or $(wildcard $(f)),$(f)),-rerun '$(abspath $(g))')),$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
 
 ## conformance-merge: runs nothing; records in docs/conformance-parts/
 ## the parts of a SHARD=K/SHARDS run (SHARDS, default 2) of FOCUS (N=2:

@@ -44,7 +44,8 @@ import (
 type options struct {
 	cluster, e2eDir, kubectl, repoList, e2eImages string
 	components, image                             string
-	out, skips, doc, subset, rerun, shard, parts  string
+	out, skips, doc, subset, shard, parts         string
+	reruns                                        []string
 	focus, skip                                   string
 	n, procs, merge                               int
 	upTimeout, suiteTimeout                       time.Duration
@@ -65,7 +66,10 @@ func main() {
 	flag.StringVar(&o.focus, "focus", `\[NodeConformance\]`, "ginkgo --focus: the specs to run")
 	flag.StringVar(&o.subset, "subset", "", "run exactly the specs this file names (qemu-tests/conformance/subset.yaml, make test's), each of which must pass; replaces -focus")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
-	flag.StringVar(&o.rerun, "rerun", "", "run again the specs this JUnit report (an earlier run's junit.xml) says failed or never started, or this part's record (docs/conformance-parts/*.json) says failed or were not reached and have not passed run again since; replaces -focus")
+	flag.Func("rerun", "run again the specs this JUnit report (an earlier run's junit.xml) says failed or never started, or this part's record (docs/conformance-parts/*.json) says failed or were not reached and have not passed run again since; replaces -focus. Given more than once, one cluster runs those of every file, and each part's outcomes are recorded with that part", func(v string) error {
+		o.reruns = append(o.reruns, v)
+		return nil
+	})
 	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N, and record its result in -parts; with -doc, the doc is rewritten from the parts recorded so far, naming those not yet run")
 	flag.IntVar(&o.merge, "merge", 0, "N: run nothing; record the parts of -focus's run in N parts run under -out (OUT/shard-K-of-N, -shard's) in -parts, put the parts recorded there together, and with -doc rewrite the doc from them")
 	flag.StringVar(&o.parts, "parts", "", "where each part of a run in parts is recorded (docs/conformance-parts, kept in the repository so that parts run in different sessions add up); default: -out, the parts' folder")
@@ -107,7 +111,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	asked := focusAsked(focus)
 	if o.merge != 0 {
-		if o.merge < 2 || o.shard != "" || o.subset != "" || o.rerun != "" || o.skip != "" {
+		if o.merge < 2 || o.shard != "" || o.subset != "" || len(o.reruns) > 0 || o.skip != "" {
 			return fmt.Errorf("-merge N (N >= 2) puts a run's parts together: not with -shard, -subset, -rerun or -skip")
 		}
 		listed, err := listTests(ctx, filepath.Join(o.e2eDir, "e2e.test"))
@@ -148,7 +152,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	var listed []string
 	runFocus := focus // the run's focus, before a part or a rerun narrows it
 	if o.shard != "" {
-		if o.subset != "" || o.rerun != "" {
+		if o.subset != "" || len(o.reruns) > 0 {
 			return fmt.Errorf("-shard splits a run of -focus: not with -subset or -rerun")
 		}
 		if sh, err = parseShard(o.shard); err != nil {
@@ -168,13 +172,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		o.focus, asked = focus.String(), focusAsked(focus)
 		o.out = sh.dir(o.out)
 	}
-	// rerunOf is the part whose specs a rerun runs again (the rerun
-	// read a part's record, or a part's report beside its run.json), to
-	// record the rerun with the part in rerunParts (or -parts); nil for
-	// a rerun of a whole run, which is not recorded.
-	var rerunOf *runRecord
-	var rerunParts string
-	if o.rerun != "" {
+	// reruns are the -rerun files and the specs each gives the run;
+	// those of a part (the file is a part's record, or a part's report
+	// beside its run.json) are recorded with the part, in the file's
+	// parts folder (or -parts). A whole run's rerun is not recorded.
+	var reruns []rerunSource
+	if len(o.reruns) > 0 {
 		if o.subset != "" {
 			return fmt.Errorf("-rerun reruns part of a run: not with -subset")
 		}
@@ -182,16 +185,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 		var names []string
-		names, rerunOf, rerunParts, err = rerunSpecs(o.rerun, list, listed)
-		if err != nil {
+		if names, reruns, err = planRerun(o.reruns, list, listed, out); err != nil {
 			return err
 		}
-		if len(names) == 0 {
-			return fmt.Errorf("-rerun %s: no spec there failed or was not reached (or each passed run again since)", o.rerun)
-		}
-		fmt.Fprintf(out, "conformance: rerunning %d spec(s) of %s\n", len(names), o.rerun)
 		if focus, err = regexp.Compile(namesPattern(names)); err != nil {
-			return fmt.Errorf("-rerun %s: %w", o.rerun, err)
+			return fmt.Errorf("-rerun %s: %w", strings.Join(o.reruns, ", "), err)
 		}
 		o.focus, asked = focus.String(), focusAsked(focus)
 	}
@@ -295,12 +293,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := writeRunRecord(o.out, rec); err != nil {
 		return err
 	}
-	if rerunOf != nil {
-		if err := recordRerunOf(*rerunOf, cmp.Or(o.parts, rerunParts), o.doc, kubeVersion, listed, list, rerunRecord{Date: start, Image: ri.Image, Wall: wall, Results: s}, out); err != nil {
+	for _, r := range reruns {
+		if r.of == nil {
+			if o.doc != "" {
+				fmt.Fprintf(out, "conformance: %s is not a part's report (no run.json of a part beside it): the doc is left alone for it\n", r.file)
+			}
+			continue
+		}
+		if err := recordRerunOf(*r.of, cmp.Or(o.parts, r.parts), o.doc, kubeVersion, listed, list, rerunRecord{Date: start, Image: ri.Image, Wall: wall, Results: s.among(r.names)}, out); err != nil {
 			return errors.Join(err, downErr)
 		}
-	} else if o.rerun != "" && o.doc != "" {
-		fmt.Fprintf(out, "conformance: %s is not a part's report (no run.json of a part beside it): the doc is left alone\n", o.rerun)
 	}
 	if sh != (shard{}) {
 		// A part's result is not the table: the parts recorded so far
@@ -315,7 +317,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err := mergeParts(parts, sh.N, runFocus, kubeVersion, listed, list, o.doc, out); err != nil {
 			return errors.Join(err, downErr)
 		}
-	} else if o.doc != "" && o.rerun == "" {
+	} else if o.doc != "" && len(o.reruns) == 0 {
 		if err := writeDocFile(o.doc, s, ri, list, out); err != nil {
 			return errors.Join(err, downErr)
 		}

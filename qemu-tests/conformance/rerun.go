@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -111,4 +112,65 @@ func listedAmong(outcomes []outcome, listed []string) []string {
 		}
 	}
 	return names
+}
+
+// rerunSource is one -rerun file: the specs it says to run again, and
+// the part they are of (nil for a whole run's report) with where that
+// part's record is by default (rerunSpecs).
+type rerunSource struct {
+	file  string
+	names []string
+	of    *runRecord
+	parts string
+}
+
+// planRerun reads each -rerun file (rerunSpecs) and returns the specs to
+// run again, of all of them, in the listing's order and each once, with
+// each file's own share: one cluster runs the failures and unreached
+// specs of several parts (a run's two parts, say), and each part's
+// outcomes are recorded with that part only (among). A file with nothing
+// left to run again is said on out and passed over; all of them with
+// nothing is an error, since there is nothing to run.
+func planRerun(files []string, list skipList, listed []string, out io.Writer) ([]string, []rerunSource, error) {
+	var sources []rerunSource
+	var all []string
+	for _, f := range files {
+		names, of, parts, err := rerunSpecs(f, list, listed)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(names) == 0 {
+			fmt.Fprintf(out, "conformance: -rerun %s: no spec there failed or was not reached (or each passed run again since)\n", f)
+			continue
+		}
+		fmt.Fprintf(out, "conformance: rerunning %d spec(s) of %s\n", len(names), f)
+		sources = append(sources, rerunSource{file: f, names: names, of: of, parts: parts})
+		all = append(all, names...)
+	}
+	if len(sources) == 0 {
+		return nil, nil, fmt.Errorf("-rerun %s: no spec there failed or was not reached (or each passed run again since)", strings.Join(files, ", "))
+	}
+	var names []string
+	for _, n := range listed {
+		if slices.Contains(all, n) && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names, sources, nil
+}
+
+// among is s over only the specs named (as e2e.test lists them): a
+// rerun's outcomes for one of the parts it ran specs of.
+func (s summary) among(names []string) summary {
+	keep := func(l []outcome) []outcome {
+		var kept []outcome
+		for _, o := range l {
+			if slices.ContainsFunc(names, func(n string) bool { return sameSpec(o.Name, n) }) {
+				kept = append(kept, o)
+			}
+		}
+		return kept
+	}
+	return summary{Passed: keep(s.Passed), Failed: keep(s.Failed), Skipped: keep(s.Skipped),
+		Listed: keep(s.Listed), NotReached: keep(s.NotReached), Setup: s.Setup}
 }

@@ -403,6 +403,73 @@ func TestRerunRecordedWithPart(t *testing.T) {
 	}
 }
 
+// One cluster runs again what several parts left (RERUN= naming both
+// parts' records): the specs of all of them, each once, and each part
+// records only its own specs' outcomes, so both records still count. A
+// record with nothing left to run again is passed over, said; when no
+// file leaves anything, there is nothing to run, and that is an error.
+func TestPlanRerunOfParts(t *testing.T) {
+	listed := parseListTests(listTestsSample)
+	focus := regexp.MustCompile(`\[Conformance\]`)
+	p1, p2 := shard{K: 1, N: 2}, shard{K: 2, N: 2}
+	n1, n2 := p1.names(listed, focus), p2.names(listed, focus)
+	base, parts := t.TempDir(), t.TempDir()
+	runDate := time.Date(2026, 11, 29, 13, 45, 0, 0, time.UTC)
+	rec := runRecord{runInfo: runInfo{Date: runDate, Focus: focus.String(), Nodes: 2, Procs: 2, Kubernetes: "v1.35.4", Image: "berth a", Wall: time.Hour}}
+	states := func(names []string, last string) map[string]string {
+		m := map[string]string{}
+		for _, n := range names {
+			m[n] = "passed"
+		}
+		m[names[len(names)-1]] = last
+		return m
+	}
+	writePart(t, base, p1, rec, namesPattern(n1), listed, states(n1, "failed"))
+	writePart(t, base, p2, rec, namesPattern(n2), listed, states(n2, "skipped")) // never started
+	record(t, base, parts, p1, focus, listed)
+	record(t, base, parts, p2, focus, listed)
+	f1, f2 := partFile(parts, focus.String(), p1), partFile(parts, focus.String(), p2)
+	var out bytes.Buffer
+	names, sources, err := planRerun([]string{f1, f2}, nil, listed, &out)
+	want := []string{n1[len(n1)-1], n2[len(n2)-1]}
+	if slices.Index(listed, want[0]) > slices.Index(listed, want[1]) {
+		want[0], want[1] = want[1], want[0]
+	}
+	if err != nil || !slices.Equal(names, want) || len(sources) != 2 {
+		t.Fatalf("both parts: %q from %d files, %v", names, len(sources), err)
+	}
+	for i, sh := range []shard{p1, p2} {
+		if sources[i].of == nil || sources[i].of.Shard != sh.String() || sources[i].parts != parts || len(sources[i].names) != 1 {
+			t.Errorf("file %d: %+v", i+1, sources[i])
+		}
+	}
+	// The one run passes both; each part records its own spec's outcome.
+	ran := summary{Passed: []outcome{{Name: names[0], Seconds: 30}, {Name: names[1], Seconds: 40}}}
+	doc := filepath.Join(t.TempDir(), "conformance.md")
+	for _, src := range sources {
+		r := rerunRecord{Date: runDate.Add(3 * time.Hour), Image: "berth b", Results: ran.among(src.names)}
+		if got := r.Results.all(); len(got) != 1 || !sameSpec(got[0].Name, src.names[0]) {
+			t.Fatalf("%s's share of the rerun: %+v", src.file, got)
+		}
+		if err := recordRerunOf(*src.of, src.parts, doc, "v1.35.4", listed, nil, r, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, recs, missing := mergeShards(parts, 2, focus, "v1.35.4", listed)
+	if len(recs) != 2 || len(missing) != 0 || len(s.Failed) != 1 || !s.Failed[0].passedAgain() || len(s.NotReached) != 1 || !s.NotReached[0].passedAgain() {
+		t.Fatalf("after the rerun: %d parts counted, missing %v, failed %+v, not reached %+v", len(recs), missing, s.Failed, s.NotReached)
+	}
+	// Nothing is left in either: each is said, and the run refused.
+	out.Reset()
+	_, _, err = planRerun([]string{f1, f2}, nil, listed, &out)
+	if err == nil || !strings.Contains(err.Error(), f1+", "+f2) {
+		t.Errorf("nothing left to run again: %v", err)
+	}
+	if strings.Count(out.String(), "no spec there failed or was not reached") != 2 {
+		t.Errorf("console:\n%s", out.String())
+	}
+}
+
 // A part's record is named for its focus, short enough for any file
 // system however long the focus, and two focuses never share one.
 func TestPartFile(t *testing.T) {
