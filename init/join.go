@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -107,13 +108,9 @@ func waitingCause(sts []supervise.Status) string {
 		if s.State == supervise.StateReady {
 			continue
 		}
-		why := s.LastErrorLine
-		if why == "" {
-			why = s.LastError
-		}
-		if why == "" {
-			why = "it has not said why yet"
-		}
+		// What its last failed run died of comes first: a run starting
+		// again logs errors that are no cause (containerd's CNI complaint).
+		why := cmp.Or(s.ExitErrorLine, s.LastErrorLine, s.LastError, "it has not said why yet")
 		return fmt.Sprintf("kubelet is waiting for %s (%s, %d restarts): %s", s.Name, s.State, s.Restarts, why)
 	}
 	return ""

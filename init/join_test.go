@@ -50,6 +50,16 @@ func TestWaitingCause(t *testing.T) {
 	if got := waitingCause(started); got != "" {
 		t.Errorf("kubelet started: cause %q, want none (kubelet's own lines say why)", got)
 	}
+	// Running again after a failed run, its new run's error-level noise
+	// is no cause: what the last run died of is.
+	const noise = `time="2026-11-30T00:03:08Z" level=error msg="failed to load cni during init"`
+	again := []supervise.Status{
+		{Name: "containerd", State: supervise.StateRunning, Restarts: 4, LastErrorLine: noise, ExitErrorLine: why},
+		{Name: "kubelet", State: supervise.StateWaiting},
+	}
+	if got := waitingCause(again); !strings.Contains(got, "containerd (running, 4 restarts)") || !strings.HasSuffix(got, why) {
+		t.Errorf("cause %q, want what containerd's last run died of, not its new run's noise", got)
+	}
 	noWords := []supervise.Status{{Name: "containerd", State: supervise.StateRunning}, {Name: "kubelet", State: supervise.StateWaiting}}
 	if got := waitingCause(noWords); !strings.Contains(got, "containerd (running, 0 restarts): it has not said why yet") {
 		t.Errorf("cause %q", got)

@@ -1164,8 +1164,8 @@ func TestFaultContainerdConfig(t *testing.T) {
 				if !slices.ContainsFunc(s.LogTail, func(l string) bool { return strings.Contains(l, "failed to get listener for debug endpoint") }) {
 					t.Errorf("containerd's log tail in the report lacks its error: %q", s.LogTail)
 				}
-				if !strings.Contains(s.LastErrorLine, "failed to get listener for debug endpoint") {
-					t.Errorf("containerd's lastErrorLine in the report is %q, not its fatal line", s.LastErrorLine)
+				if !strings.Contains(s.ExitErrorLine, "failed to get listener for debug endpoint") {
+					t.Errorf("containerd's exitErrorLine in the report is %q, not its fatal line", s.ExitErrorLine)
 				}
 			case "kubelet":
 				if s.State != "waiting" {

@@ -288,6 +288,36 @@ func TestSchema2AnalyzesLikeSchema1(t *testing.T) {
 	}
 }
 
+// TestNeverReadyQuotesWhatTheRunDiedOf: a service caught running again
+// after failed runs is noted with what its last failed run died of, not
+// the error its new run has just logged at every start.
+func TestNeverReadyQuotesWhatTheRunDiedOf(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "crash-loop.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const noise = `time="2026-11-30T00:03:08Z" level=error msg="failed to load cni during init"`
+	const why = "containerd: failed to get listener for debug endpoint: listen unix /proc/x.sock: bind: no such file or directory"
+	i := slices.IndexFunc(b.Services.Services, func(s supervise.Status) bool { return s.Name == "containerd" })
+	if i < 0 {
+		t.Fatal("crash-loop.json has no containerd")
+	}
+	s := &b.Services.Services[i]
+	s.State, s.LastErrorLine, s.ExitErrorLine = supervise.StateRunning, noise, why
+	bars := Bars(b)
+	j := slices.IndexFunc(bars, func(x Bar) bool { return x.Name == "containerd" })
+	if j < 0 {
+		t.Fatalf("no containerd bar in %+v", bars)
+	}
+	if want := "never ready: running, 10 restarts: " + why; bars[j].Note != want || !bars[j].Failed {
+		t.Errorf("containerd's bar: failed=%v note %q, want failed, %q", bars[j].Failed, bars[j].Note, want)
+	}
+}
+
 // Decode takes boot.json or a console log, and says which it wanted.
 func TestDecodeConsoleLog(t *testing.T) {
 	log := "[    1.0] berth: starting\r\n   22.011 BERTH-REPORT {\"version\":\"a\",\"phases\":[]}\n   40.000 BERTH-REPORT {\"version\":\"b\",\"phases\":[],\"endMs\":9}\nmore\n"

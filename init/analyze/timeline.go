@@ -66,7 +66,7 @@ func serviceBars(b *Boot) []Bar {
 		case s.ReadyMs == 0:
 			bar.Failed = true
 			bar.Note = fmt.Sprintf("never ready: %s, %d restarts", s.State, s.Restarts)
-			if why := cmp.Or(s.LastErrorLine, s.LastError); why != "" {
+			if why := cmp.Or(s.ExitErrorLine, s.LastErrorLine, s.LastError); why != "" {
 				bar.Note += ": " + why
 			}
 		case s.Restarts > 0:

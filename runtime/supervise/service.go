@@ -56,8 +56,13 @@ type Status struct {
 	// it: "supervising NAME: panic: ...", "readiness probe: panic: ...",
 	// "reading the output: panic: ..."); LastErrorLine the service's own last
 	// error-level log line, which usually says why (x509: ...).
-	LastError     string   `json:"lastError,omitempty"`
-	LastErrorLine string   `json:"lastErrorLine,omitempty"`
+	LastError     string `json:"lastError,omitempty"`
+	LastErrorLine string `json:"lastErrorLine,omitempty"`
+	// ExitErrorLine is the line the last run that failed died of; it stays
+	// while the next run starts up, whose own error lines (containerd's
+	// CNI complaint at every start) go to LastErrorLine and are no cause.
+	// Empty until a run fails, and again once a run exits cleanly.
+	ExitErrorLine string   `json:"exitErrorLine,omitempty"`
 	LogTail       []string `json:"logTail,omitempty"`
 }
 
@@ -94,6 +99,7 @@ type Service struct {
 	lastExitAt    time.Time
 	lastError     string
 	lastErrorLine string
+	exitErrorLine string
 	// runErrorLine says the current run logged an error-level line;
 	// without one, a failed run's last line becomes lastErrorLine.
 	runErrorLine bool
@@ -132,6 +138,7 @@ func (s *Service) Status() Status {
 		LastExitAt:    s.lastExitAt,
 		LastError:     s.lastError,
 		LastErrorLine: s.lastErrorLine,
+		ExitErrorLine: s.exitErrorLine,
 		LogTail:       s.ring.Tail(s.sup.opts.TailLines),
 	}
 	if s.proc != nil {
@@ -549,10 +556,18 @@ func (s *Service) supervise(ctx context.Context, proc *reaper.Process, output ch
 	s.lastExit = &st
 	s.lastExitAt = now
 	s.lastOutput = last
-	if last != "" && !st.Success() {
+	switch {
+	case st.Success():
+		s.exitErrorLine = ""
+	case last != "":
 		if lvl, levelled := lineLevel(last); !s.runErrorLine || !levelled || lvl >= slog.LevelError {
 			s.lastErrorLine = last
 		}
+		fallthrough
+	case s.runErrorLine:
+		s.exitErrorLine = s.lastErrorLine
+	default:
+		s.exitErrorLine = "" // a silent failed run: no words of its own to quote
 	}
 	s.mu.Unlock()
 	s.writeFile(fmt.Sprintf("--- berth: pid %d exited: %s", proc.Pid(), st))

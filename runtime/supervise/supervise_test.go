@@ -623,6 +623,44 @@ func TestCrashLoopFatalLineAfterErrors(t *testing.T) {
 	}
 }
 
+// TestCrashLoopExitLineOutlivesNextStart: the line a failed run died of
+// stays the service's exit error line while the next run starts and logs
+// its own error-level noise (containerd's CNI complaint at every start,
+// which the join watcher once quoted in place of the fatal line), and a
+// clean exit clears it.
+func TestCrashLoopExitLineOutlivesNextStart(t *testing.T) {
+	const noise = `time="2026-11-30T00:03:08Z" level=error msg="failed to load cni during init"`
+	const why = "containerd: failed to get listener for debug endpoint: listen unix /proc/x.sock: bind: no such file or directory"
+	dir := t.TempDir()
+	died, clean := filepath.Join(dir, "died"), filepath.Join(dir, "clean")
+	// Run 1 dies of the fatal line; run 2 logs the noise and waits for
+	// the test to let it exit cleanly; run 3 waits for good.
+	script := `echo '` + noise + `' >&2
+if [ ! -e ` + died + ` ]; then touch ` + died + `; echo '` + why + `' >&2; exit 1; fi
+if [ ! -e ` + clean + `.done ]; then while [ ! -e ` + clean + ` ]; do sleep 0.05; done; touch ` + clean + `.done; exit 0; fi
+exec sleep 60`
+	h := newHarness(t, []Spec{{Name: "containerd", Argv: sh(script), Env: testEnv, StopTimeout: time.Second}},
+		Options{Backoff: Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, ResetAfter: time.Hour}})
+	svc := h.sup.Service("containerd")
+	waitFor(t, "the second run's noise", 10*time.Second, func() bool {
+		st := svc.Status()
+		return st.Restarts >= 1 && st.LastErrorLine == noise
+	})
+	if st := svc.Status(); st.ExitErrorLine != why {
+		t.Errorf("second run starting: exit error line %q, want what the first run died of, %q", st.ExitErrorLine, why)
+	}
+	if err := os.WriteFile(clean, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the clean exit", 10*time.Second, func() bool {
+		st := svc.Status()
+		return st.LastExit != nil && st.LastExit.Success()
+	})
+	if st := svc.Status(); st.ExitErrorLine != "" {
+		t.Errorf("after a clean exit: exit error line %q, want none", st.ExitErrorLine)
+	}
+}
+
 // TestServiceRlimits: a service with rlimits gets exactly those, on every
 // start, in the pid the supervisor tracks (the helper execs in place), and
 // the console names the service's argv, not the helper's. Limits within
