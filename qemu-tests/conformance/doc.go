@@ -36,7 +36,28 @@ func writeSummary(w io.Writer, s summary, ri runInfo) {
 	}
 	for _, o := range s.Failed {
 		fmt.Fprintf(w, "  FAILED %s\n         %s\n", o.Name, o.Why)
+		if o.Again != "" {
+			fmt.Fprintf(w, "         run again alone: %s\n", o.Again)
+		}
 	}
+	if passed, ran := againCounts(s.NotReached); ran > 0 {
+		fmt.Fprintf(w, "  of the %d not reached, %d run again alone: %d passed\n", len(s.NotReached), ran, passed)
+	}
+	for _, o := range failedAgainUnreached(s.NotReached) {
+		fmt.Fprintf(w, "  NOT REACHED, then run again alone: %s\n         %s\n", o.Name, o.Again)
+	}
+}
+
+// failedAgainUnreached are the specs a part never reached that failed
+// when run again alone: failures as much as those its run saw.
+func failedAgainUnreached(notReached []outcome) []outcome {
+	var out []outcome
+	for _, o := range notReached {
+		if o.Again != "" && !o.passedAgain() {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // writeDoc writes docs/conformance.md: the latest run of each focus,
@@ -118,11 +139,15 @@ func runSection(s summary, ri runInfo) string {
 %s| skipped by the suite at run time | %d |
 | skipped by name (below) | %d |
 | not reached (the run ended first) | %d |
-
+%s
 `, latestRun, docFocus(ri.Focus), partsRow, date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
-		wall, ready, len(s.Passed), len(s.Failed), againRow(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached))
-	if len(s.Setup)+len(s.Failed) > 0 {
-		failures := append(append([]outcome{}, s.Setup...), s.Failed...)
+		wall, ready, len(s.Passed), len(s.Failed), againRow(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached), againRow(s.NotReached))
+	failures := append(append([]outcome{}, s.Setup...), s.Failed...)
+	for _, o := range failedAgainUnreached(s.NotReached) {
+		o.Why = "not reached in its part's run"
+		failures = append(failures, o)
+	}
+	if len(failures) > 0 {
 		if !slices.ContainsFunc(failures, func(o outcome) bool { return o.Again != "" }) {
 			fmt.Fprintf(&w, "### Failures\n\nEach is a berth bug until shown otherwise.\n\n| spec | first line |\n|---|---|\n")
 			for _, o := range failures {
@@ -148,11 +173,20 @@ func runSection(s summary, ri runInfo) string {
 	return w.String()
 }
 
-// againRow is the table's row that says how many of the failures passed
-// when run again alone, when any was run again.
-func againRow(failed []outcome) string {
-	ran, passed := 0, 0
-	for _, o := range failed {
+// againRow is the table's row that says how many of the failures (or
+// of the specs not reached) passed when run again alone, when any was
+// run again.
+func againRow(l []outcome) string {
+	passed, ran := againCounts(l)
+	if ran == 0 {
+		return ""
+	}
+	return fmt.Sprintf("| of which passed run again alone | %d of the %d run again |\n", passed, ran)
+}
+
+// againCounts says how many of l were run again alone, and passed.
+func againCounts(l []outcome) (passed, ran int) {
+	for _, o := range l {
 		if o.Again != "" {
 			ran++
 		}
@@ -160,10 +194,7 @@ func againRow(failed []outcome) string {
 			passed++
 		}
 	}
-	if ran == 0 {
-		return ""
-	}
-	return fmt.Sprintf("| of which passed run again alone | %d of the %d run again |\n", passed, ran)
+	return passed, ran
 }
 
 // previousRuns reads the run sections of the doc as it was, each from

@@ -485,3 +485,48 @@ func TestPartFile(t *testing.T) {
 		t.Errorf("a focus of no word: %s", got)
 	}
 }
+
+// Specs a part never reached and then ran again alone are counted beside
+// "not reached", and one that failed there is listed with the failures,
+// in the doc and on the console: a run's leftovers that fail are
+// failures, not specs that never ran.
+func TestDocNotReachedRunAgain(t *testing.T) {
+	s := summary{
+		Passed: []outcome{{Name: "a"}},
+		NotReached: []outcome{
+			{Name: "b", Again: "passed (1m0s, 2026-11-30)"},
+			{Name: "c", Again: "failed again (2026-11-30): Timed out after 300.001s."},
+			{Name: "d"},
+		},
+	}
+	ri := runInfo{Focus: `\[Conformance\]`, Nodes: 2, Procs: 1, Kubernetes: "v1.35.4", Image: "berth a"}
+	sec := runSection(s, ri)
+	for _, want := range []string{
+		"| **failed** | **0** |\n| skipped",
+		"| not reached (the run ended first) | 3 |\n| of which passed run again alone | 1 of the 2 run again |\n",
+		"| spec | first line | run again alone |\n|---|---|---|\n| c | not reached in its part's run | failed again (2026-11-30): Timed out after 300.001s. |\n",
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("the section lacks %q:\n%s", want, sec)
+		}
+	}
+	for _, absent := range []string{"| b |", "| d |"} {
+		if strings.Contains(sec, absent) {
+			t.Errorf("the section lists %q among the failures:\n%s", absent, sec)
+		}
+	}
+	var out bytes.Buffer
+	writeSummary(&out, s, ri)
+	for _, want := range []string{
+		"  of the 3 not reached, 2 run again alone: 1 passed\n",
+		"  NOT REACHED, then run again alone: c\n         failed again (2026-11-30): Timed out after 300.001s.\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the console lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Nothing run again: the table is as before, with no extra row.
+	if sec := runSection(summary{NotReached: []outcome{{Name: "d"}}}, ri); strings.Contains(sec, "run again") {
+		t.Errorf("nothing run again, yet:\n%s", sec)
+	}
+}
