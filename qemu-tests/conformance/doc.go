@@ -43,17 +43,17 @@ func writeSummary(w io.Writer, s summary, ri runInfo) {
 	if passed, ran := againCounts(s.NotReached); ran > 0 {
 		fmt.Fprintf(w, "  of the %d not reached, %d run again alone: %d passed\n", len(s.NotReached), ran, passed)
 	}
-	for _, o := range failedAgainUnreached(s.NotReached) {
+	for _, o := range failedUnreached(s.NotReached) {
 		fmt.Fprintf(w, "  NOT REACHED, then run again alone: %s\n         %s\n", o.Name, o.Again)
 	}
 }
 
-// failedAgainUnreached are the specs a part never reached that failed
+// failedUnreached are the specs a part never reached that failed
 // when run again alone: failures as much as those its run saw.
-func failedAgainUnreached(notReached []outcome) []outcome {
+func failedUnreached(notReached []outcome) []outcome {
 	var out []outcome
 	for _, o := range notReached {
-		if o.Again != "" && !o.passedAgain() {
+		if o.ranAgain() && !o.passedAgain() {
 			out = append(out, o)
 		}
 	}
@@ -143,7 +143,7 @@ func runSection(s summary, ri runInfo) string {
 `, latestRun, docFocus(ri.Focus), partsRow, date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
 		wall, ready, len(s.Passed), len(s.Failed), againRow(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached), againRow(s.NotReached))
 	failures := append(append([]outcome{}, s.Setup...), s.Failed...)
-	for _, o := range failedAgainUnreached(s.NotReached) {
+	for _, o := range failedUnreached(s.NotReached) {
 		o.Why = "not reached in its part's run"
 		failures = append(failures, o)
 	}
@@ -187,7 +187,7 @@ func againRow(l []outcome) string {
 // againCounts says how many of l were run again alone, and passed.
 func againCounts(l []outcome) (passed, ran int) {
 	for _, o := range l {
-		if o.Again != "" {
+		if o.ranAgain() {
 			ran++
 		}
 		if o.passedAgain() {

@@ -78,8 +78,16 @@ type summary struct {
 // againPassed begins outcome.Again for a spec that passed run again.
 const againPassed = "passed"
 
+// againNotRun begins outcome.Again for a spec a rerun was asked to run
+// and did not (an interrupted rerun).
+const againNotRun = "not run"
+
 // passedAgain says whether o's spec passed when run again alone.
 func (o outcome) passedAgain() bool { return strings.HasPrefix(o.Again, againPassed) }
+
+// ranAgain says whether o's spec ran when run again alone, and so either
+// passed or failed there.
+func (o outcome) ranAgain() bool { return o.Again != "" && !strings.HasPrefix(o.Again, againNotRun) }
 
 // all is every spec's outcome, the suite's own nodes (Setup) aside.
 func (s summary) all() []outcome {
@@ -91,8 +99,10 @@ func (s summary) all() []outcome {
 }
 
 // againOf says how spec name went in s, a rerun's result of date, as
-// the doc says it (outcome.Again); false when s does not hold it.
-func (s summary) againOf(name string, date time.Time) (string, bool) {
+// the doc says it (outcome.Again); false when s does not hold it. A
+// failure is "failed again" of a spec its part's run failed (ranBefore),
+// "failed" of one it never reached.
+func (s summary) againOf(name string, date time.Time, ranBefore bool) (string, bool) {
 	on := date.UTC().Format("2006-01-02")
 	find := func(l []outcome) (outcome, bool) {
 		i := slices.IndexFunc(l, func(o outcome) bool { return o.Name == name })
@@ -105,11 +115,15 @@ func (s summary) againOf(name string, date time.Time) (string, bool) {
 		return fmt.Sprintf(againPassed+" (%s, %s)", (time.Duration(o.Seconds * float64(time.Second))).Round(time.Second), on), true
 	}
 	if o, ok := find(s.Failed); ok {
-		return fmt.Sprintf("failed again (%s): %s", on, o.Why), true
+		failed := "failed"
+		if ranBefore {
+			failed = "failed again"
+		}
+		return fmt.Sprintf("%s (%s): %s", failed, on, o.Why), true
 	}
 	for _, l := range [][]outcome{s.Skipped, s.Listed, s.NotReached} {
 		if _, ok := find(l); ok {
-			return fmt.Sprintf("not run (%s)", on), true
+			return fmt.Sprintf(againNotRun+" (%s)", on), true
 		}
 	}
 	return "", false

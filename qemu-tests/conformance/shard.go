@@ -290,18 +290,18 @@ func recordRerun(partsDir, focus string, sh shard, runDate time.Time, r rerunRec
 // rerun went (rerunRecord), for the doc: the outcomes are s's own,
 // their Again set.
 func again(s summary, reruns []rerunRecord) summary {
-	mark := func(l []outcome) []outcome {
+	mark := func(l []outcome, ranBefore bool) []outcome {
 		l = slices.Clone(l)
 		for i := range l {
 			for _, r := range reruns {
-				if a, ok := r.Results.againOf(l[i].Name, r.Date); ok {
+				if a, ok := r.Results.againOf(l[i].Name, r.Date, ranBefore); ok {
 					l[i].Again = a
 				}
 			}
 		}
 		return l
 	}
-	s.Failed, s.NotReached = mark(s.Failed), mark(s.NotReached)
+	s.Failed, s.NotReached = mark(s.Failed, true), mark(s.NotReached, false)
 	return s
 }
 

@@ -495,22 +495,23 @@ func TestDocNotReachedRunAgain(t *testing.T) {
 		Passed: []outcome{{Name: "a"}},
 		NotReached: []outcome{
 			{Name: "b", Again: "passed (1m0s, 2026-11-30)"},
-			{Name: "c", Again: "failed again (2026-11-30): Timed out after 300.001s."},
+			{Name: "c", Again: "failed (2026-11-30): Timed out after 300.001s."},
 			{Name: "d"},
+			{Name: "e", Again: "not run (2026-11-30)"},
 		},
 	}
 	ri := runInfo{Focus: `\[Conformance\]`, Nodes: 2, Procs: 1, Kubernetes: "v1.35.4", Image: "berth a"}
 	sec := runSection(s, ri)
 	for _, want := range []string{
 		"| **failed** | **0** |\n| skipped",
-		"| not reached (the run ended first) | 3 |\n| of which passed run again alone | 1 of the 2 run again |\n",
-		"| spec | first line | run again alone |\n|---|---|---|\n| c | not reached in its part's run | failed again (2026-11-30): Timed out after 300.001s. |\n",
+		"| not reached (the run ended first) | 4 |\n| of which passed run again alone | 1 of the 2 run again |\n",
+		"| spec | first line | run again alone |\n|---|---|---|\n| c | not reached in its part's run | failed (2026-11-30): Timed out after 300.001s. |\n",
 	} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("the section lacks %q:\n%s", want, sec)
 		}
 	}
-	for _, absent := range []string{"| b |", "| d |"} {
+	for _, absent := range []string{"| b |", "| d |", "| e |"} {
 		if strings.Contains(sec, absent) {
 			t.Errorf("the section lists %q among the failures:\n%s", absent, sec)
 		}
@@ -518,12 +519,19 @@ func TestDocNotReachedRunAgain(t *testing.T) {
 	var out bytes.Buffer
 	writeSummary(&out, s, ri)
 	for _, want := range []string{
-		"  of the 3 not reached, 2 run again alone: 1 passed\n",
-		"  NOT REACHED, then run again alone: c\n         failed again (2026-11-30): Timed out after 300.001s.\n",
+		"  of the 4 not reached, 2 run again alone: 1 passed\n",
+		"  NOT REACHED, then run again alone: c\n         failed (2026-11-30): Timed out after 300.001s.\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the console lacks %q:\n%s", want, out.String())
 		}
+	}
+	// A failure run again failed again; a spec never reached failed.
+	d := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	got := again(summary{Failed: []outcome{{Name: "x"}}, NotReached: []outcome{{Name: "y"}, {Name: "z"}}},
+		[]rerunRecord{{Date: d, Results: summary{Failed: []outcome{{Name: "x", Why: "w"}, {Name: "y", Why: "w"}}, NotReached: []outcome{{Name: "z"}}}}})
+	if got.Failed[0].Again != "failed again (2026-11-30): w" || got.NotReached[0].Again != "failed (2026-11-30): w" || got.NotReached[1].Again != "not run (2026-11-30)" {
+		t.Errorf("again: failed %+v, not reached %+v", got.Failed, got.NotReached)
 	}
 	// Nothing run again: the table is as before, with no extra row.
 	if sec := runSection(summary{NotReached: []outcome{{Name: "d"}}}, ri); strings.Contains(sec, "run again") {
