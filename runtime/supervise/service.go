@@ -556,18 +556,16 @@ func (s *Service) supervise(ctx context.Context, proc *reaper.Process, output ch
 	s.lastExit = &st
 	s.lastExitAt = now
 	s.lastOutput = last
-	switch {
-	case st.Success():
-		s.exitErrorLine = ""
-	case last != "":
+	if last != "" && !st.Success() {
 		if lvl, levelled := lineLevel(last); !s.runErrorLine || !levelled || lvl >= slog.LevelError {
 			s.lastErrorLine = last
 		}
-		fallthrough
-	case s.runErrorLine:
+	}
+	// What this run died of, in its own words: none for a clean exit, nor
+	// for a silent run (lastErrorLine would be an earlier run's).
+	s.exitErrorLine = ""
+	if !st.Success() && (last != "" || s.runErrorLine) {
 		s.exitErrorLine = s.lastErrorLine
-	default:
-		s.exitErrorLine = "" // a silent failed run: no words of its own to quote
 	}
 	s.mu.Unlock()
 	s.writeFile(fmt.Sprintf("--- berth: pid %d exited: %s", proc.Pid(), st))
