@@ -3,6 +3,7 @@ package qemu
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // platform is what differs between the architectures a VM emulates: the
@@ -25,6 +26,9 @@ type platform struct {
 	// kernelViaUEFI boots -kernel/-initrd through the firmware too, so
 	// the guest has ACPI as on the real machine.
 	kernelViaUEFI bool
+	// silentFor is how long the guest may print nothing at all before
+	// its VM counts as hung (stall.go); 0 never.
+	silentFor time.Duration
 }
 
 // platformFor is the platform of an image's architecture (its manifest's
@@ -47,6 +51,7 @@ func platformFor(arch string) (platform, error) {
 			machine: []string{"-machine", "q35"},
 			console: "ttyS0", shellTTY: "ttyS1", shellArgs: []string{"-serial", "chardev:sh0"},
 			fwCode: OVMFCode, fwVars: OVMFVars, fwPackage: "ovmf",
+			silentFor: silentFor,
 		}, nil
 	case "arm64":
 		return platform{
@@ -56,6 +61,9 @@ func platformFor(arch string) (platform, error) {
 			shellArgs: []string{"-device", "virtio-serial-pci,id=vser0", "-device", "virtconsole,bus=vser0.0,chardev=sh0"},
 			fwCode:    AAVMFCode, fwVars: AAVMFVars, fwPackage: "qemu-efi-aarch64",
 			kernelViaUEFI: true,
+			// No silentFor: when an aarch64 guest's first line comes
+			// under a loaded host has not been measured here, and a
+			// guess too short would fail good boots.
 		}, nil
 	}
 	return platform{}, fmt.Errorf("qemu: architecture %q: want amd64 or arm64", arch)

@@ -113,6 +113,9 @@ type VM struct {
 	closeErr  error
 
 	console *lineBuf
+	// stall is what the console said about CPUs stuck in the guest
+	// kernel; the console's and the shell's waits end on it.
+	stall   *stallWatch
 	shellMu sync.Mutex
 	shell   net.Conn
 	shBuf   *lineBuf
@@ -127,6 +130,10 @@ type lineBuf struct {
 	closed  bool
 	start   time.Time
 	sink    io.Writer // optional copy of every line
+	// stall ends waits once the guest kernel has a CPU stuck; the buffer
+	// with watches set (the console) is the one whose lines feed it.
+	stall   *stallWatch
+	watches bool
 }
 
 func newLineBuf(start time.Time, sink io.Writer) *lineBuf {
@@ -138,6 +145,9 @@ func (b *lineBuf) add(text string) {
 	defer b.mu.Unlock()
 	text = strings.TrimRight(text, "\r")
 	b.lines = append(b.lines, Line{At: time.Since(b.start), Text: text})
+	if b.watches {
+		b.stall.see(text)
+	}
 	if b.sink != nil {
 		fmt.Fprintf(b.sink, "%9.3f %s\n", time.Since(b.start).Seconds(), text)
 	}
@@ -184,8 +194,9 @@ func (b *lineBuf) snapshot(from int) ([]Line, <-chan struct{}, bool) {
 }
 
 // wait calls match on each line from index from on (old and new) until it
-// returns true, input ends, or the deadline passes. It returns the index of
-// the matching line.
+// returns true, input ends, the guest kernel has a CPU stuck (an error
+// wrapping ErrGuestStalled), or the deadline passes. It returns the index
+// of the matching line.
 func (b *lineBuf) wait(from int, deadline time.Time, match func(Line) bool) (int, error) {
 	i := from
 	timer := time.NewTimer(time.Until(deadline))
@@ -198,11 +209,15 @@ func (b *lineBuf) wait(from int, deadline time.Time, match func(Line) bool) (int
 			}
 		}
 		i += len(lines)
+		if err := b.stall.err(); err != nil {
+			return -1, err
+		}
 		if closed {
 			return -1, errClosed
 		}
 		select {
 		case <-changed:
+		case <-b.stall.hitC():
 		case <-timer.C:
 			return -1, errTimeout
 		}
@@ -222,6 +237,12 @@ func (b *lineBuf) tail(n int) string {
 	}
 	return sb.String()
 }
+
+// The console lines the harness adds itself, told apart from the guest's.
+const (
+	harnessPrefix = "qemu-harness: "
+	stderrPrefix  = "qemu-stderr: "
+)
 
 var (
 	errClosed  = errors.New("QEMU exited (console closed)")
@@ -275,6 +296,13 @@ func Start(t testing.TB, cfg Config) *VM {
 		}
 		if t.Failed() {
 			t.Logf("qemu: console tail:\n%s", vm.ConsoleTail(80))
+			// Whichever wait failed, the test's output names a stuck
+			// guest kernel (make test-qemu's rerun looks for it).
+			if err := vm.stall.err(); err != nil {
+				t.Logf("qemu: %v", err)
+			} else if l := vm.stall.earlier(); l != "" {
+				t.Logf("qemu: the guest kernel reported a stall that had not (yet) lasted %s: %q", hardStall, l)
+			}
 		}
 	})
 	return vm
@@ -357,7 +385,9 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 		fmt.Fprintf(opts.ConsoleLog, "# %s %s\n", plat.binary, strings.Join(args, " "))
 	}
 	vm.start = time.Now()
+	vm.stall = newStallWatch()
 	vm.console = newLineBuf(vm.start, opts.ConsoleLog)
+	vm.console.stall, vm.console.watches = vm.stall, true
 	if err := vm.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("qemu: starting %s: %w", plat.binary, err)
@@ -370,22 +400,27 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 		defer readers.Done()
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			vm.console.add("qemu-stderr: " + sc.Text())
+			vm.console.add(stderrPrefix + sc.Text())
 		}
 	}()
+	stopSilent := func() bool { return false }
+	if plat.silentFor > 0 {
+		stopSilent = time.AfterFunc(plat.silentFor, vm.stall.silent).Stop
+	}
 	go func() {
 		readers.Wait() // the pipes must be drained before Wait closes them
 		vm.exitErr = vm.cmd.Wait()
+		stopSilent() // a QEMU that exited says so itself
 		close(vm.done)
 	}()
 	vm.hard = time.AfterFunc(cfg.Timeout, func() {
-		vm.console.add(fmt.Sprintf("qemu-harness: hard deadline %s reached, killing QEMU", cfg.Timeout))
+		vm.console.add(fmt.Sprintf(harnessPrefix+"hard deadline %s reached, killing QEMU", cfg.Timeout))
 		vm.kill()
 	})
 	go func() {
 		select {
 		case <-ctx.Done():
-			vm.console.add(fmt.Sprintf("qemu-harness: %v, killing QEMU", context.Cause(ctx)))
+			vm.console.add(fmt.Sprintf(harnessPrefix+"%v, killing QEMU", context.Cause(ctx)))
 			vm.kill()
 		case <-vm.done:
 		}
@@ -593,12 +628,20 @@ func lastBytes(s string, n int) string {
 // WaitExit waits for QEMU to exit by itself and returns nil if it exited
 // with status 0.
 func (vm *VM) WaitExit(timeout time.Duration) error {
-	select {
-	case <-vm.done:
+	exited := func() error {
 		if vm.exitErr != nil {
 			return fmt.Errorf("qemu exited: %w", vm.exitErr)
 		}
 		return nil
+	}
+	select {
+	case <-vm.done:
+		return exited()
+	case <-vm.stall.hitC():
+		if vm.Exited() {
+			return exited()
+		}
+		return fmt.Errorf("qemu still running, and will not stop by itself: %w\nconsole tail:\n%s", vm.stall.err(), vm.ConsoleTail(25))
 	case <-time.After(timeout):
 		return fmt.Errorf("qemu still running %s later\nconsole tail:\n%s", timeout, vm.ConsoleTail(25))
 	}
@@ -702,6 +745,7 @@ func (vm *VM) Shell(cmd string, timeout time.Duration) (string, error) {
 		}
 		vm.shell = c
 		vm.shBuf = newLineBuf(vm.start, nil)
+		vm.shBuf.stall = vm.stall
 		go vm.shBuf.feed(c)
 	}
 	vm.shSeq++
@@ -721,6 +765,9 @@ func (vm *VM) Shell(cmd string, timeout time.Duration) (string, error) {
 		_, err := vm.shBuf.wait(from, wait, func(l Line) bool { return strings.TrimSpace(l.Text) == ready })
 		if err == nil {
 			break
+		}
+		if errors.Is(err, ErrGuestStalled) {
+			return "", fmt.Errorf("waiting for the debug shell on ttyS1: %w", err)
 		}
 		if errors.Is(err, errClosed) || time.Now().After(deadline) {
 			return "", fmt.Errorf("the debug shell on ttyS1 did not answer within %s (is berth.debugshell=ttyS1 working and /bin/sh in the image?): %w\nshell tail:\n%s",

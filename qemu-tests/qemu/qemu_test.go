@@ -15,7 +15,8 @@ import (
 
 func fakeVM(lines ...string) (*VM, *io.PipeWriter) {
 	r, w := io.Pipe()
-	vm := &VM{console: newLineBuf(time.Now(), nil), done: make(chan struct{})}
+	vm := &VM{console: newLineBuf(time.Now(), nil), done: make(chan struct{}), stall: newStallWatch()}
+	vm.console.stall, vm.console.watches = vm.stall, true
 	go vm.console.feed(r)
 	for _, l := range lines {
 		io.WriteString(w, l+"\r\n")
@@ -45,6 +46,84 @@ func TestExpectOldAndNewLines(t *testing.T) {
 	_, err = vm.Expect(regexp.MustCompile(`never`), 5*time.Second)
 	if !errors.Is(err, errClosed) {
 		t.Fatalf("closed console: %v", err)
+	}
+}
+
+// The lines are CI's of 2026-11-30 (TestStorageRAID0AndReboot): an RCU
+// stall and a short soft lockup, which a starved host can cause and the
+// guest outlive, leave the waits running; a CPU stuck for 104 s ends them
+// all at once, each with an error that quotes the kernel.
+func TestStalledGuestEndsWaits(t *testing.T) {
+	rcu := "[   99.272629] rcu: INFO: rcu_preempt self-detected stall on CPU"
+	vm, w := fakeVM(
+		"[ 11861ms] services: service ready service=kubelet",
+		rcu,
+		"[   99.272629] rcu: \t1-...!: (1 GPs behind) idle=1dcc/1/0x4000000000000000 softirq=1488/1489 fqs=0",
+		"[   44.530489] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [containerd:162]",
+	)
+	defer w.Close()
+	_, err := vm.Expect(regexp.MustCompile(`never`), 300*time.Millisecond)
+	if !errors.Is(err, errTimeout) {
+		t.Fatalf("a 22 s soft lockup must not end a wait: %v", err)
+	}
+	if got := vm.stall.earlier(); got != rcu {
+		t.Errorf("earlier stall line = %q, want the RCU line", got)
+	}
+	io.WriteString(w, "[  124.530489] watchdog: BUG: soft lockup - CPU#0 stuck for 104s! [berth:292]\n")
+	_, err = vm.Expect(regexp.MustCompile(`never`), time.Minute)
+	if !errors.Is(err, ErrGuestStalled) {
+		t.Fatalf("Expect after a 104 s soft lockup: %v", err)
+	}
+	for _, want := range []string{"stuck for 104s! [berth:292]", "after \"" + rcu, ErrGuestStalled.Error()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if vm.stall.earlier() != "" {
+		t.Errorf("earlier() must be empty once a CPU counts as stuck: %q", vm.stall.earlier())
+	}
+	if _, err := vm.Report(time.Minute); !errors.Is(err, ErrGuestStalled) {
+		t.Errorf("Report: %v", err)
+	}
+	if err := vm.WaitExit(time.Minute); !errors.Is(err, ErrGuestStalled) {
+		t.Errorf("WaitExit: %v", err)
+	}
+	// A line that came before the stall is still found.
+	if _, err := vm.Expect(regexp.MustCompile(`service ready`), time.Minute); err != nil {
+		t.Errorf("Expect of a line already there: %v", err)
+	}
+	// The shell's buffer shares the watch but is not fed by it: a command
+	// printing the kernel's words (dmesg) is not a stall.
+	sh := newLineBuf(time.Now(), nil)
+	sh.stall = newStallWatch()
+	sh.add("[  124.530489] watchdog: BUG: soft lockup - CPU#0 stuck for 104s! [berth:292]")
+	if err := sh.stall.err(); err != nil {
+		t.Errorf("a shell line fed the watch: %v", err)
+	}
+}
+
+// A guest that prints nothing at all, not even a failing kernel's error,
+// hung before berth's first line (TestJoinFailureSaysWhy here,
+// 2026-11-30); QEMU's own lines and the harness's are not the guest's.
+func TestSilentGuestHung(t *testing.T) {
+	s := newStallWatch()
+	s.see(stderrPrefix + "qemu-system-x86_64: warning: host doesn't support requested feature")
+	s.see(harnessPrefix + "hard deadline 8m0s reached, killing QEMU")
+	s.silent()
+	err := s.err()
+	if !errors.Is(err, ErrGuestStalled) || !strings.Contains(err.Error(), "not one console line") {
+		t.Fatalf("silent guest: %v", err)
+	}
+	select {
+	case <-s.hitC():
+	default:
+		t.Error("waits are not woken")
+	}
+	s = newStallWatch()
+	s.see("[ 2993ms] early: berth starting version=v1")
+	s.silent()
+	if err := s.err(); err != nil {
+		t.Errorf("a guest that spoke: %v", err)
 	}
 }
 
