@@ -61,9 +61,10 @@ func platformFor(arch string) (platform, error) {
 			shellArgs: []string{"-device", "virtio-serial-pci,id=vser0", "-device", "virtconsole,bus=vser0.0,chardev=sh0"},
 			fwCode:    AAVMFCode, fwVars: AAVMFVars, fwPackage: "qemu-efi-aarch64",
 			kernelViaUEFI: true,
-			// No silentFor: when an aarch64 guest's first line comes
-			// under a loaded host has not been measured here, and a
-			// guess too short would fail good boots.
+			// No silentFor: AAVMF prints a line within a second
+			// (berth's first comes 7-12 s in, 2026-11-30), so a
+			// silent console would only catch a hang before the
+			// firmware, not the kernel's.
 		}, nil
 	}
 	return platform{}, fmt.Errorf("qemu: architecture %q: want amd64 or arm64", arch)
