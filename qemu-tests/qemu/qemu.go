@@ -140,6 +140,13 @@ func newLineBuf(start time.Time, sink io.Writer) *lineBuf {
 	return &lineBuf{changed: make(chan struct{}), start: start, sink: sink}
 }
 
+// newConsole is the buffer of the guest's console, whose lines feed s.
+func newConsole(start time.Time, sink io.Writer, s *stallWatch) *lineBuf {
+	b := newLineBuf(start, sink)
+	b.stall, b.watches = s, true
+	return b
+}
+
 func (b *lineBuf) add(text string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -386,8 +393,7 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 	}
 	vm.start = time.Now()
 	vm.stall = newStallWatch()
-	vm.console = newLineBuf(vm.start, opts.ConsoleLog)
-	vm.console.stall, vm.console.watches = vm.stall, true
+	vm.console = newConsole(vm.start, opts.ConsoleLog, vm.stall)
 	if err := vm.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("qemu: starting %s: %w", plat.binary, err)
@@ -405,7 +411,7 @@ func Boot(ctx context.Context, cfg Config, opts BootOptions) (*VM, error) {
 	}()
 	stopSilent := func() bool { return false }
 	if plat.silentFor > 0 {
-		stopSilent = time.AfterFunc(plat.silentFor, vm.stall.silent).Stop
+		stopSilent = time.AfterFunc(plat.silentFor, func() { vm.stall.silent(plat.silentFor) }).Stop
 	}
 	go func() {
 		readers.Wait() // the pipes must be drained before Wait closes them

@@ -15,8 +15,8 @@ import (
 
 func fakeVM(lines ...string) (*VM, *io.PipeWriter) {
 	r, w := io.Pipe()
-	vm := &VM{console: newLineBuf(time.Now(), nil), done: make(chan struct{}), stall: newStallWatch()}
-	vm.console.stall, vm.console.watches = vm.stall, true
+	vm := &VM{done: make(chan struct{}), stall: newStallWatch()}
+	vm.console = newConsole(time.Now(), nil, vm.stall)
 	go vm.console.feed(r)
 	for _, l := range lines {
 		io.WriteString(w, l+"\r\n")
@@ -109,7 +109,7 @@ func TestSilentGuestHung(t *testing.T) {
 	s := newStallWatch()
 	s.see(stderrPrefix + "qemu-system-x86_64: warning: host doesn't support requested feature")
 	s.see(harnessPrefix + "hard deadline 8m0s reached, killing QEMU")
-	s.silent()
+	s.silent(silentFor)
 	err := s.err()
 	if !errors.Is(err, ErrGuestStalled) || !strings.Contains(err.Error(), "not one console line") {
 		t.Fatalf("silent guest: %v", err)
@@ -121,7 +121,7 @@ func TestSilentGuestHung(t *testing.T) {
 	}
 	s = newStallWatch()
 	s.see("[ 2993ms] early: berth starting version=v1")
-	s.silent()
+	s.silent(silentFor)
 	if err := s.err(); err != nil {
 		t.Errorf("a guest that spoke: %v", err)
 	}

@@ -30,7 +30,7 @@ import (
 )
 
 func main() {
-	max := flag.Int("max", 2, "most hung tests to run again")
+	limit := flag.Int("max", 2, "most hung tests to run again")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: stalled [-max N] LOG")
@@ -42,7 +42,7 @@ func main() {
 		os.Exit(2)
 	}
 	defer f.Close()
-	names, err := hungOnly(f, *max)
+	names, err := hungOnly(f, *limit)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stalled: %s: not run again: %v\n", flag.Arg(0), err)
 		return
@@ -57,8 +57,8 @@ var (
 
 // hungOnly returns the top-level tests that failed, in order, when each of
 // them failed with the harness's ErrGuestStalled in its output and there
-// are at most max; otherwise an error saying why the failure stands.
-func hungOnly(log io.Reader, max int) ([]string, error) {
+// are at most limit; otherwise an error saying why the failure stands.
+func hungOnly(log io.Reader, limit int) ([]string, error) {
 	marker := qemu.ErrGuestStalled.Error()
 	hung := map[string]bool{}
 	var failed []string
@@ -100,8 +100,8 @@ func hungOnly(log io.Reader, max int) ([]string, error) {
 	switch {
 	case len(plain) > 0:
 		return nil, fmt.Errorf("%s failed with no hung guest kernel", strings.Join(plain, ", "))
-	case len(failed) > max:
-		return nil, fmt.Errorf("%d tests hit a hung guest kernel (%s), more than the %d run again", len(failed), strings.Join(failed, ", "), max)
+	case len(failed) > limit:
+		return nil, fmt.Errorf("%d tests hit a hung guest kernel (%s), more than the %d run again", len(failed), strings.Join(failed, ", "), limit)
 	}
 	return failed, nil
 }
