@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/berth-node/berth/init/kmod"
+	"github.com/berth-node/berth/internal/efivar"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/hostfs"
 	"github.com/berth-node/berth/mounts/localstorage"
@@ -39,6 +40,7 @@ func phaseHost(ctx context.Context, b *boot, log *slog.Logger) error {
 			opts.NoBPFPreload = true
 		}
 	}
+	b.rep.Firmware = firmwareState(ctx, b, log)
 	res, err := hostfs.Run(ctx, log, opts)
 	b.rep.Host = res
 	// From here on (the FORWARD policy's nf_tables is the first request of
@@ -93,4 +95,26 @@ func bootIDPrefix() string {
 		s = s[:8]
 	}
 	return s
+}
+
+// firmwareState mounts efivarfs (read-only) on a UEFI boot and reads what
+// the firmware says of Secure Boot and systemd-boot of the entry it
+// started; nil on a boot without UEFI.
+func firmwareState(ctx context.Context, b *boot, log *slog.Logger) *efivar.Firmware {
+	if _, err := os.Stat(efivar.FirmwareDir); err != nil {
+		return nil
+	}
+	if err := b.loadModules(ctx, log, "efivarfs"); err != nil {
+		log.Warn("efivarfs module not loaded", "err", err)
+	}
+	if _, err := efivar.Mount(); err != nil {
+		log.Warn("UEFI variables unreadable; the report cannot say whether Secure Boot is on", "err", err)
+		return &efivar.Firmware{UEFI: true, Error: err.Error()}
+	}
+	f := efivar.State(efivar.Dir)
+	log.Info("firmware", "uefi", f.UEFI, "secure_boot", f.SecureBoot, "setup_mode", f.SetupMode, "loader", f.Loader, "entry", f.Entry)
+	if f.Error != "" {
+		log.Warn("UEFI variables", "err", f.Error)
+	}
+	return &f
 }

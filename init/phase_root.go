@@ -14,6 +14,7 @@ import (
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/diskboot"
+	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/mounts/verity"
 )
 
@@ -31,14 +32,15 @@ func phaseRoot(ctx context.Context, b *boot, log *slog.Logger) error {
 		return err
 	}
 	if v, ok := b.cl.Get(verity.ParamKey); ok {
-		return switchToVerityRoot(ctx, b, log, v, "")
+		slot, _ := b.cl.Get(partition.SlotKey)
+		return switchToVerityRoot(ctx, b, log, v, slot, "")
 	}
 	if b.cfg.Root == "" {
 		log.Info("staying on the initramfs (berth.root=none)")
 		return nil
 	}
 	if r := rootDisk(b.node.manifest); r != nil && !b.cfg.RootSet {
-		return switchToVerityRoot(ctx, b, log, r.Verity, r.Serial)
+		return switchToVerityRoot(ctx, b, log, r.Verity, "", r.Serial)
 	}
 	carry, release := b.rootModules()
 	res, err := mounts.SwitchRoot(ctx, log, mounts.SwitchRootOptions{
@@ -69,13 +71,15 @@ func rootDisk(m *manifest.Manifest) *manifest.Root {
 	return m.Root
 }
 
-// switchToVerityRoot is phaseRoot on a disk boot (berth.verity=value) or,
-// with serial, on the manifest's root disk: mounts/diskboot does the work,
-// with PID 1's module loading, reaper and manifest tools.
-func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value, serial string) error {
+// switchToVerityRoot is phaseRoot on a disk boot (berth.verity=value and
+// berth.slot=slot) or, with serial, on the manifest's root disk:
+// mounts/diskboot does the work, with PID 1's module loading, reaper and
+// manifest tools.
+func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value, slot, serial string) error {
 	carry, release := b.rootModules()
 	opts := diskboot.Options{
 		Verity:   value,
+		Slot:     slot,
 		Serial:   serial,
 		Run:      b.reaper.Output,
 		NewRoot:  newRoot,

@@ -85,8 +85,11 @@ func (r *SwitchResult) ReleaseOld(log *slog.Logger) ([]string, int64) {
 // boot report.
 type VerityRoot struct {
 	Partition string `json:"partition"` // e.g. /dev/nvme0n1p2
-	Device    string `json:"device"`    // e.g. /dev/dm-0
-	RootHash  string `json:"rootHash"`
+	// Slot is the disk image's root slot ("a" or "b") the partition is;
+	// empty for a direct-kernel boot's root disk.
+	Slot     string `json:"slot,omitempty"`
+	Device   string `json:"device"` // e.g. /dev/dm-0
+	RootHash string `json:"rootHash"`
 	// Verified says the whole device was read once before the switch, so
 	// every block matched the root hash.
 	Verified  bool  `json:"verified"`

@@ -20,14 +20,19 @@
 //	    behind dm-verity; an image whose manifest names none loop-mounts
 //	    /root.erofs. berth.root=none stays on the initramfs (tests, rescue).
 //	berth.verity=sha256:ROOTHASH:SALT:DATABLOCKS:HASHSTARTBLOCK
-//	    Disk boot (make disk): the root is the GPT partition named
-//	    berth-root, holding the erofs image followed by its dm-verity hash
-//	    tree. berth sets up a verity device over it with these parameters
-//	    (4096-byte blocks), reads it whole once, and switches to it;
-//	    berth.root is then ignored. The image build appends it to the UKI's
-//	    command line. A malformed value, a missing partition or a block that
-//	    does not match the hash stops the boot: berth never boots a root
-//	    it cannot verify.
+//	    Disk boot (make disk): the root is the GPT partition of the slot
+//	    berth.slot= names, holding the erofs image followed by its
+//	    dm-verity hash tree. berth sets up a verity device over it with
+//	    these parameters (4096-byte blocks), reads it whole once, and
+//	    switches to it; berth.root is then ignored. The image build appends
+//	    it to the UKI's command line. A malformed value, a missing partition
+//	    or a block that does not match the hash stops the boot: berth never
+//	    boots a root it cannot verify.
+//	berth.slot=a|b
+//	    Disk boot: the root slot, partition berth-root-a or berth-root-b,
+//	    that berth.verity= describes. The image build seals it into the
+//	    UKI's command line beside berth.verity=; a disk boot without it
+//	    stops. berth never mounts the other slot.
 //	berth.loglevel=debug|info|warn|error
 //	    Lowest level printed on the console and /dev/kmsg. Default info.
 //	berth.exec="PROG ARG..."
@@ -73,6 +78,7 @@ import (
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/internal/syntax"
+	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/mounts/verity"
 	"github.com/berth-node/berth/network"
 )
@@ -336,7 +342,7 @@ const (
 func knownKeys() []string {
 	return []string{
 		KeyOnFail, KeyRoot, KeyLogLevel, KeyExec, KeyDebugShell, KeyNTP,
-		verity.ParamKey, imds.CmdlineKey, nodeconfig.CmdlineConfigKey,
+		verity.ParamKey, partition.SlotKey, imds.CmdlineKey, nodeconfig.CmdlineConfigKey,
 		network.KeyNet, network.KeyIP, network.KeyGateway, network.KeyDNS, network.KeyMTU, network.KeyIface,
 		network.KeyHostname, network.KeyIPv6, network.KeyTimeout,
 	}

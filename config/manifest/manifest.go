@@ -97,8 +97,27 @@ type Disk struct {
 	Path   string `json:"path"` // file name beside the manifest, disk.raw
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
-	// Cmdline is the command line in the UKI, berth.verity= included.
+	// Cmdline is the command line in the UKI, berth.slot= and
+	// berth.verity= included.
 	Cmdline string `json:"cmdline"`
+	// UKI is the UKI's path on the ESP (EFI/Linux/berth-<version>.efi),
+	// and Slot the root slot its command line names.
+	UKI  string `json:"uki,omitempty"`
+	Slot string `json:"slot,omitempty"`
+	// SignedBy is the certificate systemd-boot and the UKI are signed
+	// with for UEFI Secure Boot; nil for an unsigned disk, which boots
+	// only with Secure Boot off.
+	SignedBy *DiskSigner `json:"signedBy,omitempty"`
+	// EnrollKeys says the ESP carries the Secure Boot keys for
+	// systemd-boot to enroll on a machine in setup mode.
+	EnrollKeys bool `json:"enrollKeys,omitempty"`
+}
+
+// DiskSigner names the db certificate a disk is signed with.
+type DiskSigner struct {
+	Subject string `json:"subject"`
+	// CertSHA256 is the SHA-256 of the certificate's DER, hex.
+	CertSHA256 string `json:"certSHA256"`
 }
 
 // Image is one OCI image tarball in the image.

@@ -32,6 +32,7 @@ import (
 	"github.com/berth-node/berth/config/accepts"
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/disk"
+	"github.com/berth-node/berth/image/disk/esp"
 	"github.com/berth-node/berth/image/elfarch"
 	"github.com/berth-node/berth/image/elfdeps"
 	"github.com/berth-node/berth/image/erofs"
@@ -97,6 +98,14 @@ type Inputs struct {
 	// console); the spec's kernelArgs and berth.verity= are appended.
 	// DefaultDiskCmdline when empty.
 	DiskCmdline string
+	// DiskSign, when set, signs the disk's EFI binaries (systemd-boot and
+	// the UKI) for Secure Boot, and DiskSigner says with what, for the
+	// manifest. Without it the disk is unsigned, and the manifest says so.
+	DiskSign   func(pe []byte) ([]byte, error)
+	DiskSigner *manifest.DiskSigner
+	// DiskEnrollKeys are PK.auth, KEK.auth and db.auth, put on the ESP for
+	// systemd-boot to enroll on a machine in setup mode (disk.Inputs).
+	DiskEnrollKeys []esp.File
 	// Sysroot is where the spec's absolute host paths (programs, their
 	// libraries and plugins, files) are read: another architecture's
 	// packages unpacked (make sysroot ARCH=arm64). The builder's own /
@@ -250,7 +259,11 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 			return nil, err
 		}
 		dres = &r
-		m.Disk = &manifest.Disk{Path: filepath.Base(in.Disk), Size: r.Layout.Size(), SHA256: r.SHA256, Cmdline: r.Cmdline}
+		m.Disk = &manifest.Disk{Path: filepath.Base(in.Disk), Size: r.Layout.Size(), SHA256: r.SHA256, Cmdline: r.Cmdline,
+			UKI: r.UKI, Slot: string(r.Slot), EnrollKeys: r.Enroll}
+		if r.Signed {
+			m.Disk.SignedBy = in.DiskSigner
+		}
 		// The manifest beside the image says what the disk is; the one in
 		// the initramfs (above) cannot.
 		mjson, err = json.MarshalIndent(m, "", "  ")
@@ -348,8 +361,8 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, mods *moduleSet
 	}
 	cmd = strings.Join(append([]string{cmd}, m.KernelArgs...), " ")
 	return disk.Assemble(ctx, log, in.Disk, disk.Inputs{
-		RootFS: rootOut, RootFSSize: m.Root.Size, Kernel: vmlinuz, Initrd: initrd, OSRelease: []byte(osRelease(in.BerthVersion)),
-		Cmdline: cmd, Epoch: in.MTime, Arch: archOf(in),
+		RootFS: rootOut, RootFSSize: m.Root.Size, Kernel: vmlinuz, Initrd: initrd, Version: in.BerthVersion,
+		Cmdline: cmd, Epoch: in.MTime, Arch: archOf(in), Sign: in.DiskSign, EnrollKeys: in.DiskEnrollKeys,
 	})
 }
 
@@ -424,12 +437,6 @@ func checkKernel(name string, data []byte, arch string) error {
 	return nil
 }
 
-// osRelease is the image's /etc/os-release, also the UKI's .osrel.
-func osRelease(version string) string {
-	return fmt.Sprintf("NAME=berth\nID=berth\nPRETTY_NAME=\"berth %s\"\nVERSION_ID=%s\nHOME_URL=\"https://github.com/berth-node/berth\"\n",
-		version, version)
-}
-
 // KernelVersion returns the one <kver> under dir/lib/modules.
 func KernelVersion(dir string) (string, error) {
 	ents, err := os.ReadDir(filepath.Join(dir, "lib", "modules"))
@@ -453,7 +460,7 @@ func rootTree(ctx context.Context, log *slog.Logger, in Inputs, m *manifest.Mani
 	if err := t.AddFile(RootBerthPath, in.Berth, 0o755); err != nil {
 		return nil, err
 	}
-	if err := t.AddData("/etc/os-release", []byte(osRelease(in.BerthVersion)), 0o644); err != nil {
+	if err := t.AddData("/etc/os-release", []byte(disk.OSRelease(in.BerthVersion)), 0o644); err != nil {
 		return nil, err
 	}
 	if err := addLayer(ctx, t, in.Spec.Root, in, m); err != nil {

@@ -36,19 +36,32 @@ func writeRand(t *testing.T, path string, n int, seed byte) []byte {
 	return b
 }
 
+// testSign stands in for Authenticode (image/secureboot signs for real,
+// and the firmware judges it under QEMU): a marker after the PE, so the
+// test sees which files were signed and that signing came last.
+func testSign(pe []byte) ([]byte, error) { return append(pe, "SIGNED-BY-TEST"...), nil }
+
 // TestAssemble builds disk.raw from a stand-in root filesystem, kernel and
 // initramfs (CI needs cryptsetup-bin, dosfstools, mtools, systemd-boot-efi)
-// and checks what the boot depends on: the table reads back; the root
-// partition holds the filesystem and a hash tree veritysetup accepts for
-// the root hash; the UKI in the ESP carries that root hash in berth.verity=;
+// and checks what the boot depends on: the table reads back with both
+// root slots; slot a holds the filesystem and a hash tree veritysetup
+// accepts for the root hash, slot b is as large and empty; the ESP holds
+// systemd-boot at the removable-media path, its loader.conf, the keys to
+// enroll, and the UKI under EFI/Linux named for the version, whose command
+// line names slot a and carries the root hash, each EFI binary signed;
 // and a second build (later, so clocks would show) is byte-identical.
 func TestAssemble(t *testing.T) {
 	dir := t.TempDir()
 	rootfs := writeRand(t, filepath.Join(dir, "root.erofs"), 300*4096, 1)
 	writeRand(t, filepath.Join(dir, "vmlinuz"), 200000, 2)
 	writeRand(t, filepath.Join(dir, "initrd"), 100000, 3)
+	var keys []esp.File
+	for _, k := range []string{"PK.auth", "KEK.auth", "db.auth"} {
+		writeRand(t, filepath.Join(dir, k), 1500, 4)
+		keys = append(keys, esp.File{Path: k, Src: filepath.Join(dir, k)})
+	}
 	in := Inputs{RootFS: filepath.Join(dir, "root.erofs"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd"),
-		OSRelease: []byte("ID=berth\n"), Cmdline: "console=ttyS0"}
+		Cmdline: "console=ttyS0", Version: "v1.2-3-gabcdef", Sign: testSign, EnrollKeys: keys}
 	log := slog.New(slog.DiscardHandler)
 	out := filepath.Join(dir, "disk.raw")
 	r, err := Assemble(context.Background(), log, out, in)
@@ -66,11 +79,28 @@ func TestAssemble(t *testing.T) {
 	if err != nil || len(img) != int(r.Layout.Size()) {
 		t.Fatalf("reading back the table: %v (%d bytes)", err, len(img))
 	}
-	rootP, _, _ := l.Find(partition.NameRoot)
+	var names []string
+	for _, p := range l.Parts {
+		names = append(names, p.Name)
+	}
+	if strings.Join(names, " ") != "ESP berth-root-a berth-root-b berth-data" {
+		t.Fatalf("partitions %v", names)
+	}
+	rootP, _, _ := l.Find(partition.SlotA.PartName())
+	slotB, _, _ := l.Find(partition.SlotB.PartName())
 	espP, _, _ := l.Find(partition.NameESP)
 	rootPart := img[rootP.Offset() : rootP.Offset()+rootP.Size()]
 	if !bytes.Equal(rootPart[:len(rootfs)], rootfs) {
-		t.Fatal("root partition does not start with the root filesystem")
+		t.Fatal("slot a does not start with the root filesystem")
+	}
+	if slotB.Size() != rootP.Size() || rootP.Size() < SlotSize(int64(len(rootfs))) {
+		t.Fatalf("slots of %d and %d bytes, want both SlotSize(%d) = %d", rootP.Size(), slotB.Size(), len(rootfs), SlotSize(int64(len(rootfs))))
+	}
+	if b := img[slotB.Offset() : slotB.Offset()+slotB.Size()]; !bytes.Equal(b, make([]byte, len(b))) {
+		t.Fatal("slot b of a new disk is not empty")
+	}
+	if r.Slot != partition.SlotA || r.UKI != "EFI/Linux/berth-v1.2-3-gabcdef.efi" || !r.Signed || !r.Enroll {
+		t.Fatalf("result %+v", r)
 	}
 	rp := filepath.Join(dir, "rootpart")
 	if err := os.WriteFile(rp, rootPart, 0o644); err != nil {
@@ -88,15 +118,42 @@ func TestAssemble(t *testing.T) {
 	if err := os.WriteFile(ep, img[espP.Offset():espP.Offset()+espP.Size()], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ukiBytes, err := exec.Command("mtype", "-i", ep, "::/"+esp.BootPath).Output()
-	if err != nil {
-		t.Fatalf("reading the UKI from the ESP: %v", err)
+	read := func(path string) []byte {
+		t.Helper()
+		b, err := exec.Command("mtype", "-i", ep, "::/"+path).Output()
+		if err != nil {
+			t.Fatalf("reading %s from the ESP: %v", path, err)
+		}
+		return b
 	}
-	want := "console=ttyS0 " + mverity.ParamKey + "=" + r.Verity.String()
+	ukiBytes := read(r.UKI)
+	want := "console=ttyS0 berth.slot=a " + mverity.ParamKey + "=" + r.Verity.String()
 	if r.Cmdline != want || !bytes.Contains(ukiBytes, []byte(want)) {
 		t.Fatalf("UKI command line %q not found (want %q)", r.Cmdline, want)
 	}
-	p, err := mverity.ParseParam(strings.TrimPrefix(want, "console=ttyS0 "+mverity.ParamKey+"="))
+	if !bytes.Contains(ukiBytes, []byte("VERSION_ID=v1.2-3-gabcdef\n")) {
+		t.Error("the UKI's .osrel lacks the version systemd-boot orders entries by")
+	}
+	sdboot, err := os.ReadFile("/usr/lib/systemd/boot/efi/systemd-bootx64.efi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(esp.BootPath); !bytes.Equal(got, append(sdboot, "SIGNED-BY-TEST"...)) {
+		t.Errorf("%s is not systemd-boot, signed (%d bytes)", esp.BootPath, len(got))
+	}
+	if !bytes.HasSuffix(ukiBytes, []byte("SIGNED-BY-TEST")) {
+		t.Error("the UKI is not signed, or was changed after signing")
+	}
+	if got := string(read("loader/loader.conf")); got != LoaderConf(true) || !strings.Contains(got, "secure-boot-enroll force\n") || !strings.Contains(got, "editor no\n") {
+		t.Errorf("loader.conf %q", got)
+	}
+	for _, k := range keys {
+		want, _ := os.ReadFile(k.Src)
+		if got := read("loader/keys/auto/" + k.Path); !bytes.Equal(got, want) {
+			t.Errorf("loader/keys/auto/%s differs from %s", k.Path, k.Src)
+		}
+	}
+	p, err := mverity.ParseParam(strings.TrimPrefix(want, "console=ttyS0 berth.slot=a "+mverity.ParamKey+"="))
 	if err != nil || p.RootHash != r.RootHash {
 		t.Fatalf("command line does not parse back: %+v %v", p, err)
 	}
@@ -126,18 +183,19 @@ func peMachine(t *testing.T, b []byte) uint16 {
 	return f.FileHeader.Machine
 }
 
-// asArm64Stub copies the host's x86-64 stub with its PE machine set to
-// arm64's: Assemble reads only the header and section table, so the test
-// needs no systemd-boot-efi:arm64 (which only make deps ARCH=arm64 installs).
-func asArm64Stub(t *testing.T) string {
+// asArm64Stub copies the host's x86-64 EFI binary src (the stub, or
+// systemd-boot) with its PE machine set to arm64's: Assemble reads only the
+// header and section table, so the test needs no systemd-boot-efi:arm64
+// (which only make deps ARCH=arm64 installs).
+func asArm64Stub(t *testing.T, src string) string {
 	t.Helper()
-	b, err := os.ReadFile(uki.DefaultStub)
+	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	off := int(binary.LittleEndian.Uint32(b[0x3c:]))
 	binary.LittleEndian.PutUint16(b[off+4:], pe.IMAGE_FILE_MACHINE_ARM64)
-	p := filepath.Join(t.TempDir(), "linuxaa64.efi.stub")
+	p := filepath.Join(t.TempDir(), filepath.Base(src)+".aa64")
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +224,7 @@ func arm64Inputs(t *testing.T, dir string) Inputs {
 	writeRand(t, filepath.Join(dir, "vmlinuz"), 200000, 2)
 	writeRand(t, filepath.Join(dir, "initrd"), 100000, 3)
 	return Inputs{RootFS: filepath.Join(dir, "root.erofs"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd"),
-		OSRelease: []byte("ID=berth\n"), Cmdline: "console=ttyAMA0", Arch: "arm64", Stub: asArm64Stub(t)}
+		Cmdline: "console=ttyAMA0", Arch: "arm64", Stub: asArm64Stub(t, uki.DefaultStub), BootLoader: asArm64Stub(t, "/usr/lib/systemd/boot/efi/systemd-bootx64.efi")}
 }
 
 // An arm64 disk's loader is EFI/BOOT/BOOTAA64.EFI, built on an arm64 stub
@@ -200,8 +258,18 @@ func TestAssembleArm64(t *testing.T) {
 	if m := peMachine(t, loader); m != pe.IMAGE_FILE_MACHINE_ARM64 {
 		t.Errorf("BOOTAA64.EFI is for PE machine %#x", m)
 	}
-	if !bytes.Contains(loader, []byte("console=ttyAMA0 "+mverity.ParamKey+"=")) {
-		t.Error("BOOTAA64.EFI lacks the command line")
+	if want, _ := os.ReadFile(in.BootLoader); !bytes.Equal(loader, want) {
+		t.Error("BOOTAA64.EFI is not the arm64 systemd-boot")
+	}
+	ukiBytes, err := exec.Command("mtype", "-i", ep, "::/"+r.UKI).Output()
+	if err != nil {
+		t.Fatalf("reading %s from the ESP: %v", r.UKI, err)
+	}
+	if m := peMachine(t, ukiBytes); m != pe.IMAGE_FILE_MACHINE_ARM64 {
+		t.Errorf("the UKI is for PE machine %#x", m)
+	}
+	if !bytes.Contains(ukiBytes, []byte("console=ttyAMA0 berth.slot=a "+mverity.ParamKey+"=")) {
+		t.Error("the arm64 UKI lacks the command line")
 	}
 	if err := exec.Command("mtype", "-i", ep, "::/"+esp.BootPath).Run(); err == nil {
 		t.Errorf("an arm64 ESP has %s", esp.BootPath)

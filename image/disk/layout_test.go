@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/berth-node/berth/mounts/partition"
@@ -39,9 +40,11 @@ func imageFile(t *testing.T, l partition.DiskLayout, size int64) *os.File {
 	return f
 }
 
-// TestPlan checks the layout the issue asks for: ESP, root, data in that
-// order, 1 MiB aligned, sizes rounded up to MiB, the spec's type GUIDs, the
-// root GUID from the root hash, and the backup GPT in its own last MiB.
+// TestPlan checks the layout: ESP, root slots a and b, data in that
+// order, 1 MiB aligned, sizes rounded up to MiB, both slots SlotSize of
+// the root (200 MiB + 5 bytes: 328 MiB + 5 with headroom, so 384 MiB in
+// 64 MiB units), the spec's type GUIDs, slot a's GUID from the root hash,
+// and the backup GPT in its own last MiB.
 func TestPlan(t *testing.T) {
 	l := testLayout(t)
 	want := []struct {
@@ -49,8 +52,9 @@ func TestPlan(t *testing.T) {
 		first, sector uint64
 	}{
 		{partition.NameESP, TypeESP, 2048, 30 * 2048},
-		{partition.NameRoot, TypeRootX86_64, 2048 + 30*2048, 201 * 2048},
-		{partition.NameData, partition.TypeLinuxFS, 2048 + 231*2048, 64 * 2048},
+		{"berth-root-a", TypeRootX86_64, 2048 + 30*2048, 384 * 2048},
+		{"berth-root-b", TypeRootX86_64, 2048 + 414*2048, 384 * 2048},
+		{partition.NameData, partition.TypeLinuxFS, 2048 + 798*2048, 64 * 2048},
 	}
 	if len(l.Parts) != len(want) {
 		t.Fatalf("%d partitions: %v", len(l.Parts), l)
@@ -62,7 +66,7 @@ func TestPlan(t *testing.T) {
 			t.Errorf("partition %d = %+v, want %s type %s at %d, %d sectors", i+1, p, w.name, w.typ, w.first, w.sector)
 		}
 	}
-	if l.Sectors != (1+30+201+64+1)*2048 {
+	if l.Sectors != (1+30+384+384+64+1)*2048 {
 		t.Errorf("disk %d sectors", l.Sectors)
 	}
 	if !bytes.Equal(l.Parts[1].GUID[:], testRoot[:16]) {
@@ -85,6 +89,28 @@ func TestPlan(t *testing.T) {
 	}
 	if _, err := Plan(Sizes{ESP: 1, Root: 1, Data: 1}, testRoot[:8]); err == nil {
 		t.Error("8-byte root hash accepted")
+	}
+	if _, err := Plan(Sizes{ESP: 1, Root: 100 << 20, Slot: 99 << 20, Data: 1}, testRoot); err == nil || !strings.Contains(err.Error(), "cannot hold") {
+		t.Errorf("a slot smaller than the root: %v", err)
+	}
+	// An explicit slot size is kept (rounded to MiB).
+	l3, err := Plan(Sizes{ESP: 1, Root: 100 << 20, Slot: 150 << 20, Data: 1}, testRoot)
+	if err != nil || l3.Parts[1].Size() != 150<<20 || l3.Parts[2].Size() != 150<<20 {
+		t.Errorf("explicit 150 MiB slots: %v %v", l3, err)
+	}
+}
+
+func TestSlotSize(t *testing.T) {
+	for _, c := range []struct{ root, want int64 }{
+		{1, 192 << 20},                 // 128 MiB more, in 64 MiB units
+		{128 << 20, 256 << 20},         // 128 MiB more beats half as much again
+		{256 << 20, 384 << 20},         // both give 384
+		{400 << 20, 640 << 20},         // half as much again: 600, up to 640
+		{1<<30 + 1, 1536<<20 + 64<<20}, // 1.5 GiB + a bit, up to the next 64 MiB
+	} {
+		if got := SlotSize(c.root); got != c.want || got < c.root {
+			t.Errorf("SlotSize(%d) = %d, want %d", c.root, got, c.want)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/berth-node/berth/internal/efivar"
 	"io"
 	"log/slog"
 	"os"
@@ -79,15 +80,19 @@ type Report struct {
 	// the services phase and then the supervisor's changes). Those that
 	// `berth analyze` and the tests read are typed; the others hold the
 	// writing package's own struct.
-	Root     any                  `json:"root,omitempty"`
-	Config   *Config              `json:"config,omitempty"`
-	Plan     *Plan                `json:"plan,omitempty"`
-	Apply    *Apply               `json:"apply,omitempty"`
-	Network  *network.Result      `json:"network,omitempty"`
-	Time     *timesync.Status     `json:"time,omitempty"`
-	Storage  *localstorage.Result `json:"storage,omitempty"`
-	Host     any                  `json:"host,omitempty"`
-	Services *Services            `json:"services,omitempty"`
+	Root    any                  `json:"root,omitempty"`
+	Config  *Config              `json:"config,omitempty"`
+	Plan    *Plan                `json:"plan,omitempty"`
+	Apply   *Apply               `json:"apply,omitempty"`
+	Network *network.Result      `json:"network,omitempty"`
+	Time    *timesync.Status     `json:"time,omitempty"`
+	Storage *localstorage.Result `json:"storage,omitempty"`
+	Host    any                  `json:"host,omitempty"`
+	// Firmware is the UEFI firmware's state: Secure Boot, and the boot
+	// loader and entry that started this kernel; nil on a boot without
+	// UEFI (a direct-kernel boot).
+	Firmware *efivar.Firmware `json:"firmware,omitempty"`
+	Services *Services        `json:"services,omitempty"`
 	// Shutdown is the way down once a power request came: its reason and
 	// each step with its duration, written as the steps end.
 	Shutdown any `json:"shutdown,omitempty"`

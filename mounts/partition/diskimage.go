@@ -11,10 +11,13 @@ import (
 
 // The disk image's GPT (disk.raw, which image/disk plans and assembles):
 //
-//  1. an EFI System Partition holding the unified kernel image;
-//  2. the root partition: the erofs root filesystem followed by its
-//     dm-verity hash tree;
-//  3. a small data partition, last, that berth grows to the end of the
+//  1. an EFI System Partition holding systemd-boot and the unified kernel
+//     images;
+//  2. root slot a (berth-root-a): the erofs root filesystem followed by
+//     its dm-verity hash tree;
+//  3. root slot b (berth-root-b), the same size, empty in a new image: an
+//     update writes the next version there while a runs;
+//  4. a small data partition, last, that berth grows to the end of the
 //     disk on first boot (the AMI's volume is usually larger than the
 //     image).
 //
@@ -24,10 +27,50 @@ import (
 
 // Disk image partition names, which berth looks partitions up by.
 const (
-	NameESP  = "ESP"
+	NameESP = "ESP"
+	// NameRoot is what "berth's root" is called where there is one: a
+	// direct-kernel boot's root disk has it as its serial, and each root
+	// slot's partition name starts with it (Slot.PartName).
 	NameRoot = "berth-root"
 	NameData = "berth-data"
 )
+
+// SlotKey is the kernel command line key that names the root slot a disk
+// boot mounts. The image build seals it into each UKI beside
+// berth.verity=, so the signed UKI alone decides which partition is the
+// root: berth never looks at the other slot.
+const SlotKey = "berth.slot"
+
+// Slot is one of the disk image's two root slots.
+type Slot string
+
+// The root slots. A new disk boots from SlotA; SlotB is where the next
+// version goes.
+const (
+	SlotA Slot = "a"
+	SlotB Slot = "b"
+)
+
+// ParseSlot reads a berth.slot= value.
+func ParseSlot(s string) (Slot, error) {
+	switch Slot(s) {
+	case SlotA, SlotB:
+		return Slot(s), nil
+	}
+	return "", fmt.Errorf("%s=%q: want %q or %q", SlotKey, s, SlotA, SlotB)
+}
+
+// PartName is the slot's GPT partition name: berth-root-a, berth-root-b.
+func (s Slot) PartName() string { return NameRoot + "-" + string(s) }
+
+// Other is the slot that is not s: where an update of a node running on s
+// writes.
+func (s Slot) Other() Slot {
+	if s == SlotA {
+		return SlotB
+	}
+	return SlotA
+}
 
 // DiskPart is one partition of the disk image; LBAs are inclusive.
 type DiskPart struct {

@@ -212,3 +212,17 @@ func FuzzReadDisk(f *testing.F) {
 		}
 	})
 }
+
+func TestParseSlot(t *testing.T) {
+	for in, want := range map[string]string{"a": "berth-root-a", "b": "berth-root-b"} {
+		s, err := ParseSlot(in)
+		if err != nil || s.PartName() != want || s.Other().Other() != s || s.Other() == s {
+			t.Errorf("ParseSlot(%q) = %q (%s, other %q), %v; want %s", in, s, s.PartName(), s.Other(), err, want)
+		}
+	}
+	for _, in := range []string{"", "c", "A", " a", "a\n", "berth-root-a"} {
+		if s, err := ParseSlot(in); err == nil || !strings.Contains(err.Error(), SlotKey+"=") {
+			t.Errorf("ParseSlot(%q) = %q, %v; want an error naming %s", in, s, err, SlotKey)
+		}
+	}
+}

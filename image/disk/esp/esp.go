@@ -2,10 +2,12 @@
 // disk.raw, reproducibly: mkfs.fat (dosfstools) with --invariant and a
 // volume ID the caller derives from content, and mtools' mmd/mcopy to put
 // files in without mounting (no root, no loop device), with
-// SOURCE_DATE_EPOCH fixing every directory entry's timestamps. Only 8.3
-// upper-case names are accepted, so no VFAT long-name entries (whose
-// checksums and ordering would be one more thing to keep stable) are
-// written; the removable-media path /EFI/BOOT/BOOTX64.EFI is one.
+// SOURCE_DATE_EPOCH fixing every directory entry's timestamps. Names are
+// kept to a small portable set (letters, digits, ".", "_", "-", "+") and
+// files are put in sorted order, so mtools writes the same VFAT long-name
+// entries and short aliases every time; systemd-boot needs long names
+// (EFI/Linux/berth-<version>.efi, loader/loader.conf), and a UKI's boot
+// counter ("+3") is part of its name.
 package esp
 
 import (
@@ -144,20 +146,22 @@ func plan(files []File) ([]string, error) {
 		if f.Path == "" || path.Clean(f.Path) != f.Path || strings.HasPrefix(f.Path, "/") || strings.HasPrefix(f.Path, "..") {
 			return nil, fmt.Errorf("path %q is not a clean relative path", f.Path)
 		}
-		if seen[f.Path] {
-			return nil, fmt.Errorf("path %q given twice", f.Path)
+		// FAT compares names without case.
+		key := strings.ToUpper(f.Path)
+		if seen[key] {
+			return nil, fmt.Errorf("path %q given twice (FAT names ignore case)", f.Path)
 		}
 		for _, c := range strings.Split(f.Path, "/") {
-			if !shortName(c) {
-				return nil, fmt.Errorf("path %q: %q is not an upper-case 8.3 name", f.Path, c)
+			if !portableName(c) {
+				return nil, fmt.Errorf("path %q: %q is not a name of at most %d letters, digits, '.', '_', '-' or '+' (not starting with '.')", f.Path, c, maxName)
 			}
 		}
-		seen[f.Path] = true
+		seen[key] = true
 		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
-			if seen[d] {
+			if seen[strings.ToUpper(d)] {
 				continue
 			}
-			seen[d] = true
+			seen[strings.ToUpper(d)] = true
 			dirs = append(dirs, d)
 		}
 	}
@@ -166,13 +170,16 @@ func plan(files []File) ([]string, error) {
 	return dirs, nil
 }
 
-func shortName(c string) bool {
-	base, ext, _ := strings.Cut(c, ".")
-	if base == "" || len(base) > 8 || len(ext) > 3 || strings.Contains(ext, ".") {
+// maxName bounds one path component: far below VFAT's 255, and enough
+// for a UKI's versioned name with its boot counter.
+const maxName = 100
+
+func portableName(c string) bool {
+	if c == "" || len(c) > maxName || c[0] == '.' {
 		return false
 	}
-	for _, r := range base + ext {
-		if !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-~!#$%&'(){}^@`", r)) {
+	for _, r := range c {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("._-+", r)) {
 			return false
 		}
 	}

@@ -37,13 +37,17 @@ func TestBuild(t *testing.T) {
 	if err := os.WriteFile(src, payload, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files := []File{{Path: BootPath, Src: src}, {Path: "BERTH.TXT", Src: src}}
+	// systemd-boot's layout: long, mixed-case names (VFAT long-name
+	// entries and their short aliases must come out the same each time).
+	files := []File{{Path: BootPath, Src: src}, {Path: "BERTH.TXT", Src: src},
+		{Path: "EFI/Linux/berth-v1.2-3-gabcdef.efi", Src: src}, {Path: "EFI/Linux/berth-v1.2-4-g012345+3.efi", Src: src},
+		{Path: "loader/loader.conf", Src: src}}
 	a := build(t, dir, "a.img", files)
 	time.Sleep(2100 * time.Millisecond)
 	if err := os.Chtimes(src, time.Now(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	b := build(t, dir, "b.img", []File{files[1], files[0]})
+	b := build(t, dir, "b.img", []File{files[4], files[1], files[3], files[0], files[2]})
 	if len(a) != 64<<20 {
 		t.Fatalf("image is %d bytes", len(a))
 	}
@@ -54,6 +58,16 @@ func TestBuild(t *testing.T) {
 	got, err := exec.Command("mtype", "-i", img, "::/"+BootPath).Output()
 	if err != nil || !bytes.Equal(got, payload) {
 		t.Fatalf("reading %s back: %v (%d bytes, want %d)", BootPath, err, len(got), len(payload))
+	}
+	for _, f := range files[2:] {
+		got, err := exec.Command("mtype", "-i", img, "::/"+f.Path).Output()
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("reading %s back: %v (%d bytes, want %d)", f.Path, err, len(got), len(payload))
+		}
+	}
+	names, err := exec.Command("mdir", "-b", "-i", img, "::/EFI/Linux").CombinedOutput()
+	if err != nil || !strings.Contains(string(names), "berth-v1.2-4-g012345+3.efi") {
+		t.Fatalf("mdir -b ::/EFI/Linux: %v\n%s; want the long name kept, case and '+' included", err, names)
 	}
 	ls, err := exec.Command("mdir", "-i", img, "::/EFI/BOOT").CombinedOutput()
 	if err != nil || !strings.Contains(string(ls), "Serial Number is 1234-ABCD") || !strings.Contains(string(ls), "1980-01-01") {
@@ -74,8 +88,10 @@ func TestBuildRejects(t *testing.T) {
 		"size not MiB":   {Options{Size: 1<<20 + 1}, nil},
 		"long label":     {Options{Size: 1 << 20, Label: "ABCDEFGHIJKL"}, nil},
 		"early epoch":    {Options{Size: 1 << 20, Epoch: 1}, nil},
-		"long name":      {Options{Size: 1 << 20}, []File{{Path: "EFI/BOOT/BOOTX64LONG.EFI", Src: "x"}}},
-		"lower case":     {Options{Size: 1 << 20}, []File{{Path: "efi/boot/bootx64.efi", Src: "x"}}},
+		"too long":       {Options{Size: 1 << 20}, []File{{Path: "EFI/Linux/" + strings.Repeat("x", 101), Src: "x"}}},
+		"space":          {Options{Size: 1 << 20}, []File{{Path: "EFI/Linux/a b.efi", Src: "x"}}},
+		"dot file":       {Options{Size: 1 << 20}, []File{{Path: "EFI/.hidden", Src: "x"}}},
+		"case twice":     {Options{Size: 1 << 20}, []File{{Path: "loader/x", Src: "x"}, {Path: "LOADER/X", Src: "y"}}},
 		"absolute":       {Options{Size: 1 << 20}, []File{{Path: "/EFI/X", Src: "x"}}},
 		"dot-dot":        {Options{Size: 1 << 20}, []File{{Path: "../X", Src: "x"}}},
 		"twice":          {Options{Size: 1 << 20}, []File{{Path: "X", Src: "x"}, {Path: "X", Src: "y"}}},
@@ -88,11 +104,11 @@ func TestBuildRejects(t *testing.T) {
 }
 
 func TestPlanDirs(t *testing.T) {
-	dirs, err := plan([]File{{Path: BootPath, Src: "a"}, {Path: "EFI/LINUX/A.EFI", Src: "b"}, {Path: "X", Src: "c"}})
+	dirs, err := plan([]File{{Path: BootPath, Src: "a"}, {Path: "EFI/Linux/a.efi", Src: "b"}, {Path: "X", Src: "c"}, {Path: "efi/linux/b.efi", Src: "d"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(dirs, ",") != "EFI,EFI/BOOT,EFI/LINUX" {
+	if strings.Join(dirs, ",") != "EFI,EFI/BOOT,EFI/Linux" {
 		t.Fatalf("dirs %v", dirs)
 	}
 }
