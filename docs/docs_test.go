@@ -112,6 +112,10 @@ func TestMakeTargetsAreDocumented(t *testing.T) {
 	// make help prints the same set, from the same comments.
 	cmd := exec.Command("make", "--no-print-directory", "-s", "help")
 	cmd.Dir = root
+	// Run from make test's own make, the child must not join its jobserver.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool {
+		return strings.HasPrefix(e, "MAKEFLAGS=") || strings.HasPrefix(e, "MFLAGS=") || strings.HasPrefix(e, "MAKELEVEL=")
+	})
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make help: %v\n%s", err, out)
