@@ -38,7 +38,13 @@ else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif
 
-.PHONY: deps build kernel sysroot image image-test disk test test-unit test-qemu lint demo bench soak clean size
+.PHONY: deps build kernel sysroot image image-test disk test test-unit test-qemu lint demo bench soak clean size help
+
+## help: every target with its one-line purpose. Read from the "## target:"
+## comments in Makefile and components.mk (tools/make-help.awk).
+help:
+	@echo "make TARGET [ARCH=amd64|arm64]; the targets (docs/testing.md has more on each):"
+	@awk -f tools/make-help.awk Makefile components.mk
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 ## With ARCH=arm64 also the cross toolchain, libseccomp-dev:arm64 (after
@@ -347,7 +353,7 @@ test-components-dir: kube etcd node-components $(addprefix $(OCI_IMAGES_DIR)/,$(
 	rm -rf $$t && mv $$t.tmp $$t
 endif
 
-## demo: the main job. Builds everything, starts a local control plane (etcd,
+## demo: the main job: a node in QEMU joins a local control plane. Builds everything, starts a local control plane (etcd,
 ## kube-apiserver, controller-manager, scheduler) on the host with the
 ## cluster's add-ons (install-cni, kube-proxy, CoreDNS) and the registry
 ## stand-in, boots a node in QEMU that joins it from its user data, goes Ready
@@ -483,5 +489,6 @@ DURATION ?= 1h
 soak: deps image-test etcd $(TEST_COMPONENTS)
 	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/soak -duration $(DURATION) -out $(ARCH_BUILD)/soak $(SOAK_FLAGS)
 
+## clean: removes build/ (everything the targets made).
 clean:
 	rm -rf $(BUILD)

@@ -376,6 +376,8 @@ else
 MKOCI_HOST_DEPS := $(wildcard $(SYSROOT)/.packages) | sysroot
 endif
 
+## cluster-images: the test cluster's OCI images (install-cni, kube-proxy, CoreDNS, busybox, flannel,
+## flannel-cni-plugin) in build/components/images/, from the specs in image/oci/images/.
 cluster-images: $(CLUSTER_IMAGES)
 
 $(OCI_IMAGES_DIR)/install-cni.tar: image/oci/images/install-cni.yaml $(CNI_DIR)/.built $(MKOCI_SRCS) \

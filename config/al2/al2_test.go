@@ -226,7 +226,7 @@ IP_FAMILY=ipv4 /etc/eks/bootstrap.sh c --kubelet-extra-args '--v=2'
 // TestREADMEListsEveryOption: the README's table of bootstrap.sh options
 // is Table, row for row, so the two cannot drift.
 func TestREADMEListsEveryOption(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/user-data.md")
 	if err != nil {
 		t.Fatal(err)
 	}

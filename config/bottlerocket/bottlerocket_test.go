@@ -619,7 +619,7 @@ func must[T any](v T, err error) T {
 // TestREADMEListsEverySetting: the README's table of Bottlerocket settings
 // is Table, row for row, so the two cannot drift.
 func TestREADMEListsEverySetting(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/user-data.md")
 	if err != nil {
 		t.Fatal(err)
 	}

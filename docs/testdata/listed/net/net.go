@@ -1,0 +1,6 @@
+package net
+
+const (
+	KeyB  = "berth.b"
+	other = 3
+)
