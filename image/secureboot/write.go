@@ -25,7 +25,7 @@ func fileMode(name string) os.FileMode {
 // error (ErrExists) unless force, which replaces it the same way.
 func (k *Keys) Write(log *slog.Logger, dir string, force bool) error {
 	if _, err := os.Lstat(dir); err == nil && !force {
-		return fmt.Errorf("%s: %w (replacing it needs -force; the old keys then no longer sign for machines that enrolled them)", dir, ErrExists)
+		return fmt.Errorf("%s: %w (-force replaces it; machines that enrolled the old keys then refuse disks signed with the new)", dir, ErrExists)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
