@@ -223,15 +223,22 @@ func VerifyPE(data []byte, cert *x509.Certificate) error {
 // with carries folded, plus the file length; the checksum field must be
 // zero), which sbsign also updates.
 func peChecksum(data []byte) uint32 {
+	// A uint64 holds the plain sum of 2^48 16-bit words; fold once at the
+	// end (the same value as folding after each addition).
 	var sum uint64
-	for i := 0; i+1 < len(data); i += 2 {
+	i := 0
+	for ; i+8 <= len(data); i += 8 {
+		v := binary.LittleEndian.Uint64(data[i:])
+		sum += v&0xffff + v>>16&0xffff + v>>32&0xffff + v>>48
+	}
+	for ; i+1 < len(data); i += 2 {
 		sum += uint64(binary.LittleEndian.Uint16(data[i:]))
-		sum = (sum & 0xffff) + (sum >> 16)
 	}
 	if len(data)%2 == 1 {
 		sum += uint64(data[len(data)-1])
-		sum = (sum & 0xffff) + (sum >> 16)
 	}
-	sum = (sum & 0xffff) + (sum >> 16)
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
 	return uint32(sum) + uint32(len(data))
 }

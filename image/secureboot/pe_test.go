@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto"
 	"debug/pe"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -333,6 +334,48 @@ func BenchmarkVerifyPE(b *testing.B) {
 	for b.Loop() {
 		if err := VerifyPE(signed, k.DB.Cert); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestPEChecksum: the checksum of a signed image is what sbsign writes for
+// its own (checked against sbsign's output, the independent
+// implementation), and it equals the word-at-a-time definition.
+func TestPEChecksum(t *testing.T) {
+	k := testKeys(t)
+	in := need(t, systemdBoot)
+	out := filepath.Join(t.TempDir(), "sbsign.efi")
+	if b, err := exec.Command(need(t, "sbsign"), "--key", k.Path(FileDBKey), "--cert", k.Path(FileDBCert), "--output", out, in).CombinedOutput(); err != nil {
+		t.Fatalf("sbsign: %v: %s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := parsePE(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := binary.LittleEndian.Uint32(b[l.checksumOff:])
+	zeroed := bytes.Clone(b)
+	binary.LittleEndian.PutUint32(zeroed[l.checksumOff:], 0)
+	if got := peChecksum(zeroed); got != want {
+		t.Fatalf("checksum %#x, sbsign wrote %#x", got, want)
+	}
+	// Odd lengths and carries, against the definition.
+	for _, n := range []int{0, 1, 2, 7, 9, 4097} {
+		d := bytes.Repeat([]byte{0xff, 0xfe, 0x01}, n)[:n]
+		var sum uint32
+		for i := 0; i < n; i += 2 {
+			w := uint32(d[i])
+			if i+1 < n {
+				w |= uint32(d[i+1]) << 8
+			}
+			sum += w
+			sum = sum&0xffff + sum>>16
+		}
+		if got := peChecksum(d); got != sum+uint32(n) {
+			t.Errorf("%d bytes: %#x, want %#x", n, got, sum+uint32(n))
 		}
 	}
 }
