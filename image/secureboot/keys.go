@@ -293,6 +293,9 @@ func LoadKeys(ctx context.Context, log *slog.Logger, dir string) (*Keys, error) 
 			return nil, err
 		}
 		*p.kp = kp
+		if st, err := os.Stat(filepath.Join(dir, p.key)); err == nil && st.Mode().Perm()&0o077 != 0 {
+			log.Warn("secure boot keys: a private key is readable by others than its owner; chmod 600 it", "file", filepath.Join(dir, p.key), "mode", st.Mode().Perm().String())
+		}
 	}
 	if err := k.loadOwner(log); err != nil {
 		return nil, err

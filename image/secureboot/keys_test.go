@@ -462,3 +462,15 @@ func TestLoadKeysErrors(t *testing.T) {
 		t.Fatalf("LoadKeys of a file: %v", err)
 	}
 }
+
+func TestLoadKeysWarnsOpenKey(t *testing.T) {
+	dir := copyKeys(t, fileNames()...)
+	os.Chmod(filepath.Join(dir, FileDBKey), 0o644)
+	var logs bytes.Buffer
+	if _, err := LoadKeys(context.Background(), slog.New(slog.NewTextHandler(&logs, nil)), dir); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "readable by others") || !strings.Contains(logs.String(), FileDBKey) || strings.Contains(logs.String(), FilePKKey) {
+		t.Fatalf("log: %s", logs.String())
+	}
+}
