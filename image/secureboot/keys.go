@@ -215,7 +215,9 @@ func (k *Keys) derive(now time.Time, note func(file, why string)) error {
 		if err != nil {
 			return err
 		}
-		k.files[FileUEFIData] = append(b, '\n')
+		// No newline: the file is passed whole, as python-uefivars writes
+		// it, to `aws ec2 register-image --uefi-data file://uefi-data`.
+		k.files[FileUEFIData] = b
 		note(FileUEFIData, "EC2 UefiData with PK, KEK and db")
 	}
 	if _, ok := k.files[FileKeysJSON]; !ok {

@@ -474,3 +474,17 @@ func TestLoadKeysWarnsOpenKey(t *testing.T) {
 		t.Fatalf("log: %s", logs.String())
 	}
 }
+
+func TestUEFIDataFileIsBareBase64(t *testing.T) {
+	k, err := Generate(GenerateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := k.File(FileUEFIData)
+	if len(b) == 0 || len(bytes.TrimSpace(b)) != len(b) {
+		t.Fatalf("uefi-data has white space around it: %q...%q", b[:min(8, len(b))], b[max(0, len(b)-8):])
+	}
+	if err := uefidata.Check(b); err != nil {
+		t.Fatal(err)
+	}
+}
