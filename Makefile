@@ -15,7 +15,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/berth-node/berth/internal/version.Version=$(VERSION)
 APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs iproute2 libseccomp-dev \
              cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset \
-             binutils-aarch64-linux-gnu
+             binutils-aarch64-linux-gnu sbsigntool efitools openssl
 export GOFLAGS := -mod=mod
 
 # ARCH is the node's architecture: amd64 (the default) or arm64 (Graviton).
@@ -38,7 +38,7 @@ else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif
 
-.PHONY: deps build kernel sysroot image image-test disk test test-unit test-qemu lint demo bench soak clean size help
+.PHONY: deps build kernel sysroot image image-test disk keys test test-unit test-qemu lint demo bench soak clean size help
 
 ## help: every target with its one-line purpose. Read from the "## target:"
 ## comments in Makefile and components.mk (tools/make-help.awk).
@@ -211,6 +211,22 @@ image: build kernel sysroot node-components
 ## partition. Same spec as `image`; the manifest records the disk's sha256.
 disk: deps build kernel sysroot node-components
 	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image -disk $(ARCH_BUILD)/image/disk.raw
+
+# KEYS_DIR is where `make keys` writes the Secure Boot key set (one for
+# every architecture); KEYS_FROM a directory of your own keys to take.
+KEYS_DIR  ?= $(BUILD)/keys
+KEYS_FROM ?=
+KEYS_FORCE ?=
+
+## keys: the UEFI Secure Boot keys the disk is signed with, in build/keys/
+## (KEYS_DIR): PK, KEK and db (RSA-2048 .key and self-signed .crt), their
+## signature lists (.esl), the signed variables that enroll them (.auth)
+## and EC2's uefi-data (register-image --uefi-data). Made once: an existing
+## set is kept and checked. KEYS_FROM=DIR takes your own PK/KEK/db .key and
+## .crt instead and adds what is missing; KEYS_FORCE=1 replaces an existing
+## set. Keep the .key files secret.
+keys:
+	$(GO) run ./image/cmd/mkkeys -out $(KEYS_DIR) $(if $(KEYS_FROM),-from $(KEYS_FROM)) $(if $(KEYS_FORCE),-force)
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
 image-test: build kernel sysroot node-components

@@ -9,6 +9,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/beevik/ntp v1.5.0
 	github.com/containers/gvisor-tap-vsock v0.8.9
+	github.com/foxboron/go-uefi v0.0.0-20251010190908-d29549a44f29
 	github.com/godbus/dbus/v5 v5.2.4
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
 	github.com/pelletier/go-toml/v2 v2.4.3
@@ -16,6 +17,7 @@ require (
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/crypto v0.51.0
 	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.72.2
@@ -55,12 +57,14 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pierrec/lz4/v4 v4.1.22 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
+	github.com/spf13/afero v1.9.3 // indirect
 	github.com/spf13/cobra v1.10.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/u-root/uio v0.0.0-20240224005618-d2acac8f3701 // indirect
