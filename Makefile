@@ -207,10 +207,18 @@ image: build kernel sysroot node-components
 	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image
 
 ## disk: the node image plus build/image/disk.raw, a GPT disk that boots
-## under UEFI (EC2, OVMF): ESP with a UKI, dm-verity root, growable data
-## partition. Same spec as `image`; the manifest records the disk's sha256.
-disk: deps build kernel sysroot node-components
-	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image -disk $(ARCH_BUILD)/image/disk.raw
+## under UEFI (EC2, OVMF) with Secure Boot: ESP with systemd-boot and the
+## UKI, both signed with KEYS_DIR's db key (make keys makes the set first
+## when there is none) and the keys to enroll in setup mode; root slots a
+## (dm-verity root) and b (empty, for an update); growable data partition.
+## Same spec as `image`; the manifest records the disk's sha256 and its
+## signer. UNSIGNED=1 builds it unsigned (it boots only with Secure Boot
+## off); ENROLL=0 leaves the keys off the ESP.
+UNSIGNED ?=
+ENROLL   ?= 1
+disk: deps build kernel sysroot node-components $(if $(UNSIGNED),,keys)
+	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image -disk $(ARCH_BUILD)/image/disk.raw \
+	  $(if $(UNSIGNED),,-keys $(KEYS_DIR) -enroll=$(if $(filter 0,$(ENROLL)),false,true))
 
 # KEYS_DIR is where `make keys` writes the Secure Boot key set (one for
 # every architecture); KEYS_FROM a directory of your own keys to take.

@@ -3,6 +3,7 @@ package qemutests
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/image/disk"
+	"github.com/berth-node/berth/image/secureboot"
 	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/u-root/u-root/pkg/cpio"
@@ -34,8 +36,17 @@ func testDisk(t *testing.T, dir string) (string, disk.Result) {
 }
 
 // testDiskWith is testDisk with another UKI command line (a joined node's
-// needs berth.imds=).
+// needs berth.imds=). Like every test disk it is signed with the test
+// keys and carries them for enrollment, and uefiConfig boots it with
+// Secure Boot on.
 func testDiskWith(t *testing.T, dir, cmdline string) (string, disk.Result) {
+	t.Helper()
+	return testDiskKeys(t, dir, cmdline, testKeys(t))
+}
+
+// testDiskKeys is testDiskWith signed with k, or unsigned and carrying no
+// keys when k is nil.
+func testDiskKeys(t *testing.T, dir, cmdline string, k *secureboot.Keys) (string, disk.Result) {
 	t.Helper()
 	work := t.TempDir()
 	f, err := os.Open(filepath.Join(dir, "initramfs.img"))
@@ -75,16 +86,20 @@ func testDiskWith(t *testing.T, dir, cmdline string) (string, disk.Result) {
 	if cmdline, err = qemu.ArchCmdline(cmdline, arch); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	res, err := disk.Assemble(context.Background(), slog.New(slog.DiscardHandler), img, disk.Inputs{
+	in := disk.Inputs{
 		RootFS: filepath.Join(dir, "root.erofs"), RootFSSize: qemu.ImageManifest(t, dir).Root.Size, Kernel: filepath.Join(dir, "vmlinuz"), Initrd: initrd,
-		OSRelease: []byte("ID=berth\n"), Cmdline: cmdline, Arch: arch,
-	})
+		Version: "test", Cmdline: cmdline, Arch: arch,
+	}
+	if k != nil {
+		in.Sign, in.EnrollKeys = signer(k), enrollFiles(k)
+	}
+	start := time.Now()
+	res, err := disk.Assemble(context.Background(), slog.New(slog.DiscardHandler), img, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	figure(t, "disk.raw assembled in %.1f s: %d bytes (%.1f MiB), root partition %d bytes", time.Since(start).Seconds(),
-		res.Layout.Size(), float64(res.Layout.Size())/(1<<20), partSize(t, res.Layout, partition.NameRoot))
+	figure(t, "disk.raw assembled in %.1f s (signed %v): %d bytes (%.1f MiB), each root slot %d bytes, ESP %d bytes", time.Since(start).Seconds(), res.Signed,
+		res.Layout.Size(), float64(res.Layout.Size())/(1<<20), partSize(t, res.Layout, partition.SlotA.PartName()), partSize(t, res.Layout, partition.NameESP))
 	return img, res
 }
 
@@ -137,8 +152,13 @@ func dataReport(t *testing.T, root map[string]any) map[string]any {
 	return data
 }
 
-func uefiConfig(img string) qemu.Config {
-	return qemu.Config{UEFI: true, Shell: true, Timeout: vmTimeout, NICs: []qemu.NIC{{}},
+// uefiConfig boots disk image img (a test disk, signed with the test
+// keys) through firmware that enforces Secure Boot, with the test keys
+// enrolled (enrolledVars).
+func uefiConfig(t *testing.T, img string) qemu.Config {
+	t.Helper()
+	arch := qemu.ImageManifest(t, qemu.ImageDir(t)).Arch
+	return qemu.Config{UEFI: true, SecureBoot: true, Vars: enrolledVars(t, arch, img), Shell: true, Timeout: vmTimeout, NICs: []qemu.NIC{{}},
 		Disks: []qemu.Disk{{Path: img, Interface: "nvme", Serial: "berth-root-disk"}}}
 }
 
@@ -172,7 +192,7 @@ func TestDiskBoot(t *testing.T) {
 	}
 
 	t.Run("verified root", func(t *testing.T) {
-		vm := qemu.Start(t, uefiConfig(big))
+		vm := qemu.Start(t, uefiConfig(t, big))
 		rep, err := vm.Report(bootTimeout)
 		if err != nil {
 			t.Fatal(err)
@@ -193,9 +213,22 @@ func TestDiskBoot(t *testing.T) {
 		if h, _ := field(ver, "rootHash"); h != res.RootHash {
 			t.Errorf("report's root hash %v, the disk's %s", h, res.RootHash)
 		}
+		// Slot a, the second partition, as the UKI's berth.slot= says;
+		// slot b is never opened.
 		part, _ := field(ver, "partition")
-		if p, _ := part.(string); !strings.HasPrefix(p, "/dev/nvme") {
-			t.Errorf("verity partition %v, want an NVMe partition", part)
+		if p, _ := part.(string); !regexp.MustCompile(`^/dev/nvme\d+n\d+p2$`).MatchString(p) {
+			t.Errorf("verity partition %v, want partition 2 (berth-root-a) of the NVMe disk", part)
+		}
+		if s, _ := field(ver, "slot"); s != "a" {
+			t.Errorf("report's root slot %v, want a", s)
+		}
+		// Secure Boot was on: the firmware verified systemd-boot and
+		// systemd-boot had it verify the UKI, named for the version.
+		fwV, _ := field(rep, "firmware")
+		fw, _ := fwV.(map[string]any)
+		if fw["secureBoot"] != true || fw["setupMode"] != false || fw["entry"] != filepath.Base(res.UKI) ||
+			!strings.HasPrefix(fmt.Sprint(fw["loader"]), "systemd-boot ") {
+			t.Errorf("report's firmware %v: want Secure Boot on, not in setup mode, systemd-boot having started %s", fwV, filepath.Base(res.UKI))
 		}
 		out, err := vm.Shell("cat /proc/mounts", shellTimeout)
 		if err != nil {
@@ -211,7 +244,7 @@ func TestDiskBoot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range append(qemu.ImageManifest(t, dir).KernelArgs, "berth.verity=sha256:"+res.RootHash) {
+		for _, a := range append(qemu.ImageManifest(t, dir).KernelArgs, "berth.slot=a", "berth.verity=sha256:"+res.RootHash) {
 			if !strings.Contains(cl, a) {
 				t.Errorf("/proc/cmdline %q lacks %s", strings.TrimSpace(cl), a)
 			}
@@ -246,7 +279,7 @@ func TestDiskBoot(t *testing.T) {
 	})
 
 	t.Run("second boot", func(t *testing.T) {
-		vm := qemu.Start(t, uefiConfig(big))
+		vm := qemu.Start(t, uefiConfig(t, big))
 		rep, err := vm.Report(bootTimeout)
 		if err != nil {
 			t.Fatal(err)
@@ -271,7 +304,7 @@ func TestDiskBoot(t *testing.T) {
 
 	t.Run("corrupted root", func(t *testing.T) {
 		bad := copyDisk(t, img, res.Layout.Size())
-		rp, _, _ := res.Layout.Find(partition.NameRoot)
+		rp, _, _ := res.Layout.Find(partition.SlotA.PartName())
 		f, err := os.OpenFile(bad, os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -295,7 +328,7 @@ func TestDiskBoot(t *testing.T) {
 		if bytes.Equal(clean, tampered) {
 			t.Fatal("the byte flip did not change the disk")
 		}
-		vm := qemu.Start(t, uefiConfig(bad))
+		vm := qemu.Start(t, uefiConfig(t, bad))
 		if _, err := vm.Expect(regexp.MustCompile(`FATAL.*dm-verity: /dev/dm-\d+ is corrupted at byte`), bootTimeout); err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +380,7 @@ var nvmePart = regexp.MustCompile(`^(/dev/nvme\d+n\d+)p(\d+)$`)
 // partition's disk.
 func bootWithOtherData(t *testing.T, root, other string) (*qemu.VM, map[string]any, string) {
 	t.Helper()
-	cfg := uefiConfig(root)
+	cfg := uefiConfig(t, root)
 	cfg.Disks = append(cfg.Disks, qemu.Disk{Path: other, Interface: "nvme", Serial: "berth-other-data"})
 	vm := qemu.Start(t, cfg)
 	rep, err := vm.Report(bootTimeout)
@@ -430,8 +463,8 @@ func TestDiskDataOnRootDisk(t *testing.T) {
 		data := dataReport(t, rootRep)
 		dpart, _ := data["partition"].(string)
 		dm := nvmePart.FindStringSubmatch(dpart)
-		if dm == nil || dm[1] != rootDisk || data["disk"] != rootDisk || dm[2] != "3" {
-			t.Errorf("data partition %q on disk %v; want partition 3 of the root disk %s", dpart, data["disk"], rootDisk)
+		if dm == nil || dm[1] != rootDisk || data["disk"] != rootDisk || dm[2] != "4" {
+			t.Errorf("data partition %q on disk %v; want partition 4 of the root disk %s", dpart, data["disk"], rootDisk)
 		}
 		if data["formatted"] != true || data["grown"] != true {
 			t.Errorf("data partition %v: want the root disk's grown and formatted (first boot)", data)

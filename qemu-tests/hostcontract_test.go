@@ -444,7 +444,7 @@ func hostContract(t *testing.T, cluster *testCluster, onDisk bool) {
 		img, res := testDiskWith(t, dir, "console=ttyS0 quiet berth.onfail=halt berth.debugshell=ttyS1 "+args)
 		// Room on the data partition for kubelet's ephemeral-storage
 		// reservation (sparse: the file takes what the guest writes).
-		cfg = uefiConfig(copyDisk(t, img, res.Layout.Size()+8<<30))
+		cfg = uefiConfig(t, copyDisk(t, img, res.Layout.Size()+8<<30))
 	} else {
 		cfg = qemu.ImageConfig(dir, args)
 		cfg.Shell = true

@@ -30,7 +30,7 @@ func TestHostFS(t *testing.T) {
 	t.Run("disk", func(t *testing.T) {
 		img, res := testDisk(t, dir)
 		big := copyDisk(t, img, res.Layout.Size()+64<<20)
-		vm := qemu.Start(t, uefiConfig(big))
+		vm := qemu.Start(t, uefiConfig(t, big))
 		checkHostFS(t, vm, []string{"/", "/sys", "/var", "/var/lib/kubelet", "/var/log"})
 	})
 }

@@ -312,7 +312,7 @@ func writeRootDisk(path string, fs, tree []byte) error {
 }
 
 // buildDisk writes in.Disk. Its initramfs is the image's without
-// /root.erofs (the root is the disk's berth-root partition), with a
+// /root.erofs (the root is the disk's root slot a, berth-root-a), with a
 // manifest saying so; m itself is not changed.
 func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, mods *moduleSet, m *manifest.Manifest, root *fstree.Tree, vmlinuz, rootOut string) (disk.Result, error) {
 	ird := fstree.New()
@@ -332,7 +332,7 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, mods *moduleSet
 	r := *m.Root
 	// The UKI's command line carries the verity parameters; the root is
 	// a partition, not a disk of its own.
-	r.Path, r.Partition, r.Serial, r.Verity = "", partition.NameRoot, "", ""
+	r.Path, r.Partition, r.Serial, r.Verity = "", partition.SlotA.PartName(), "", ""
 	dm.Root = &r
 	files, err := mergeFiles(ird.Manifest(), root.Manifest())
 	if err != nil {

@@ -344,6 +344,10 @@ func TestPreloadMustBeShipped(t *testing.T) {
 // UKI initramfs carries no /root.erofs (the root is the disk's partition)
 // but a manifest naming the partition and the root hash; the manifest
 // beside the image records the disk's digest and command line.
+// testSign stands in for Authenticode (image/secureboot signs for real):
+// a marker after the PE, which the disk's bytes then carry.
+func testSign(pe []byte) ([]byte, error) { return append(pe, "SIGNED-BY-TEST"...), nil }
+
 func TestBuildDisk(t *testing.T) {
 	kernel := fakeKernel(t)
 	berth, _ := fakeBerth(t, "amd64")
@@ -362,7 +366,8 @@ func TestBuildDisk(t *testing.T) {
 		out := t.TempDir()
 		res, err := Build(context.Background(), slog.New(slog.DiscardHandler), Inputs{
 			Spec: rs, Berth: berth, BerthVersion: "v0.0.0-test", KernelDir: kernel, RepoRoot: ".", Out: out,
-			Disk: filepath.Join(out, "disk.raw"),
+			Disk:     filepath.Join(out, "disk.raw"),
+			DiskSign: testSign, DiskSigner: &manifest.DiskSigner{Subject: "CN=test db", CertSHA256: "ab12"},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -376,8 +381,8 @@ func TestBuildDisk(t *testing.T) {
 		if bytes.Contains(img, []byte("root.erofs")) {
 			t.Error("disk.raw contains the name root.erofs: the UKI's initramfs still carries the root image")
 		}
-		if !bytes.Contains(img, []byte(`"partition": "berth-root"`)) {
-			t.Error("disk.raw's initramfs manifest does not name the berth-root partition")
+		if !bytes.Contains(img, []byte(`"partition": "berth-root-a"`)) {
+			t.Error("disk.raw's initramfs manifest does not name the berth-root-a partition")
 		}
 		if bytes.Contains(img, []byte(`"serial": "`)) {
 			t.Error("disk.raw's initramfs manifest names a root disk serial: berth would look for a disk the image is not")
@@ -393,6 +398,10 @@ func TestBuildDisk(t *testing.T) {
 	m := last.Manifest
 	if m.Disk == nil || m.Disk.SHA256 != sums[1] || m.Disk.Path != "disk.raw" {
 		t.Fatalf("manifest disk %+v, want sha256 %s", m.Disk, sums[1])
+	}
+	if m.Disk.UKI != "EFI/Linux/berth-v0.0.0-test.efi" || m.Disk.Slot != "a" || m.Disk.SignedBy == nil || m.Disk.SignedBy.Subject != "CN=test db" ||
+		m.Disk.EnrollKeys || !strings.Contains(m.Disk.Cmdline, "berth.slot=a berth.verity=") {
+		t.Errorf("manifest disk %+v (signed by %+v): want the UKI for v0.0.0-test in slot a, signed, no keys to enroll", m.Disk, m.Disk.SignedBy)
 	}
 	if m.Root.RootHash == "" || m.Root.RootHash != last.Disk.RootHash {
 		t.Errorf("manifest root hash %q, disk's %q", m.Root.RootHash, last.Disk.RootHash)
@@ -410,7 +419,7 @@ func TestBuildDisk(t *testing.T) {
 	if !slices.Equal(m.KernelArgs, []string{"cryptomgr.notests", "a.b=c"}) {
 		t.Errorf("manifest kernelArgs %q", m.KernelArgs)
 	}
-	if want := DefaultDiskCmdline + " cryptomgr.notests a.b=c berth.verity="; !strings.HasPrefix(m.Disk.Cmdline, want) {
+	if want := DefaultDiskCmdline + " cryptomgr.notests a.b=c berth.slot=a berth.verity="; !strings.HasPrefix(m.Disk.Cmdline, want) {
 		t.Errorf("disk cmdline %q, want it to start %q", m.Disk.Cmdline, want)
 	}
 	mj, _ := os.ReadFile(filepath.Join(lastDir, "manifest.json"))

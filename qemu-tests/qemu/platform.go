@@ -29,6 +29,9 @@ type platform struct {
 	// silentFor is how long the guest may print nothing at all before
 	// its VM counts as hung (stall.go); 0 never.
 	silentFor time.Duration
+	// secure is the platform with firmware that enforces Secure Boot
+	// (Config.SecureBoot).
+	secure func() platform
 }
 
 // platformFor is the platform of an image's architecture (its manifest's
@@ -52,6 +55,7 @@ func platformFor(arch string) (platform, error) {
 			console: "ttyS0", shellTTY: "ttyS1", shellArgs: []string{"-serial", "chardev:sh0"},
 			fwCode: OVMFCode, fwVars: OVMFVars, fwPackage: "ovmf",
 			silentFor: silentFor,
+			secure:    secureAmd64,
 		}, nil
 	case "arm64":
 		return platform{
@@ -61,6 +65,10 @@ func platformFor(arch string) (platform, error) {
 			shellArgs: []string{"-device", "virtio-serial-pci,id=vser0", "-device", "virtconsole,bus=vser0.0,chardev=sh0"},
 			fwCode:    AAVMFCode, fwVars: AAVMFVars, fwPackage: "qemu-efi-aarch64",
 			kernelViaUEFI: true,
+			// AAVMF enforces Secure Boot once keys are enrolled; virt
+			// has no SMM to protect the store, which a test does not
+			// need.
+			secure: func() platform { p, _ := platformFor("arm64"); return p },
 			// No silentFor: AAVMF prints a line within a second
 			// (berth's first comes 7-12 s in, 2026-11-30), so a
 			// silent console would only catch a hang before the
@@ -68,6 +76,23 @@ func platformFor(arch string) (platform, error) {
 		}, nil
 	}
 	return platform{}, fmt.Errorf("qemu: architecture %q: want amd64 or arm64", arch)
+}
+
+// OVMF's Secure Boot build (Debian's ovmf): its variable store is
+// writable only from SMM, so it needs q35 with SMM and a secure flash; the
+// 4 MiB store starts empty (setup mode).
+const (
+	OVMFSecureCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	OVMFSecureVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// secureAmd64 is amd64 with OVMF's Secure Boot build. S3 is off, as
+// OVMF's secure build requires with SMM (libvirt does the same).
+func secureAmd64() platform {
+	p, _ := platformFor("amd64")
+	p.machine = []string{"-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on", "-global", "ICH9-LPC.disable_s3=1"}
+	p.fwCode, p.fwVars = OVMFSecureCode, OVMFSecureVars
+	return p
 }
 
 // AAVMF firmware files (Debian's qemu-efi-aarch64), arm64's OVMF.
@@ -86,4 +111,16 @@ func ArchCmdline(cmdline, arch string) (string, error) {
 		return "", err
 	}
 	return strings.NewReplacer("console=ttyS0", "console="+p.console, "berth.debugshell=ttyS1", "berth.debugshell="+p.shellTTY).Replace(cmdline), nil
+}
+
+// SecureFirmware is arch's Secure Boot firmware (Config.SecureBoot): its
+// code and its empty variable store, which a test hashes to know whether
+// a store it enrolled keys in was made with the same firmware.
+func SecureFirmware(arch string) (code, vars string, err error) {
+	p, err := platformFor(arch)
+	if err != nil {
+		return "", "", err
+	}
+	p = p.secure()
+	return p.fwCode, p.fwVars, nil
 }

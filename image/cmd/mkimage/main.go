@@ -12,6 +12,12 @@
 // build/arm64/sysroot: the spec's absolute host paths (programs, their
 // libraries, plugins, files) are read there, from arm64 packages.
 //
+// -keys DIR signs the disk's systemd-boot and UKI with the key set's db
+// key for UEFI Secure Boot (make keys writes one) and, with -enroll, puts
+// its PK, KEK and db .auth files on the ESP for systemd-boot to enroll on
+// a machine in setup mode; without -keys the disk is unsigned and the
+// manifest says so.
+//
 // -host-files prints those paths (for the variant, read from -sysroot or
 // /) one a line and builds nothing: make sysroot maps them to packages.
 package main
@@ -27,7 +33,10 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/config/accepts"
+	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/assemble"
+	"github.com/berth-node/berth/image/disk/esp"
+	"github.com/berth-node/berth/image/secureboot"
 	"github.com/berth-node/berth/image/spec"
 )
 
@@ -53,7 +62,9 @@ func run(log *slog.Logger, args []string) error {
 	rootInInitramfs := fs.Bool("root-in-initramfs", false, "put the root image in the initramfs (/root.erofs) instead of root.erofs for a root disk")
 	sysroot := fs.String("sysroot", "", "read the spec's absolute host paths under this directory (another architecture's packages unpacked); / when empty")
 	hostFiles := fs.Bool("host-files", false, "print the host files the spec's layers copy, one a line, and build nothing")
-	diskCmdline := fs.String("disk-cmdline", assemble.DefaultDiskCmdline, "the disk's kernel command line (berth.verity= is appended)")
+	diskCmdline := fs.String("disk-cmdline", assemble.DefaultDiskCmdline, "the disk's kernel command line (berth.slot= and berth.verity= are appended)")
+	keysDir := fs.String("keys", "", "sign the disk's EFI binaries with this Secure Boot key set's db key (make keys); unsigned when empty")
+	enroll := fs.Bool("enroll", true, "with -keys: put the key set's .auth files on the ESP for systemd-boot to enroll on a machine in setup mode")
 	components := map[string]string{}
 	fs.Func("component", "NAME=VERSION of a component the image ships, for the manifest (repeatable)", func(v string) error {
 		name, ver, ok := strings.Cut(v, "=")
@@ -125,10 +136,49 @@ func run(log *slog.Logger, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	_, err = assemble.Build(ctx, log, assemble.Inputs{
+	in := assemble.Inputs{
 		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
 		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components, Accepts: accepted, Arch: *arch,
 		Disk: *diskOut, DiskCmdline: *diskCmdline, RootInInitramfs: *rootInInitramfs, Sysroot: *sysroot,
-	})
-	return err
+	}
+	if *keysDir != "" && *diskOut != "" {
+		if err := signing(ctx, log, &in, *keysDir, *enroll); err != nil {
+			return err
+		}
+	}
+	res, err := assemble.Build(ctx, log, in)
+	if err != nil {
+		return err
+	}
+	if d := res.Manifest.Disk; d != nil {
+		if d.SignedBy != nil {
+			log.Info("disk signed for UEFI Secure Boot", "disk", *diskOut, "uki", d.UKI, "cert", d.SignedBy.Subject,
+				"cert_sha256", d.SignedBy.CertSHA256, "enroll_keys_on_esp", d.EnrollKeys)
+		} else {
+			log.Warn("disk NOT signed: it boots only with Secure Boot off (make keys, then make disk, signs it)", "disk", *diskOut)
+		}
+	}
+	return nil
+}
+
+// signing loads the key set in dir and sets in's disk signing from its db
+// key.
+func signing(ctx context.Context, log *slog.Logger, in *assemble.Inputs, dir string, enroll bool) error {
+	k, err := secureboot.LoadKeys(ctx, log, dir)
+	if err != nil {
+		return fmt.Errorf("loading the Secure Boot keys to sign the disk: %w", err)
+	}
+	in.DiskSign = func(pe []byte) ([]byte, error) {
+		start := time.Now()
+		b, err := secureboot.SignPE(pe, k.DB.Signer, k.DB.Cert)
+		log.Debug("signed", "bytes", len(pe), "ms", time.Since(start).Milliseconds())
+		return b, err
+	}
+	in.DiskSigner = &manifest.DiskSigner{Subject: k.DB.Cert.Subject.String(), CertSHA256: k.DB.Fingerprint()}
+	if enroll {
+		for _, n := range secureboot.AuthFiles() {
+			in.DiskEnrollKeys = append(in.DiskEnrollKeys, esp.File{Path: n, Src: k.Path(n)})
+		}
+	}
+	return nil
 }
