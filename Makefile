@@ -302,9 +302,11 @@ test-qemu-busy: $(TEST_QEMU_DEPS)
 ## builds `image-test` and `disk` with ARCH=arm64, then runs the tests that
 ## take their platform from the image's manifest: TestBootReport (modules by
 ## modalias, the guest is aarch64), TestHostPrograms (the sysroot's
-## iptables, nft, ipset, mkfs, mount run), TestDiskBoot's verified root (UKI
-## on linuxaa64.efi.stub, verity root, data partition by the arm64
-## mkfs.ext4) and TestJoin without its subtests (joins the host's amd64 control plane, runs the
+## iptables, nft, ipset, mkfs, mount run), TestDiskBoot's verified root
+## (signed systemd-bootaa64 and UKI on linuxaa64.efi.stub under AAVMF with
+## the test keys enrolled, verity root, data partition by the arm64
+## mkfs.ext4), TestSecureBoot's tampered command line (AAVMF refuses the
+## UKI) and TestJoin without its subtests (joins the host's amd64 control plane, runs the
 ## demo pod, then system_powerdown: the ACPI power button, services stopped
 ## in order, power off). TestPowerDown (the same power button with nothing
 ## running) and TestDiskBoot's second boot and corrupted root test berth's
@@ -318,7 +320,7 @@ test-qemu-busy: $(TEST_QEMU_DEPS)
 ## The cluster images those tests pull are install-cni's alone
 ## (ARM64_TEST_IMAGES): arm64 kube-proxy and CoreDNS, cross-built only for
 ## `make demo ARCH=arm64`, cost minutes cold and no test here pulls them.
-ARM64_QEMU_TESTS := ^(TestBootReport|TestHostPrograms|TestDiskBoot|TestJoin)$$/^verified_root$$
+ARM64_QEMU_TESTS := ^(TestBootReport|TestHostPrograms|TestDiskBoot|TestJoin|TestSecureBoot)$$/^(verified_root|tampered_command_line)$$
 ARM64_TEST_COMPONENTS := $(BUILD)/arm64/test-components
 ARM64_TEST_IMAGES := install-cni
 # deps first, alone: under test-build's -j, runc's cross build must not
