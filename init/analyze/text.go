@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/berth-node/berth/init/report"
 )
 
 // WriteText writes the summary, the blame list, the critical chains and
@@ -26,6 +28,9 @@ func WriteText(w io.Writer, b *Boot) error {
 	}
 	if r.RSSKiB > 0 {
 		fmt.Fprintf(&sb, "RSS at the report: %d KiB\n", r.RSSKiB)
+	}
+	if l := bootChain(r); l != "" {
+		sb.WriteString(l + "\n")
 	}
 
 	sb.WriteString("\nBlame, slowest first:\n")
@@ -71,6 +76,42 @@ func WriteText(w io.Writer, b *Boot) error {
 	}
 	_, err := io.WriteString(w, strings.Join(lines, "\n"))
 	return err
+}
+
+// bootChain says what booted the kernel and from which root slot: the
+// report's firmware section and, on a disk boot, root.verity.slot; empty
+// on a boot without UEFI.
+func bootChain(r *report.Report) string {
+	f := r.Firmware
+	if f == nil {
+		return ""
+	}
+	sb := "UEFI, Secure Boot "
+	switch {
+	case f.SecureBoot:
+		sb += "on"
+	case f.SetupMode:
+		sb += "off (setup mode: no keys enrolled)"
+	default:
+		sb += "off"
+	}
+	if f.Loader != "" {
+		sb += "; " + f.Loader
+		if f.Entry != "" {
+			sb += " started " + f.Entry
+		}
+	}
+	if root, ok := r.Root.(map[string]any); ok {
+		if v, ok := root["verity"].(map[string]any); ok {
+			if slot, ok := v["slot"].(string); ok && slot != "" {
+				sb += "; root slot " + slot
+			}
+		}
+	}
+	if f.Error != "" {
+		sb += "; unreadable: " + oneLine(f.Error)
+	}
+	return "boot: " + sb
 }
 
 func note(b Bar) string {
