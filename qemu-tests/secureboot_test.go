@@ -63,9 +63,10 @@ var reEnrolling = regexp.MustCompile(`Enrolling secure boot keys from directory:
 // as an EC2 instance registered with the keys' uefi-data is. The first
 // call boots img (a disk signed with the test keys and carrying them for
 // enrollment) on the firmware's empty store, where systemd-boot enrolls
-// the keys and resets the machine, and keeps the store in os.TempDir(),
-// named for the firmware and the keys, so later tests and runs start
-// from it.
+// the keys and resets the machine, and keeps the store beside the image
+// (build/qemu-vars/), named for the firmware and the keys, so later tests
+// and runs start from it. A fresh clone (CI) has none, so every CI run
+// goes through the enrollment.
 func enrolledVars(t *testing.T, arch, img string) string {
 	t.Helper()
 	code, vars, err := qemu.SecureFirmware(arch)
@@ -82,7 +83,11 @@ func enrolledVars(t *testing.T, arch, img string) string {
 		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(b))
 		h.Write(b)
 	}
-	out := filepath.Join(os.TempDir(), "berth-enrolled-vars-"+hex.EncodeToString(h.Sum(nil))[:16]+".fd")
+	dir := filepath.Join(filepath.Dir(qemu.ImageDir(t)), "qemu-vars")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "enrolled-"+hex.EncodeToString(h.Sum(nil))[:16]+".fd")
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
