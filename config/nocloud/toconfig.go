@@ -48,7 +48,14 @@ func NetworkConfig(n *Network) (network.Config, []Problem, error) {
 		return c, nil, errs.err()
 	}
 	e := n.Ethernets[0]
-	at := func(field string) string { return join(e.Path, field) }
+	// at is the key path of a field for messages; version 1 spreads
+	// them over the entry's subnets.
+	at := func(field string) string {
+		if n.Version == 1 {
+			return e.Path + ".subnets"
+		}
+		return e.Path + "." + field
+	}
 
 	c.Interface = e.Selector()
 	if e.MatchMAC != "" && e.MatchName != "" {

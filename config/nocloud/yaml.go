@@ -42,8 +42,8 @@ func (w *walker) decode(data []byte) (*yaml.Node, error) {
 	var more yaml.Node
 	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
 		line := 0
-		if err == nil {
-			line = more.Line
+		if err == nil && len(more.Content) > 0 {
+			line = more.Content[0].Line
 		}
 		return nil, Problems{{File: w.file, Line: line, Message: "a second YAML document: the file holds one"}}
 	}
@@ -77,6 +77,8 @@ func (w *walker) run(fn func()) {
 			if r != errBudget {
 				panic(r)
 			}
+			// What the walk found before it stopped is beside the point.
+			w.list, w.omitted = nil, 0
 			w.add(0, "", "more than %d YAML nodes once aliases are expanded; a seed file is a few hundred", maxNodes)
 		}
 	}()
