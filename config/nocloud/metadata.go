@@ -23,7 +23,7 @@ type MetaData struct {
 	LocalHostname string `json:"localHostname,omitempty"`
 }
 
-// metaDataKeys are meta-data keys cloud-init or the tools that write
+// metaDataKnown are meta-data keys cloud-init or the tools that write
 // seeds use, which berth knows and has no use for. They are still
 // reported, with why, so that nobody expects them to act.
 var metaDataKnown = map[string]string{
