@@ -38,7 +38,7 @@ else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif
 
-.PHONY: deps build kernel sysroot image image-test disk test test-unit test-qemu lint demo bench soak clean size
+.PHONY: deps build kernel sysroot image image-test disk publish test test-unit test-qemu lint demo bench soak clean size
 
 ## deps: install the apt packages the build and tests need (once; stamped).
 ## With ARCH=arm64 also the cross toolchain, libseccomp-dev:arm64 (after
@@ -205,6 +205,18 @@ image: build kernel sysroot node-components
 ## partition. Same spec as `image`; the manifest records the disk's sha256.
 disk: deps build kernel sysroot node-components
 	$(MKIMAGE) -variant default -out $(ARCH_BUILD)/image -disk $(ARCH_BUILD)/image/disk.raw
+
+## publish: make an AMI of the disk `make disk` built (build/image/disk.raw,
+## ARCH=arm64: build/arm64/image/disk.raw) through the EBS direct APIs: no
+## S3 bucket, no vmimport role. Region and credentials from the AWS
+## configuration chain (AWS_REGION, AWS_PROFILE...); Secure Boot keys from
+## build/keys/uefi-data when make keys wrote it. Prints the AMI ID. It never
+## rebuilds the disk: it publishes the one the manifest describes, checked
+## by its sha256. PUBLISH_FLAGS adds flags (-dry-run, -region, -workers).
+publish:
+	@for f in $(ARCH_BUILD)/image/manifest.json $(ARCH_BUILD)/image/disk.raw; do \
+	  [ -f "$$f" ] || { echo "publish: $$f does not exist: run make disk first" >&2; exit 1; }; done
+	$(GO) run ./image/cmd/publish -image $(ARCH_BUILD)/image $(PUBLISH_FLAGS)
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
 image-test: build kernel sysroot node-components
