@@ -279,7 +279,7 @@ func TestRetriesEnd(t *testing.T) {
 	uo, _ := fast()
 	uo.Attempts = 3
 	_, err := Upload(context.Background(), s.ebsc, f, img, p, uo)
-	if err == nil || !strings.Contains(err.Error(), "block 2 (after 3 attempts") || !strings.Contains(err.Error(), "RequestThrottledException") {
+	if err == nil || !strings.Contains(err.Error(), "block 2, attempt 3 of 3: ") || !strings.Contains(err.Error(), "RequestThrottledException") {
 		t.Fatalf("three throttled attempts: %v", err)
 	}
 }
@@ -304,6 +304,23 @@ func TestMiscountIsClear(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "completing snapshot "+aws.ToString(out.SnapshotId)+" (6 blocks sent)") ||
 		!strings.Contains(err.Error(), "ChangedBlocksCount is 6, but 7 distinct blocks") {
 		t.Fatalf("miscount: %v", err)
+	}
+}
+
+func TestSnapshotTimeoutIsClear(t *testing.T) {
+	img, _ := sparseDisk(t, t.TempDir())
+	p, f := plan(t, img)
+	// A Timeout minute of 5 ms: the 60-minute Timeout passes in 300 ms,
+	// while block 24 hangs 2 s.
+	s := standIn(t, ebs.Config{Minute: 5 * time.Millisecond})
+	s.ebs.Inject(ebs.OpPut, 24, ebs.Fault{Kind: ebs.FaultHang, Hold: 2 * time.Second})
+	uo, _ := fast()
+	uo.AttemptTimeout = time.Second
+	_, err := Upload(context.Background(), s.ebsc, f, img, p, uo)
+	// Block 24's second attempt finds the snapshot in error (or, on a
+	// slow host, another block's first).
+	if err == nil || !strings.Contains(err.Error(), "uploading to snapshot") || !strings.Contains(err.Error(), "not completed within its Timeout of 60 minutes") {
+		t.Fatalf("a snapshot past its Timeout: %v", err)
 	}
 }
 

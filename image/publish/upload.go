@@ -198,9 +198,8 @@ func readBlock(disk io.ReaderAt, size int64, idx int32, buf []byte) error {
 // putBlock sends one block until it is taken, at most o.Attempts times;
 // it returns how many attempts failed.
 func putBlock(ctx context.Context, client EBS, id string, idx int32, block []byte, sum string, progress int32, o UploadOptions) (int, error) {
-	var err error
 	for attempt := 1; ; attempt++ {
-		err = putOnce(ctx, client, id, idx, block, sum, progress, o.AttemptTimeout)
+		err := putOnce(ctx, client, id, idx, block, sum, progress, o.AttemptTimeout)
 		if err == nil {
 			return attempt - 1, nil
 		}
@@ -208,7 +207,7 @@ func putBlock(ctx context.Context, client EBS, id string, idx int32, block []byt
 			return attempt - 1, ctx.Err()
 		}
 		if !Retryable(err) || attempt == o.Attempts {
-			break
+			return attempt - 1, fmt.Errorf("block %d, attempt %d of %d: %w", idx, attempt, o.Attempts, err)
 		}
 		wait := Backoff(attempt, o.Backoff, o.MaxBackoff)
 		o.Log.Debug("retrying a block", "index", idx, "attempt", attempt, "wait", wait, "err", err)
@@ -218,7 +217,6 @@ func putBlock(ctx context.Context, client EBS, id string, idx int32, block []byt
 		case <-time.After(wait):
 		}
 	}
-	return o.Attempts, fmt.Errorf("block %d (after %d attempts at most): %w", idx, o.Attempts, err)
 }
 
 func putOnce(ctx context.Context, client EBS, id string, idx int32, block []byte, sum string, progress int32, timeout time.Duration) error {

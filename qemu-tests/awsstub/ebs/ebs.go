@@ -79,6 +79,13 @@ type StartRequest struct {
 	Timeout          *int32 `json:"Timeout,omitempty"`
 }
 
+func (r StartRequest) timeout() int32 {
+	if r.Timeout == nil {
+		return DefaultTimeout
+	}
+	return *r.Timeout
+}
+
 // ParseStart decodes and checks a StartSnapshot body as EBS does.
 func ParseStart(body []byte) (StartRequest, error) {
 	var in StartRequest
@@ -194,8 +201,12 @@ type Config struct {
 	// CompleteAfter is how long a completed snapshot stays pending before
 	// it is completed (EBS finishes it asynchronously); 0 completes it at once.
 	CompleteAfter time.Duration
-	Clock         func() time.Time
-	Logger        *slog.Logger
+	// Minute is how long one minute of StartSnapshot's Timeout lasts
+	// (default a minute): a test shortens it to see a snapshot time out
+	// without moving the clock SigV4 checks signatures against.
+	Minute time.Duration
+	Clock  func() time.Time
+	Logger *slog.Logger
 }
 
 // Server is the stand-in; it is an http.Handler.
@@ -233,6 +244,9 @@ func New(cfg Config) (*Server, error) {
 		attempts: map[string]map[int32][]Attempt{}, deleted: map[string]bool{}}
 	if s.clock == nil {
 		s.clock = time.Now
+	}
+	if s.cfg.Minute <= 0 {
+		s.cfg.Minute = time.Minute
 	}
 	return s, nil
 }
@@ -364,7 +378,7 @@ func (s *Server) advance(sn *snapshot) {
 	}
 	if now.After(sn.StartTime.Add(sn.Timeout)) {
 		sn.State = StateError
-		sn.StateReason = fmt.Sprintf("the snapshot was not completed within its Timeout of %s", sn.Timeout)
+		sn.StateReason = fmt.Sprintf("the snapshot was not completed within its Timeout of %d minutes", sn.request.timeout())
 	}
 }
 
@@ -581,7 +595,7 @@ func (s *Server) start(w http.ResponseWriter, body []byte) (int, string) {
 		timeout = *in.Timeout
 	}
 	sn := &snapshot{Snapshot: Snapshot{ID: id, OwnerID: s.cfg.Account, State: StatePending, VolumeSize: *in.VolumeSize,
-		Description: in.Description, Tags: in.Tags, StartTime: s.clock(), Timeout: time.Duration(timeout) * time.Minute, ChangedBlocks: -1},
+		Description: in.Description, Tags: in.Tags, StartTime: s.clock(), Timeout: time.Duration(timeout) * s.cfg.Minute, ChangedBlocks: -1},
 		request: in, blocks: map[int32][]byte{}, digests: map[int32][32]byte{}}
 	s.snapshots[id] = sn
 	if in.ClientToken != "" {
