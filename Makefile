@@ -38,7 +38,7 @@ else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif
 
-.PHONY: deps build kernel sysroot image image-test disk keys test test-unit test-qemu lint demo bench soak clean size help
+.PHONY: deps build kernel sysroot image image-test disk keys publish test test-unit test-qemu lint demo bench soak clean size help
 
 ## help: every target with its one-line purpose. Read from the "## target:"
 ## comments in Makefile and components.mk (tools/make-help.awk).
@@ -235,6 +235,18 @@ KEYS_FORCE ?=
 ## set. Keep the .key files secret.
 keys:
 	$(GO) run ./image/cmd/mkkeys -out $(KEYS_DIR) $(if $(KEYS_FROM),-from $(KEYS_FROM)) $(if $(KEYS_FORCE),-force)
+
+## publish: make an AMI of the disk `make disk` built (build/image/disk.raw,
+## ARCH=arm64: build/arm64/image/disk.raw) through the EBS direct APIs: no
+## S3 bucket, no vmimport role. Region and credentials from the AWS
+## configuration chain (AWS_REGION, AWS_PROFILE...); Secure Boot keys from
+## build/keys/uefi-data when make keys wrote it. Prints the AMI ID. It never
+## rebuilds the disk: it publishes the one the manifest describes, checked
+## by its sha256. PUBLISH_FLAGS adds flags (-dry-run, -region, -workers).
+publish:
+	@for f in $(ARCH_BUILD)/image/manifest.json $(ARCH_BUILD)/image/disk.raw; do \
+	  [ -f "$$f" ] || { echo "publish: $$f does not exist: run make disk first" >&2; exit 1; }; done
+	$(GO) run ./image/cmd/publish -image $(ARCH_BUILD)/image -uefi-data $(if $(wildcard $(KEYS_DIR)/uefi-data),$(KEYS_DIR)/uefi-data,none) $(PUBLISH_FLAGS)
 
 ## image-test: the test image in build/image-test/ (adds busybox and test helpers).
 image-test: build kernel sysroot node-components

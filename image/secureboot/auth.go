@@ -3,8 +3,10 @@ package secureboot
 import (
 	"bytes"
 	"crypto"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -240,4 +242,24 @@ func verifyAuth(b []byte, v authVar, signer *x509.Certificate) (*authFile, error
 		return nil, err
 	}
 	return a, nil
+}
+
+// CertFingerprints returns the SHA-256 (lower-case hex, as
+// KeyPair.Fingerprint) of each X.509 certificate in a variable's signature
+// lists (db's data in EC2's uefi-data, say), so a caller can tell whether a
+// certificate is enrolled there.
+func CertFingerprints(esl []byte) ([]string, error) {
+	entries, err := parseESLs(esl)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type != certX509GUID() {
+			continue
+		}
+		s := sha256.Sum256(e.Data)
+		out = append(out, hex.EncodeToString(s[:]))
+	}
+	return out, nil
 }

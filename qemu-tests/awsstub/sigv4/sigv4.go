@@ -326,8 +326,12 @@ func VerifyHeader(r *http.Request, body []byte, lookup Lookup, exp Expect) (Veri
 	// time and credentials; set them only through those.
 	c.Header.Del("X-Amz-Date")
 	c.Header.Del("X-Amz-Security-Token")
+	payloadHash, e := headerPayloadHash(r, body, signed)
+	if e != nil {
+		return Verified{}, e
+	}
 	s := v4.NewSigner()
-	if err := s.SignHTTP(context.Background(), awsCreds(creds), c, hashHex(body), sc.service, sc.region, signedAt); err != nil {
+	if err := s.SignHTTP(context.Background(), awsCreds(creds), c, payloadHash, sc.service, sc.region, signedAt); err != nil {
 		return Verified{}, fail(CodeIncompleteSignature, "re-signing: %v", err)
 	}
 	wantSigned, wantSig := authFields(c.Header.Get("Authorization"))
@@ -338,6 +342,33 @@ func VerifyHeader(r *http.Request, body []byte, lookup Lookup, exp Expect) (Veri
 		return Verified{}, fail(CodeExpiredToken, "signature expired: %s is now earlier than %s", signedAt.Format(timeFormat), exp.Now.Add(-MaxSkew).Format(timeFormat))
 	}
 	return Verified{AccessKeyID: sc.akid, Region: sc.region, Service: sc.service, SignedAt: signedAt, SignedHeaders: signed}, nil
+}
+
+// UnsignedPayload is the payload hash a client signs with when it streams
+// a body it does not hash (EBS PutSnapshotBlock, S3 over TLS): the
+// X-Amz-Content-Sha256 header says so and is itself signed.
+const UnsignedPayload = "UNSIGNED-PAYLOAD"
+
+// headerPayloadHash is the payload hash the client signed: the body's,
+// or UNSIGNED-PAYLOAD when a signed X-Amz-Content-Sha256 header says so.
+// A hex X-Amz-Content-Sha256 must be the body's hash, as AWS checks it.
+func headerPayloadHash(r *http.Request, body []byte, signed []string) (string, *Error) {
+	h := r.Header.Get("X-Amz-Content-Sha256")
+	signedHash := false
+	for _, n := range signed {
+		signedHash = signedHash || n == "x-amz-content-sha256"
+	}
+	switch {
+	case h == "":
+		return hashHex(body), nil
+	case !signedHash:
+		return "", fail(CodeSignatureDoesNotMatch, "x-amz-content-sha256 must be a signed header")
+	case h == UnsignedPayload:
+		return UnsignedPayload, nil
+	case h != hashHex(body):
+		return "", fail(CodeSignatureDoesNotMatch, "the provided 'x-amz-content-sha256' header does not match what was computed")
+	}
+	return h, nil
 }
 
 func authFields(auth string) (signedHeaders, signature string) {
