@@ -46,7 +46,7 @@ func cmdCheck(e env, args []string) int {
 	if ok && res != nil {
 		// One verdict: what render and the node refuse in the plan, check
 		// refuses too.
-		problems = append(problems, planProblems(res, man, fs.Args())...)
+		problems = append(problems, planProblems(res, man)...)
 		ok = !nodeconfig.HasErrors(problems)
 	}
 	// The problems quote values, and a value may hold a secret (a URL's
@@ -90,13 +90,16 @@ func checkManifest(path string) (man *manifest.Manifest, against string, err err
 
 // planProblems builds the plan from a config check accepted, on the
 // stand-in instance (plan.Check), and returns its refusal as problems
-// named after the file (or, for several, the merged config): the plan's
-// errors name the field. User data that leaves the cluster to
+// named after the document (or, for several, the merged config): the
+// plan's errors name the field. User data that leaves the cluster to
 // DescribeCluster gets a stand-in answer, as render gets the real one.
-func planProblems(res *nodeconfig.Result, man *manifest.Manifest, files []string) []nodeconfig.Problem {
+func planProblems(res *nodeconfig.Result, man *manifest.Manifest) []nodeconfig.Problem {
+	// The document, when one alone was read (Used names it as the other
+	// problems do: a MIME part, an AL2 script's line, Bottlerocket
+	// settings).
 	source := nodeconfig.MergedSource
-	if len(files) == 1 {
-		source = files[0]
+	if len(res.Used) == 1 {
+		source = res.Used[0]
 	}
 	if res.DescribeCluster != nil {
 		if err := nodeconfig.FillFromEKS(res, plan.StandInCluster()); err != nil {
@@ -116,10 +119,24 @@ func planProblems(res *nodeconfig.Result, man *manifest.Manifest, files []string
 	var out []nodeconfig.Problem
 	for _, e := range flattenErrors(err) {
 		for line := range strings.SplitSeq(e.Error(), "\n") {
+			if nodeconfig.IsBottlerocketSource(source) {
+				line = bottlerocketHint(line)
+			}
 			out = append(out, nodeconfig.Problem{Severity: nodeconfig.SeverityError, Source: source, Message: line})
 		}
 	}
 	return out
+}
+
+// bottlerocketHint adds, to a plan error at one of berth's annotations,
+// the Bottlerocket setting the annotation was read from.
+func bottlerocketHint(line string) string {
+	for ann, setting := range nodeconfig.BottlerocketSettings() {
+		if strings.HasPrefix(line, fmt.Sprintf("metadata.annotations[%q]", ann)) {
+			return line + " (from " + setting + ")"
+		}
+	}
+	return line
 }
 
 // flattenErrors undoes (nested) errors.Join.

@@ -42,9 +42,9 @@ func TestCheckWithoutManifest(t *testing.T) {
 		{"unknown flag", "  kubelet:\n    flags: [--no-such-flag=1]\n",
 			`: spec.kubelet.flags[0]: kubelet ` + kv + ` has no flag --no-such-flag`},
 		{"unknown feature gate", "  kubelet:\n    config:\n      featureGates: {NoSuchGate: true}\n",
-			`: spec.kubelet.config.featureGates.NoSuchGate: kubelet ` + kv + ` has no feature gate NoSuchGate`},
+			`: spec.kubelet.config.featureGates.NoSuchGate: kubelet ` + kv + ` has no feature gate "NoSuchGate" (it refuses to start on one it does not know)`},
 		{"unknown feature gate by flag", "  kubelet:\n    flags: ['--feature-gates=NoSuchGate=true']\n",
-			`: spec.kubelet.flags[0]: --feature-gates: kubelet ` + kv + ` has no feature gate NoSuchGate`},
+			`: spec.kubelet.flags[0]: --feature-gates: kubelet ` + kv + ` has no feature gate "NoSuchGate" (it refuses to start on one it does not know)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, printed, f := checkDoc(t, tc.extra)
