@@ -417,12 +417,12 @@ test-components: kube etcd
 
 .PHONY: test-components-node
 ## test-components-node: the real containerd on the config.toml berth renders (`config dump`), what
-## make accepts generated, and the oracle test: config/nodeconfig/testdata/oracle's corpus judged by
+## make accepts generated (and its copy built into berth, config/manifest/builtin), and the oracle test: config/nodeconfig/testdata/oracle's corpus judged by
 ## berth and by the real kubelet (in a sandbox, against a fake CRI) and containerd (CRI loaded);
 ## a prerequisite of test-qemu, whose image already needs containerd built.
 ## It runs the host's containerd, whatever ARCH is.
 test-components-node: $(COMPONENTS_DIR)/containerd-$(CONTAINERD_VERSION)/.built $(KUBE_DIR)/.built $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
-	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./runtime/containerd/ ./config/accepts/
+	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run . ./runtime/containerd/ ./config/accepts/ ./config/manifest/builtin/
 	BERTH_COMPONENTS_DIR=$(COMPONENTS_DIR) $(GO) test -tags components -count=1 -v -run TestOracle ./config/nodeconfig/
 .PHONY: fuzz-oracle
 ## fuzz-oracle: FuzzOracle for FUZZ_ORACLE_TIME (default 3m): mutations of the oracle corpus that berth
@@ -471,6 +471,14 @@ $(CONTAINERD_ACCEPTS): components/containerdaccepts/go.mod components/containerd
 	  { echo "containerdaccepts: components/containerdaccepts/go.mod does not require github.com/containerd/containerd/v2 $(CONTAINERD_VERSION)"; exit 1; }
 	@mkdir -p $(ACCEPTS_DIR)
 	cd components/containerdaccepts && $(NICE) $(GO) run . -out $(abspath $@)
+
+.PHONY: builtin-manifest
+## builtin-manifest: copies what make accepts generated into config/manifest/builtin (gzipped), the
+## checks berth check and berth render make without --manifest; commit the result. test-components-node
+## fails while they differ.
+builtin-manifest: $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
+	gzip -9n < $(KUBELET_ACCEPTS) > config/manifest/builtin/kubelet.json.gz
+	gzip -9n < $(CONTAINERD_ACCEPTS) > config/manifest/builtin/containerd.json.gz
 
 MKIMAGE_COMPONENTS := -accepts $(KUBELET_ACCEPTS) -accepts $(CONTAINERD_ACCEPTS) \
   -component kubelet=$(KUBE_VERSION) -component containerd=$(CONTAINERD_VERSION) \

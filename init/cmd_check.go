@@ -3,19 +3,28 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/config/manifest/builtin"
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/internal/redact"
 )
 
 // cmdCheck validates NodeConfig files (YAML, JSON, MIME user data, gzip or
-// base64 of those) as one node would merge them, and prints every problem.
+// base64 of those; AL2 scripts, eksctl's cloud-config, Bottlerocket
+// settings) as one node would merge them, builds the plan from them on a
+// stand-in instance as render and the node do, and prints every problem.
+// It checks against what the image's kubelet and containerd accept
+// (--manifest), or without a manifest against what the kubelet and
+// containerd berth was built with accept (config/manifest/builtin), and
+// says which.
 func cmdCheck(e env, args []string) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	strict := fs.Bool("strict", false, "treat unknown fields and feature gates as errors")
-	manifestPath := fs.String("manifest", "", "the image's manifest: check kubelet's and containerd's settings against what its kubelet and containerd accept (without it, a warning names the checks not made)")
+	strict := fs.Bool("strict", false, "treat unknown fields, feature gates and berth.dev/ annotations as errors")
+	manifestPath := fs.String("manifest", "", "the image's manifest: check kubelet's and containerd's settings against what its kubelet and containerd accept (default: what the kubelet and containerd berth was built with accept)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: berth check [--strict] [--manifest FILE] FILE...")
 		fs.PrintDefaults()
@@ -27,27 +36,31 @@ func cmdCheck(e env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	var opts nodeconfig.Options
-	if *manifestPath != "" {
-		man, err := manifest.Load(*manifestPath)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "berth check: %v\n", err)
-			return 1
-		}
-		opts.Accepts = man.Accepts
+	man, against, err := checkManifest(*manifestPath)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "berth check: %v\n", err)
+		return 1
 	}
-	problems, ok := nodeconfig.CheckWith(opts, *strict, fs.Args()...)
+	opts := nodeconfig.Options{Accepts: man.Accepts}
+	res, problems, ok := nodeconfig.CheckResult(opts, *strict, fs.Args()...)
+	if ok && res != nil {
+		// One verdict: what render and the node refuse in the plan, check
+		// refuses too.
+		problems = append(problems, planProblems(res, man)...)
+		ok = !nodeconfig.HasErrors(problems)
+	}
 	// The problems quote values, and a value may hold a secret (a URL's
 	// password, a token): redacted as render's are, and check has no
 	// reason to show them.
 	for _, p := range problems {
 		fmt.Fprintln(e.stdout, redact.Text(p.String()))
 	}
-	// Count, not len: past nodeconfig.MaxProblems one line stands for the
-	// problems left out, and the summary must still give the true numbers.
+	fmt.Fprintln(e.stdout, "berth check: checked against "+against)
 	if why := opts.NotChecked(); why != "" {
 		fmt.Fprintln(e.stdout, "warning: "+why)
 	}
+	// Count, not len: past nodeconfig.MaxProblems one line stands for the
+	// problems left out, and the summary must still give the true numbers.
 	errs, warns := nodeconfig.Count(problems)
 	if !ok {
 		fmt.Fprintf(e.stdout, "berth check: %d error(s), %d warning(s)\n", errs, warns)
@@ -55,4 +68,86 @@ func cmdCheck(e env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "berth check: ok (%d warning(s))\n", warns)
 	return 0
+}
+
+// checkManifest is the manifest check and render judge with: the one at
+// path, or the built-in one; against says which, for the output.
+func checkManifest(path string) (man *manifest.Manifest, against string, err error) {
+	if path == "" {
+		if man, err = builtin.Manifest(); err != nil {
+			return nil, "", err
+		}
+		return man, "what " + builtin.Versions(man) + " accept, as built into berth (--manifest FILE checks against an image's own)", nil
+	}
+	if man, err = manifest.Load(path); err != nil {
+		return nil, "", err
+	}
+	if v := builtin.Versions(man); v != "" {
+		return man, "what the image's " + v + " accept (" + path + ")", nil
+	}
+	return man, "the image's manifest " + path + ", which records nothing of what its kubelet and containerd accept", nil
+}
+
+// planProblems builds the plan from a config check accepted, on the
+// stand-in instance (plan.Check), and returns its refusal as problems
+// named after the document (or, for several, the merged config): the
+// plan's errors name the field. User data that leaves the cluster to
+// DescribeCluster gets a stand-in answer, as render gets the real one.
+func planProblems(res *nodeconfig.Result, man *manifest.Manifest) []nodeconfig.Problem {
+	// The document, when one alone was read (Used names it as the other
+	// problems do: a MIME part, an AL2 script's line, Bottlerocket
+	// settings).
+	source := nodeconfig.MergedSource
+	if len(res.Used) == 1 {
+		source = res.Used[0]
+	}
+	if res.DescribeCluster != nil {
+		if err := nodeconfig.FillFromEKS(res, plan.StandInCluster()); err != nil {
+			var out []nodeconfig.Problem
+			for _, p := range res.Problems {
+				if p.Severity == nodeconfig.SeverityError {
+					out = append(out, p)
+				}
+			}
+			return out
+		}
+	}
+	err := plan.Check(res.Config, man)
+	if err == nil {
+		return nil
+	}
+	var out []nodeconfig.Problem
+	for _, e := range flattenErrors(err) {
+		for line := range strings.SplitSeq(e.Error(), "\n") {
+			if nodeconfig.IsBottlerocketSource(source) {
+				line = bottlerocketHint(line)
+			}
+			out = append(out, nodeconfig.Problem{Severity: nodeconfig.SeverityError, Source: source, Message: line})
+		}
+	}
+	return out
+}
+
+// bottlerocketHint adds, to a plan error at one of berth's annotations,
+// the Bottlerocket setting the annotation was read from.
+func bottlerocketHint(line string) string {
+	for ann, setting := range nodeconfig.BottlerocketSettings() {
+		if strings.HasPrefix(line, fmt.Sprintf("metadata.annotations[%q]", ann)) {
+			return line + " (from " + setting + ")"
+		}
+	}
+	return line
+}
+
+// flattenErrors undoes (nested) errors.Join.
+func flattenErrors(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flattenErrors(e)...)
+	}
+	return out
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/config/imds"
-	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/internal/redact"
@@ -43,7 +42,7 @@ func cmdRender(e env, args []string) int {
 	fs.Var(&configs, "config", "NodeConfig file (YAML, JSON, MIME user data; may repeat; later files win)")
 	imdsURL := fs.String("imds", "", "read instance metadata and user data from this IMDS, as a node would (e.g. http://127.0.0.1:8080)")
 	metadata := fs.String("metadata", "", "instance metadata as JSON (imds.Metadata) instead of --imds")
-	manifestPath := fs.String("manifest", "", "image manifest (default: built-in defaults for the current image)")
+	manifestPath := fs.String("manifest", "", "image manifest (default: the one berth was built with: its kubelet's and containerd's versions and checks, the default image's preload list and sandbox image)")
 	out := fs.String("out", "", "directory to write the node's files under (required; the real files, never redacted, with the node's modes)")
 	cpus := fs.Int("cpus", runtime.NumCPU(), "CPU count of the node, for kubeReserved")
 	nodeIP := fs.String("node-ip", "", "override the node IP from instance metadata")
@@ -105,11 +104,15 @@ func cmdRender(e env, args []string) int {
 	if len(srcs) == 0 {
 		return fail(fmt.Errorf("no NodeConfig: give --config FILE or an IMDS with user data"))
 	}
-	man := &manifest.Manifest{}
-	if *manifestPath != "" {
-		if man, err = manifest.Load(*manifestPath); err != nil {
-			return fail(err)
-		}
+	// Without --manifest, the manifest berth was built with (its kubelet's
+	// and containerd's checks, the default image's preload list and
+	// sandbox image), as `berth check` judges: one verdict.
+	man, against, err := checkManifest(*manifestPath)
+	if err != nil {
+		return fail(err)
+	}
+	if *manifestPath == "" {
+		fmt.Fprintln(e.stderr, "berth render: no --manifest: checked against "+against)
 	}
 	opts := nodeconfig.Options{Accepts: man.Accepts}
 	if why := opts.NotChecked(); why != "" {

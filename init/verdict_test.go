@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,10 +58,116 @@ func verdictCorpus(t *testing.T) map[string][]byte {
 		"maxPods fraction":    "  kubelet:\n    config:\n      maxPods: 110.5\n",
 		"mount path dots":     "  instance:\n    localStorage:\n      strategy: RAID0\n      mountPath: /mnt/../etc\n",
 		"good flags":          "  kubelet:\n    flags: ['--node-labels=\"a=b,c=d\"', --v=2]\n",
+		// Refused with what the kubelet berth was built with accepts,
+		// which check and render use without --manifest.
+		"unknown flag":         "  kubelet:\n    flags: [--no-such-flag=1]\n",
+		"unknown feature gate": "  kubelet:\n    config:\n      featureGates: {NoSuchGate: true}\n",
+		"cluster domain":       "  kubelet:\n    config:\n      clusterDomain: \"cluster.local\\nnameserver 6.6.6.6\"\n",
+		"containerd key":       "  containerd:\n    config: \"[plugins.\\\"a\\\\u0001b\\\"]\\nx = 1\\n\"\n",
+		"containerd value":     "  containerd:\n    config: \"[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\\nruntime_path = \\\"/usr/bin/runc\\\\u000a-x\\\"\\n\"\n",
+		"kubelet config key":   "  kubelet:\n    config:\n      staticPodURLHeader: {\"X\\nY\": [a]}\n",
 	} {
 		corpus[name] = append(append([]byte{}, good...), extra...)
 	}
+	for name, extra := range map[string]string{
+		"annotation number":          "    example.com/replicas: 3\n",
+		"bootstrap token short":      "    berth.dev/bootstrap-token: abc.def\n",
+		"bootstrap token upper case": "    berth.dev/bootstrap-token: ABCDEF.0123456789ABCDEF\n",
+		"sysctl forwarding":          "    berth.dev/sysctls: '{\"net.ipv4.ip_forward\": \"0\"}'\n",
+		"blocks overlay":             "    berth.dev/blocked-kernel-modules: '[\"overlay\"]'\n",
+		"good unknown annotation":    "    berth.dev/sysctl: '{}'\n",
+	} {
+		corpus[name] = withAnnotations(good, extra)
+	}
+	for name, data := range verdictFormats(t, good) {
+		corpus[name] = data
+	}
 	return corpus
+}
+
+// withAnnotations is a NodeConfig with metadata.annotations lines added.
+func withAnnotations(doc []byte, lines string) []byte {
+	return bytes.Replace(doc, []byte("kind: NodeConfig\n"), []byte("kind: NodeConfig\nmetadata:\n  annotations:\n"+lines), 1)
+}
+
+// verdictFormats are bad inputs in each format berth reads besides a
+// plain NodeConfig: MIME (gzip parts among them), an AL2 bootstrap.sh
+// script, eksctl's AL2 cloud-config and Bottlerocket settings, each made
+// from the repository's good example of the format.
+func verdictFormats(t *testing.T, good []byte) map[string][]byte {
+	t.Helper()
+	read := func(f string) string {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	mime := func(parts ...[]byte) []byte {
+		var b bytes.Buffer
+		b.WriteString("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n")
+		for _, p := range parts {
+			b.WriteString("--B\nContent-Type: application/node.eks.aws\n\n")
+			b.Write(p)
+			b.WriteString("\n")
+		}
+		b.WriteString("--B--\n")
+		return b.Bytes()
+	}
+	gz := func(p []byte) []byte {
+		var b bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		zw.Write(p)
+		zw.Close()
+		return b.Bytes()
+	}
+	out := map[string][]byte{
+		"mime annotation number": mime(withAnnotations(good, "    example.com/replicas: 3\n")),
+		"mime bootstrap token":   mime(withAnnotations(good, "    berth.dev/bootstrap-token: abc.def\n")),
+		"mime cluster domain":    mime(good, []byte("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      clusterDomain: \"cluster.local\\nnameserver 6.6.6.6\"\n")),
+	}
+	// Eight gzip parts of 10 KiB in all, within EC2's 16 KiB, whose
+	// containerd configs merge to 3 MiB: over the plan's bound on one
+	// rendered file.
+	var parts [][]byte
+	for i := range 8 {
+		parts = append(parts, gz(fmt.Appendf(nil, "%s  containerd:\n    config: |\n      [plugins.\"x%d\"]\n      v = \"%s\"\n", good, i, strings.Repeat("a", 400000))))
+	}
+	out["mime eight gzip parts"] = mime(parts...)
+
+	al2 := read("plan/testdata/userdata/al2-mng.txt")
+	for name, args := range map[string]string{
+		"al2 unknown flag":         "--no-such-flag=1",
+		"al2 unknown feature gate": "--feature-gates=NoSuchGate=true",
+		"al2 labels":               "--node-labels=a=b=c",
+	} {
+		out[name] = []byte(regexp.MustCompile(`--kubelet-extra-args '[^']*'`).ReplaceAllLiteralString(al2, "--kubelet-extra-args '"+args+"'"))
+	}
+
+	eksctl := read("../config/al2/testdata/golden/eksctl.cloud-config")
+	extraJSON := regexp.MustCompile(`(?m)^- content: '\{"kubeReserved".*'$`)
+	if !extraJSON.MatchString(eksctl) {
+		t.Fatal("eksctl.cloud-config has no kubelet-extra.json line to replace")
+	}
+	for name, js := range map[string]string{
+		"eksctl cluster domain":        `{"clusterDomain":"cluster.local\nnameserver 6.6.6.6"}`,
+		"eksctl unknown feature gate":  `{"featureGates":{"NoSuchGate":true}}`,
+		"eksctl kubelet config number": `{"maxPods":"many"}`,
+	} {
+		out[name] = []byte(extraJSON.ReplaceAllLiteralString(eksctl, "- content: '"+js+"'"))
+	}
+
+	br := read("plan/testdata/userdata/bottlerocket-karpenter.toml")
+	for name, extra := range map[string]string{
+		"bottlerocket blocks overlay":    "\n[settings.kernel.modules.overlay]\nallowed = false\n",
+		"bottlerocket sysctl forwarding": "\n[settings.kernel.sysctl]\n'net.ipv4.ip_forward' = '0'\n",
+		"bottlerocket eviction signal":   "\n[settings.kubernetes.eviction-soft]\n'memory.nonsense' = '1Gi'\n",
+	} {
+		out[name] = []byte(br + extra)
+	}
+	out["bottlerocket cluster domain"] = []byte(strings.Replace(br, "max-pods = 58\n", "max-pods = 58\ncluster-domain = \"cluster.local\\nnameserver 6.6.6.6\"\n", 1))
+	out["bottlerocket bootstrap token"] = []byte(strings.Replace(br, "max-pods = 58\n", "max-pods = 58\nauthentication-mode = \"tls\"\nbootstrap-token = \"abc.def\"\n", 1))
+	return out
 }
 
 // One validator, one verdict: check and render accept the same user data,
@@ -164,7 +272,12 @@ func oracleCorpus(t *testing.T) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cases []struct{ Name, Spec, UserData, File string }
+	var cases []struct {
+		Name     string `yaml:"name"`
+		Spec     string `yaml:"spec"`
+		UserData string `yaml:"userData"`
+		File     string `yaml:"file"`
+	}
 	if err := yaml.Unmarshal(raw, &cases); err != nil {
 		t.Fatal(err)
 	}

@@ -141,13 +141,22 @@ func Load(path string) (*Accepts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading what the components accept: %w", err)
 	}
-	// Strict: a field the generators write and this package does not
-	// know is drift between the two, and would be dropped unread.
+	a, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return a, nil
+}
+
+// Parse decodes what the generators wrote, strictly: a field the
+// generators write and this package does not know is drift between the
+// two, and would be dropped unread.
+func Parse(b []byte) (*Accepts, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var a Accepts
 	if err := dec.Decode(&a); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("decoding what the components accept: %w", err)
 	}
 	return &a, nil
 }

@@ -182,11 +182,16 @@ func sysctlValue(s string) error {
 func ipNoZone(s string) error    { return syntax.IPNoZone(s) }
 func ipMaybeZone(s string) error { return syntax.IP(s, true) }
 func dnsName(s string) error     { return syntax.DNSName(s) }
-func hostname(s string) error    { return syntax.Hostname(s) }
-func nodeName(s string) error    { return syntax.NodeName(s) }
-func labelKey(s string) error    { return syntax.LabelKey(s) }
-func labelValue(s string) error  { return syntax.LabelValue(s) }
-func taintSyntax(s string) error { return syntax.Taint(s) }
+
+// clusterDomain is kubelet's clusterDomain, which kubelet's DNS code
+// writes into every pod's resolv.conf search line: an RFC 1123 subdomain
+// (nodeconfig holds a NodeConfig's to the same rule).
+func clusterDomain(s string) error { return syntax.DNSSubdomain(s) }
+func hostname(s string) error      { return syntax.Hostname(s) }
+func nodeName(s string) error      { return syntax.NodeName(s) }
+func labelKey(s string) error      { return syntax.LabelKey(s) }
+func labelValue(s string) error    { return syntax.LabelValue(s) }
+func taintSyntax(s string) error   { return syntax.Taint(s) }
 
 // timeServer is a hostname or an IP address: chrony's server line takes
 // the value as it is, so a URL would never work.

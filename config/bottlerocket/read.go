@@ -143,7 +143,7 @@ func (r *reader) kubernetesKey(p, key string, v any) bool {
 		r.clusterDNS = true
 		c.ClusterDNS = r.oneOrMore(p, v, ipNoZone)
 	case "cluster-domain":
-		if d, ok := r.str(p, v, dnsName); ok {
+		if d, ok := r.str(p, v, clusterDomain); ok {
 			c.ClusterDomain, r.clusterDomain = d, d
 		}
 	case "max-pods":

@@ -45,9 +45,9 @@ const (
 	ASGAnnotation = "berth.dev/on-asg-termination"
 )
 
-// annotationPrefix is what berth's lifecycle annotations share, so a typo
+// AnnotationPrefix is what berth's lifecycle annotations share, so a typo
 // in one is an error rather than silently the default.
-const annotationPrefix = "berth.dev/on-"
+const AnnotationPrefix = "berth.dev/on-"
 
 // Policy says what berth does about each signal.
 type Policy struct {
@@ -116,7 +116,7 @@ func PolicyFromAnnotations(ann map[string]string) (Policy, error) {
 	for _, k := range keys {
 		dst, ok := fields[k]
 		if !ok {
-			if strings.HasPrefix(k, annotationPrefix) {
+			if strings.HasPrefix(k, AnnotationPrefix) {
 				errs = append(errs, &AnnotationError{Annotation: k, Err: fmt.Errorf("not a berth annotation; the lifecycle ones are %s, %s and %s",
 					SpotAnnotation, RebalanceAnnotation, ASGAnnotation)})
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -46,11 +47,12 @@ func (e *annotationError) Error() string { return e.path() + ": " + e.reason().E
 
 func (e *annotationError) Unwrap() error { return e.Err }
 
-// Annotations returns metadata.annotations' string values, where berth's
-// own extensions live (nodeadm ignores metadata, so they never change what
-// nodeadm's fields mean). Only berth.dev/ annotations must be strings:
-// other keys are not berth's business, and a value YAML reads as a bool
-// or a number there must not stop a node.
+// Annotations returns metadata.annotations' values, where berth's own
+// extensions live (nodeadm ignores metadata, so they never change what
+// nodeadm's fields mean). Every value must be a string, whatever its key:
+// Kubernetes annotations are, nodeadm decodes metadata as Kubernetes
+// object metadata and refuses a number or a bool there, and so does
+// berth, naming the key. The map holds the string values only.
 func Annotations(cfg *NodeConfig) (map[string]string, error) {
 	ann := map[string]string{}
 	if cfg == nil {
@@ -67,10 +69,8 @@ func Annotations(cfg *NodeConfig) (map[string]string, error) {
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(all)) {
 		var v string
-		if err := json.Unmarshal(all[k], &v); err != nil {
-			if strings.HasPrefix(k, berthAnnotationPrefix) {
-				errs = append(errs, &annotationError{Key: k, Err: fmt.Errorf("want a string (quote it in YAML), got %s", rawShown(k, all[k]))})
-			}
+		if err := json.Unmarshal(all[k], &v); err != nil || isNull(all[k]) {
+			errs = append(errs, &annotationError{Key: k, Err: fmt.Errorf("want a string (quote it in YAML), got %s", rawShown(k, all[k]))})
 			continue
 		}
 		ann[k] = v
@@ -87,11 +87,35 @@ func LifecyclePolicy(cfg *NodeConfig) (lifecycle.Policy, error) {
 	return p, errors.Join(aerr, perr)
 }
 
-// checkAnnotations reports bad berth annotations, each at its own path.
+// KnownAnnotations are berth's annotations, sorted: any other key under
+// berth.dev/ is a warning (an error under berth check --strict), since a
+// typo (berth.dev/sysctl) would otherwise lose the setting without a word.
+func KnownAnnotations() []string {
+	return slices.Sorted(slices.Values(append([]string{bootstrapTokenAnnotation, RegistryMirrorsAnnotation,
+		lifecycle.SpotAnnotation, lifecycle.RebalanceAnnotation, lifecycle.ASGAnnotation}, MachineAnnotations()...)))
+}
+
+// bootstrapTokenRE is a Kubernetes bootstrap token, as init/plan reads
+// the annotation.
+var bootstrapTokenRE = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+
+// checkAnnotations reports bad berth annotations, each at its own path,
+// and warns of unknown ones.
 func checkAnnotations(ps *problems, cfg *NodeConfig) {
 	ann, err := Annotations(cfg)
 	_, lerr := lifecycle.PolicyFromAnnotations(ann)
 	err = errors.Join(err, lerr)
+	if tok, ok := ann[bootstrapTokenAnnotation]; ok && !bootstrapTokenRE.MatchString(tok) {
+		// Never echo the token: it is a secret even when malformed.
+		err = errors.Join(err, &annotationError{Key: bootstrapTokenAnnotation, Err: errors.New("not a bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}")})
+	}
+	known := KnownAnnotations()
+	for _, k := range slices.Sorted(maps.Keys(ann)) {
+		// The lifecycle ones (berth.dev/on-*) are named by lifecycle.
+		if strings.HasPrefix(k, berthAnnotationPrefix) && !strings.HasPrefix(k, lifecycle.AnnotationPrefix) && !slices.Contains(known, k) {
+			ps.unknownf(fmt.Sprintf("metadata.annotations[%q]", k), "not a berth annotation, and berth ignores it; the known ones are %s", strings.Join(known, ", "))
+		}
+	}
 	if v, ok := ann[RegistryMirrorsAnnotation]; ok {
 		if _, merr := ParseRegistryMirrors(v); merr != nil {
 			err = errors.Join(err, annotationErrors(RegistryMirrorsAnnotation, merr))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/berth-node/berth/config/bottlerocket"
 )
@@ -90,7 +91,7 @@ func FromBottlerocket(source string, s *bottlerocket.Settings) (*NodeConfig, []P
 // settings TOML as a NodeConfig, named "<part> (Bottlerocket settings)";
 // cfg is nil when the document cannot be read at all.
 func readBottlerocket(part string, data []byte) (string, *NodeConfig, []Problem) {
-	source := part + " (Bottlerocket settings)"
+	source := part + bottlerocketSuffix
 	s, err := bottlerocket.Read(data)
 	if err != nil {
 		return source, nil, []Problem{{Severity: SeverityError, Source: source, Message: err.Error()}}
@@ -98,3 +99,26 @@ func readBottlerocket(part string, data []byte) (string, *NodeConfig, []Problem)
 	cfg, ps := FromBottlerocket(source, s)
 	return source, cfg, ps
 }
+
+// BottlerocketSettings are the Bottlerocket settings FromBottlerocket
+// carries over as each of berth's annotations, for a problem found at the
+// annotation's path (by the plan) to name what the user wrote.
+func BottlerocketSettings() map[string]string {
+	return map[string]string{
+		bootstrapTokenAnnotation:       "settings.kubernetes.bootstrap-token",
+		RegistryMirrorsAnnotation:      "settings.container-registry.mirrors",
+		SysctlsAnnotation:              "settings.kernel.sysctl",
+		KernelModulesAnnotation:        "settings.kernel.modules (autoload)",
+		BlockedKernelModulesAnnotation: "settings.kernel.modules (allowed = false)",
+		HostnameAnnotation:             "settings.network.hostname",
+		NTPServersAnnotation:           "settings.ntp.time-servers",
+	}
+}
+
+// IsBottlerocketSource says whether a Result.Used name is a Bottlerocket
+// settings document's.
+func IsBottlerocketSource(source string) bool {
+	return strings.HasSuffix(source, bottlerocketSuffix)
+}
+
+const bottlerocketSuffix = " (Bottlerocket settings)"

@@ -403,8 +403,15 @@ func Check(strict bool, files ...string) (problems []Problem, ok bool) {
 
 // CheckWith is Check with what opts knows (`berth check --manifest`).
 func CheckWith(opts Options, strict bool, files ...string) (problems []Problem, ok bool) {
+	_, problems, ok = CheckResult(opts, strict, files...)
+	return problems, ok
+}
+
+// CheckResult is CheckWith that also returns what Load found (nil when no
+// file was given), for a caller that goes on to build the plan.
+func CheckResult(opts Options, strict bool, files ...string) (res *Result, problems []Problem, ok bool) {
 	if len(files) == 0 {
-		return []Problem{{Severity: SeverityError, Source: "berth check", Message: "no files given; usage: berth check [--strict] FILE..."}}, false
+		return nil, []Problem{{Severity: SeverityError, Source: "berth check", Message: "no files given; usage: berth check [--strict] FILE..."}}, false
 	}
 	var found problemList
 	var srcs []Source
@@ -417,7 +424,7 @@ func CheckWith(opts Options, strict bool, files ...string) (problems []Problem, 
 		srcs = append(srcs, s...)
 	}
 	log := slog.New(slog.DiscardHandler)
-	res, _ := LoadWith(context.Background(), log, srcs, opts)
+	res, _ = LoadWith(context.Background(), log, srcs, opts)
 	found.add(res.Problems...)
 	problems = found.problems()
 	if strict {
@@ -425,5 +432,5 @@ func CheckWith(opts Options, strict bool, files ...string) (problems []Problem, 
 			promoteUnknown(&problems[i])
 		}
 	}
-	return problems, !HasErrors(problems)
+	return res, problems, !HasErrors(problems)
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/berth-node/berth/config/accepts"
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/config/manifest/builtin"
 	"github.com/berth-node/berth/config/nodeconfig"
 	imagespec "github.com/berth-node/berth/image/spec"
 	"github.com/berth-node/berth/init/plan"
@@ -74,9 +75,17 @@ var oracleInstance = imds.Metadata{
 // they accept as `make accepts` generated it for the image.
 func oracleManifest(t testing.TB, dir, kubeletBin, containerdBin string) *manifest.Manifest {
 	t.Helper()
+	// The default image's preload list (the plan refuses to block a
+	// module the image preloads), as check and render take it without
+	// --manifest.
+	def, err := builtin.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := &manifest.Manifest{
 		Components:   map[string]string{"kubelet": version(kubeletBin, "kube-"), "containerd": version(containerdBin, "containerd-")},
 		SandboxImage: "registry.k8s.io/pause:3.10",
+		Preload:      def.Preload,
 		Accepts:      &accepts.Accepts{},
 	}
 	for _, f := range []string{"kubelet-" + m.Components["kubelet"], "containerd-" + m.Components["containerd"]} {

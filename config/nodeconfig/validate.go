@@ -217,9 +217,11 @@ func tomlValue(v any) string {
 }
 
 // CheckValues are the checks of every NodeConfig string berth puts into a
-// file or onto a command line as it is (not through an encoder): nodeadm
-// lets through newlines, zones and spaces that would add a line to
-// resolv.conf or the plan description, or a word to kubelet's argv. They
+// file or onto a command line: nodeadm lets through newlines, zones and
+// spaces that would add a line to resolv.conf or the plan description, or
+// a word to kubelet's argv; and what goes through an encoder (kubelet's
+// and containerd's config) is read back unescaped by the component, which
+// writes it on (encodedValueProblems). They
 // are part of ValidateDocument, so `berth check`, `berth render` and the
 // node's config phase give one verdict; the plan runs them again on the
 // merged config it is given, as a backstop for callers that did not
@@ -264,6 +266,7 @@ func valueProblems(source string, s *NodeConfigSpec) []Problem {
 		}
 	}
 	check("spec.instance.localStorage.mountPath", s.Instance.LocalStorage.MountPath, syntax.NoControl)
+	encodedValueProblems(ps, s)
 	return ps.problems()
 }
 

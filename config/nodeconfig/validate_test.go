@@ -117,7 +117,7 @@ func TestValidateDocumentRules(t *testing.T) {
 			want: []string{`error: src: spec.kubelet.config.cgroupDriver: "systemd" is not supported: berth has no systemd, kubelet uses cgroupfs`}},
 		{name: "cgroupDriver cgroupfs ok", extra: "  kubelet:\n    config:\n      cgroupDriver: cgroupfs\n"},
 		{name: "lifecycle annotations", extra: "metadata:\n  annotations:\n    berth.dev/on-spot-interruption: log\n" +
-			"    berth.dev/on-rebalance-recommendation: shutdown\n    berth.dev/on-asg-termination: ignore\n    example.com/x: y\n"},
+			"    berth.dev/on-rebalance-recommendation: shutdown\n    berth.dev/on-asg-termination: ignore\n    example.com/x: 'y'\n"},
 		{name: "lifecycle annotations bad", extra: "metadata:\n  annotations:\n    berth.dev/on-spot-interruption: drain\n    berth.dev/on-rebalance: log\n",
 			want: []string{
 				`error: src: metadata.annotations["berth.dev/on-rebalance"]: not a berth annotation; the lifecycle ones are berth.dev/on-spot-interruption, berth.dev/on-rebalance-recommendation and berth.dev/on-asg-termination`,
@@ -132,6 +132,34 @@ func TestValidateDocumentRules(t *testing.T) {
 			}},
 		{name: "annotations not strings", extra: "metadata:\n  annotations:\n    berth.dev/on-asg-termination: [shutdown]\n",
 			want: []string{`error: src: metadata.annotations["berth.dev/on-asg-termination"]: want a string (quote it in YAML), got ["shutdown"]`}},
+		{name: "other annotations not strings", extra: "metadata:\n  annotations:\n    example.com/replicas: 3\n    example.com/x: y\n",
+			want: []string{
+				`error: src: metadata.annotations["example.com/replicas"]: want a string (quote it in YAML), got 3`,
+				`error: src: metadata.annotations["example.com/x"]: want a string (quote it in YAML), got true`,
+			}},
+		{name: "bootstrap token malformed", extra: "metadata:\n  annotations:\n    berth.dev/bootstrap-token: ABCDEF.0123456789ABCDEF\n",
+			want: []string{`error: src: metadata.annotations["berth.dev/bootstrap-token"]: not a bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}`}},
+		{name: "bootstrap token good", extra: "metadata:\n  annotations:\n    berth.dev/bootstrap-token: abcdef.0123456789abcdef\n"},
+		{name: "unknown berth annotation", extra: "metadata:\n  annotations:\n    berth.dev/sysctl: '{}'\n    example.com/sysctl: x\n",
+			want: []string{`warning: src: metadata.annotations["berth.dev/sysctl"]: not a berth annotation, and berth ignores it; the known ones are ` +
+				`berth.dev/blocked-kernel-modules, berth.dev/bootstrap-token, berth.dev/hostname, berth.dev/kernel-modules, berth.dev/ntp-servers, ` +
+				`berth.dev/on-asg-termination, berth.dev/on-rebalance-recommendation, berth.dev/on-spot-interruption, berth.dev/registry-mirrors, berth.dev/sysctls`}},
+		{name: "cluster domain newline", extra: "  kubelet:\n    config:\n      clusterDomain: \"cluster.local\\nnameserver 6.6.6.6\"\n",
+			want: []string{`error: src: spec.kubelet.config.clusterDomain: "cluster.local\nnameserver 6.6.6.6" has a control character (U+000A) at byte 13; control characters and line breaks are not allowed`}},
+		{name: "cluster domain upper case", extra: "  kubelet:\n    config:\n      clusterDomain: Cluster.Local\n",
+			want: []string{`error: src: spec.kubelet.config.clusterDomain: "Cluster.Local" is not a DNS subdomain: want lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit, at most 253 characters (RFC 1123) (kubelet puts it into every pod's resolv.conf search line)`}},
+		{name: "cluster domain good", extra: "  kubelet:\n    config:\n      clusterDomain: cluster.local\n"},
+		{name: "control characters in encoded values", extra: "  kubelet:\n    config:\n      staticPodURLHeader: {\"X-A\\tb\": [\"v\\r\"]}\n" +
+			"      allowedUnsafeSysctls: [\"net.core.somaxconn\", \"kernel.msg\\u0085\"]\n" +
+			"  containerd:\n    config: \"[plugins.\\\"a\\\\u0001b\\\"]\\nx = 1\\n[plugins.c]\\nruntime_path = \\\"/usr/bin/runc\\\\nx\\\"\\n\"\n" +
+			"    baseRuntimeSpec: {process: {env: [\"A=b\\nc\"]}}\n",
+			want: []string{
+				`error: src: spec.kubelet.config.allowedUnsafeSysctls[1]: "kernel.msg\u0085" has a control character (U+0085) at byte 10; control characters and line breaks are not allowed`,
+				`error: src: spec.kubelet.config.staticPodURLHeader["X-A\tb"]: key: "<redacted>" has a control character (U+0009) at byte 3; control characters and line breaks are not allowed`,
+				`error: src: spec.containerd.baseRuntimeSpec.process.env[0]: "A=b\nc" has a control character (U+000A) at byte 3; control characters and line breaks are not allowed`,
+				`error: src: spec.containerd.config: key in table [plugins]: "a\x01b" has a control character (U+0001) at byte 1; control characters and line breaks are not allowed`,
+				`error: src: spec.containerd.config: value of [plugins.c] runtime_path: "/usr/bin/runc\nx" has a control character (U+000A) at byte 13; control characters and line breaks are not allowed`,
+			}},
 		{name: "annotations not a map", extra: "metadata:\n  annotations: [a]\n",
 			want: []string{`error: src: metadata.annotations: want a map of strings, as Kubernetes annotations are: json: cannot unmarshal array into Go value of type map[string]json.RawMessage`}},
 		{name: "feature gate", extra: "  featureGates:\n    InstanceIdNodeName: true\n    Future: true\n",

@@ -20,10 +20,10 @@ import (
 // path. Empty values are left to Build, whose own errors say what is
 // missing.
 //
-// Kept out of the check, because an encoder writes them: the kubelet
-// config and base runtime spec (JSON escapes every control character), the
-// kubeconfig (YAML), and containerd.config values (TOML; its keys are
-// checked by containerd.Config).
+// What an encoder writes (the kubelet config, the base runtime spec,
+// containerd.config) is checked too, by nodeconfig.CheckValues: the
+// encoder escapes a control character, but kubelet and containerd read it
+// back unescaped and write it on (clusterDomain into pods' resolv.conf).
 func checkInputs(in Inputs) error {
 	var errs []error
 	bad := func(path string, err error) { errs = append(errs, fmt.Errorf("%s: %w", path, err)) }

@@ -66,7 +66,16 @@ func TestBuildRejectsInjection(t *testing.T) {
 		}, []string{"spec.instance.localStorage.mountPath"}},
 		{"containerd key with a newline", func(in *Inputs) {
 			in.Config.Spec.Containerd.Config = "[plugins.\"x\\n[evil]\"]\nk = 1\n"
-		}, []string{`spec.containerd.config: key in table "plugins"`, "control character"}},
+		}, []string{`spec.containerd.config: key in table [plugins]`, "control character"}},
+		{"containerd value with a newline", func(in *Inputs) {
+			in.Config.Spec.Containerd.Config = "[plugins.x]\nk = \"v\\n[evil]\"\n"
+		}, []string{`spec.containerd.config: value of [plugins.x] k`, "control character"}},
+		{"kubelet clusterDomain with a newline", func(in *Inputs) {
+			in.Config.Spec.Kubelet.Config = nodeconfig.InlineDocument{"clusterDomain": json.RawMessage(`"cluster.local\nnameserver 6.6.6.6"`)}
+		}, []string{`spec.kubelet.config.clusterDomain: "cluster.local\nnameserver 6.6.6.6" has a control character`}},
+		{"base runtime spec string with a newline", func(in *Inputs) {
+			in.Config.Spec.Containerd.BaseRuntimeSpec = nodeconfig.InlineDocument{"hostname": json.RawMessage(`"a\u2028b"`)}
+		}, []string{`spec.containerd.baseRuntimeSpec.hostname`, "control character"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := caseByName(t, "eksctl").inputs(t)
@@ -149,7 +158,11 @@ func TestContainerdKeysStayInTheirTable(t *testing.T) {
 	if _, err := Build(in); err == nil {
 		t.Fatal("a key with a newline escape was accepted")
 	}
-	in.Config.Spec.Containerd.Config = "[plugins.\"x][evil\"]\nk = \"v\\n[evil2]\"\n"
+	in.Config.Spec.Containerd.Config = "[plugins.\"x][evil\"]\nk = \"v]\\\"\\n[evil2]\"\n"
+	if _, err := Build(in); err == nil {
+		t.Fatal("a value with a newline escape was accepted")
+	}
+	in.Config.Spec.Containerd.Config = "[plugins.\"x][evil\"]\nk = \"v]\\\" [evil2]\"\n"
 	p, err := Build(in)
 	if err != nil {
 		t.Fatal(err)
@@ -165,17 +178,18 @@ func TestContainerdKeysStayInTheirTable(t *testing.T) {
 	}
 }
 
-// TestKubeletConfigStringsAreEncoded: spec.kubelet.config is not checked
-// for control characters because the drop-in is JSON, whose encoder
-// escapes them; this proves it for a value built to look like a new key.
+// TestKubeletConfigStringsAreEncoded: the drop-in is JSON, whose encoder
+// escapes what a value built to look like a new key holds; control
+// characters, which kubelet would read back and write on (clusterDomain
+// into pods' resolv.conf), are refused before (TestBuildRejectsInjection).
 func TestKubeletConfigStringsAreEncoded(t *testing.T) {
 	in := caseByName(t, "eksctl").inputs(t)
-	evil := "x\",\n    \"authentication\": {\"anonymous\": {\"enabled\": true}}, \"y\": \"\u2028"
+	evil := "x\", \"authentication\": {\"anonymous\": {\"enabled\": true}}, \"y\": \"\\"
 	raw, err := json.Marshal(evil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.Config.Spec.Kubelet.Config = nodeconfig.InlineDocument{"clusterDomain": raw}
+	in.Config.Spec.Kubelet.Config = nodeconfig.InlineDocument{"staticPodURL": raw}
 	p, err := Build(in)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +199,7 @@ func TestKubeletConfigStringsAreEncoded(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got["clusterDomain"] != evil {
+	if len(got) != 3 || got["staticPodURL"] != evil {
 		t.Errorf("drop-in says %v:\n%s", got, data)
 	}
 	if strings.ContainsFunc(string(data), func(r rune) bool { return r != '\n' && isControlRune(r) }) {

@@ -129,6 +129,18 @@ func nameProblem(s string, trailingDot bool) string {
 	return ""
 }
 
+// DNSSubdomain checks a Kubernetes DNS subdomain (RFC 1123, as
+// apimachinery's IsDNS1123Subdomain has it): lower-case labels of letters,
+// digits and '-' joined by dots, at most 253 characters, no trailing dot.
+// kubelet's clusterDomain is one: kubelet's DNS code puts it, as it is,
+// into every pod's resolv.conf search line and assumes this form.
+func DNSSubdomain(s string) error {
+	if errs := content.IsDNS1123Subdomain(s); len(errs) > 0 {
+		return fmt.Errorf("%q is not a DNS subdomain: want lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit, at most %d characters (RFC 1123)", s, MaxDNSName)
+	}
+	return nil
+}
+
 // Hostname checks a name for the kernel's hostname (sethostname): an RFC
 // 1123 name (see DNSName) without the trailing dot, at most 64 characters.
 func Hostname(s string) error {

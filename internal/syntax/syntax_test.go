@@ -112,6 +112,21 @@ func TestDNSName(t *testing.T) {
 		})
 }
 
+func TestDNSSubdomain(t *testing.T) {
+	check(t, "DNSSubdomain", DNSSubdomain,
+		[]string{"cluster.local", "a", "svc.example-1.internal", name253},
+		[]badCase{
+			{"", "not a DNS subdomain"},
+			{"cluster.local\nnameserver 6.6.6.6", "not a DNS subdomain"},
+			{"Cluster.Local", "lower-case"},
+			{"cluster.local.", "not a DNS subdomain"},
+			{"-a.local", "not a DNS subdomain"},
+			{"a..b", "not a DNS subdomain"},
+			{"under_score.local", "not a DNS subdomain"},
+			{name254, "at most 253"},
+		})
+}
+
 func TestHostname(t *testing.T) {
 	check(t, "Hostname", Hostname,
 		[]string{"node-a", "node-a.example", "ip-10-0-2-15", long63, strings.Repeat("a.", 32)[:63] + "b"},
