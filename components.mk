@@ -477,8 +477,8 @@ $(CONTAINERD_ACCEPTS): components/containerdaccepts/go.mod components/containerd
 ## checks berth check and berth render make without --manifest; commit the result. test-components-node
 ## fails while they differ.
 builtin-manifest: $(KUBELET_ACCEPTS) $(CONTAINERD_ACCEPTS)
-	gzip -9n < $(KUBELET_ACCEPTS) > config/manifest/builtin/kubelet.json.gz
-	gzip -9n < $(CONTAINERD_ACCEPTS) > config/manifest/builtin/containerd.json.gz
+	gzip -9n < $(KUBELET_ACCEPTS) > config/manifest/builtin/kubelet.json.gz.tmp && mv config/manifest/builtin/kubelet.json.gz.tmp config/manifest/builtin/kubelet.json.gz
+	gzip -9n < $(CONTAINERD_ACCEPTS) > config/manifest/builtin/containerd.json.gz.tmp && mv config/manifest/builtin/containerd.json.gz.tmp config/manifest/builtin/containerd.json.gz
 
 MKIMAGE_COMPONENTS := -accepts $(KUBELET_ACCEPTS) -accepts $(CONTAINERD_ACCEPTS) \
   -component kubelet=$(KUBE_VERSION) -component containerd=$(CONTAINERD_VERSION) \
