@@ -466,6 +466,11 @@ func hostContract(t *testing.T, cluster *testCluster, onDisk bool) {
 	if !reportOK(rep) {
 		t.Fatalf("boot failed: %v", rep["error"])
 	}
+	// The disk node is the signed disk joining with Secure Boot on (and
+	// so the kernel in lockdown): every row below holds there too.
+	if fw, _ := rep["firmware"].(map[string]any); onDisk && (fw == nil || fw["secureBoot"] != true) {
+		t.Fatalf("disk boot without Secure Boot: firmware %v", rep["firmware"])
+	}
 	a := api{c: cluster.Client(), base: info.HostEndpoint}
 	node := "ip-10-0-2-15.us-west-2.compute.internal"
 	waitNodeReady(t, vm, a, node)
