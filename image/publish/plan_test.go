@@ -97,6 +97,10 @@ func TestBerthShapedDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Skipped() == 0 {
+		// CI's machine keeps holes: there the upload must be proven.
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the filesystem reports no holes (SEEK_HOLE unsupported): %v", ext)
+		}
 		t.Skipf("the filesystem reports no holes (SEEK_HOLE unsupported): %v", ext)
 	}
 	t.Logf("%d MiB disk: %d blocks, %d sent, %d skipped as holes", l.Size()/m, p.Blocks, len(p.Send), p.Skipped())

@@ -129,6 +129,10 @@ func plan(t testing.TB, img Image) (Plan, *os.File) {
 		t.Fatal(err)
 	}
 	if p.Skipped() == 0 {
+		// CI's machine keeps holes: there the upload must be proven.
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the filesystem of %s reports no holes (SEEK_HOLE unsupported): extents %v", img.DiskPath, ext)
+		}
 		t.Skipf("the filesystem of %s reports no holes (SEEK_HOLE unsupported): extents %v", img.DiskPath, ext)
 	}
 	return p, f
