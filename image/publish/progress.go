@@ -1,7 +1,10 @@
 package publish
 
 import (
+	"log/slog"
+
 	"fmt"
+	"github.com/berth-node/berth/internal/safe"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -46,7 +49,13 @@ func startProgress(o UploadOptions, total int64, done *atomic.Int64) (stop func(
 	}
 	quit := make(chan struct{})
 	finished := make(chan struct{})
-	go func() {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// A panic in a progress line must not take the upload down with it:
+	// it is logged and the line stops.
+	safe.Go(log, "publish-progress", func() {
 		defer close(finished)
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -58,7 +67,7 @@ func startProgress(o UploadOptions, total int64, done *atomic.Int64) (stop func(
 				write(o.Progress)
 			}
 		}
-	}()
+	}, nil)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
