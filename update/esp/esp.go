@@ -79,7 +79,9 @@ func (e ESP) List() ([]bootcount.Entry, error) {
 // Stage writes uki as version's boot-counted UKI (berth-<version>+3.efi)
 // next to the running one, and then removes every other berth UKI. The
 // running entry must be good: staging during a trial would remove the
-// version to fall back to. It returns the staged entry.
+// version to fall back to. The new UKI is written before anything is
+// removed, so the ESP needs room for it beside what is there: Prune after
+// blessing. It returns the staged entry.
 //
 // The steps, each safe to cut off: clean leftover temporary files; write
 // the UKI to a temporary file and fsync it; rename it to its entry name
@@ -96,6 +98,27 @@ func (e ESP) Stage(running bootcount.Entry, version string, uki io.Reader) (boot
 		}
 	}
 	return staged, nil
+}
+
+// Prune removes every berth UKI but keep's version's, which must be good
+// and present: after a blessing, the version before is no longer needed
+// to fall back to. The disk image sizes the ESP for two UKIs and a
+// little more (image/disk), and Stage writes the new UKI before it removes
+// anything, so it needs the previous version pruned to find room.
+func (e ESP) Prune(keep bootcount.Entry) error {
+	if keep.State() != bootcount.Good {
+		return fmt.Errorf("pruning UKIs: %s is %v, not good: it must stay with a version to fall back to", keep.Name, keep.State())
+	}
+	if err := e.cleanTemps(); err != nil {
+		return fmt.Errorf("pruning UKIs: %w", err)
+	}
+	if err := e.prune(keep, keep); err != nil {
+		return fmt.Errorf("pruning UKIs: %w", err)
+	}
+	if err := e.syncDir(); err != nil {
+		return fmt.Errorf("pruning UKIs: %w", err)
+	}
+	return nil
 }
 
 // step is one durable step of an operation; tests stop between them.

@@ -349,8 +349,34 @@ func TestUpdateCycle(t *testing.T) {
 			t.Fatalf("after blessing booted %s", running.Name)
 		}
 	}
+	if err := e.Prune(running); err != nil {
+		t.Fatal(err)
+	}
+	check(t, e, map[string]string{"berth-3.efi": uki("3")})
 	if _, err := e.Stage(running, "4", bytes.NewReader([]byte(uki("4")))); err != nil {
 		t.Fatal(err)
 	}
 	check(t, e, map[string]string{"berth-3.efi": uki("3"), "berth-4+3.efi": uki("4")})
+}
+
+func TestPrune(t *testing.T) {
+	start := map[string]string{"berth-1.efi": "1", "berth-2.efi": "2", "berth-3+0-3.efi": "3", "berth-2+0-1.efi": "2 bad", "linux.efi": "other", ".berth-stage-9.tmp": "torn"}
+	e := newESP(t, start)
+	for range 2 {
+		if err := e.Prune(entry(t, "berth-2.efi")); err != nil {
+			t.Fatal(err)
+		}
+		check(t, e, map[string]string{"berth-2.efi": "2", "berth-2+0-1.efi": "2 bad", "linux.efi": "other"})
+	}
+	e = newESP(t, start)
+	for _, c := range []struct{ keep, want string }{
+		{"berth-3+0-3.efi", "berth-3+0-3.efi is bad, not good"},
+		{"berth-4.efi", "berth-4.efi is not in " + e.dir()},
+	} {
+		if err := e.Prune(entry(t, c.keep)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Prune(%s) = %v; want an error with %q", c.keep, err, c.want)
+		}
+	}
+	delete(start, ".berth-stage-9.tmp") // the second case cleaned it before refusing
+	check(t, e, start)
 }
