@@ -44,6 +44,11 @@ func ParseVersion(s string) (Version, error) {
 		if f == "" {
 			return Version{}, fmt.Errorf("version %q: %w: number %d is empty", s, ErrVersion, i+1)
 		}
+		for _, c := range []byte(f) {
+			if c < '0' || c > '9' {
+				return Version{}, fmt.Errorf("version %q: %w: number %d has %q", s, ErrVersion, i+1, rune(c))
+			}
+		}
 		if len(f) > maxPartDigits {
 			return Version{}, fmt.Errorf("version %q: %w: number %d has more than %d digits", s, ErrVersion, i+1, maxPartDigits)
 		}
@@ -52,9 +57,6 @@ func ParseVersion(s string) (Version, error) {
 		}
 		var n uint32
 		for _, c := range []byte(f) {
-			if c < '0' || c > '9' {
-				return Version{}, fmt.Errorf("version %q: %w: number %d has %q", s, ErrVersion, i+1, rune(c))
-			}
 			n = n*10 + uint32(c-'0')
 		}
 		v.parts = append(v.parts, n)
