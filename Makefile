@@ -272,19 +272,23 @@ endif
 # test-qemu-busy gives a loaded run twice that, since a hog halves the
 # guests' CPU and the check there is that the suite passes, not how fast.
 QEMU_TEST_TIMEOUT ?= 55m
+# QEMU_LAST runs after the rest of the suite, inside the same timeout:
+# TestCluster, the test that a build beside it slows most, then runs with
+# make test's nice-19 builds done (tools/qemu-suite.sh says more).
+QEMU_LAST ?= ^TestCluster$$
 
-## test-qemu: boots build/image-test under QEMU (TCG), one guest at a time;
-## full log in build/qemu-tests.log,
+## test-qemu: boots build/image-test under QEMU (TCG), one guest at a time,
+## TestCluster last (QEMU_LAST); full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/. A run whose every failure is a
 ## hung guest kernel (the harness's ErrGuestStalled: a soft lockup, or a
-## silent console; both seen under TCG on 2026-11-30) runs those tests
+## silent console, both seen under TCG) runs those tests
 ## once more (tools/qemu-suite.sh); both runs are printed, the second's
 ## logs end in .again. ARCH=arm64: build/arm64/image-test
 ## with the arm64 node images (TEST_COMPONENTS_DIR), under qemu-system-aarch64.
 TEST_QEMU_DEPS := image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
 test-qemu: $(TEST_QEMU_DEPS)
 	@BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
-	  tools/qemu-suite.sh test-qemu $(ARCH_BUILD)/qemu-tests.log $(ARCH_BUILD)/qemu-logs $(QEMU_TEST_TIMEOUT)
+	  tools/qemu-suite.sh test-qemu $(ARCH_BUILD)/qemu-tests.log $(ARCH_BUILD)/qemu-logs $(QEMU_TEST_TIMEOUT) '' '$(QEMU_LAST)'
 
 # make test's third step: the builds beside the amd64 QEMU suite, the
 # arm64 half and then the e2e suite, one at a time (-j1 here; each Go

@@ -31,8 +31,6 @@ type rigNode struct {
 	rep          map[string]any
 	nodeName     string
 	boot         vcluster.Boot
-	// cfg boots the node again from the same disks (TestCluster's node failure).
-	cfg qemu.Config
 }
 
 // startRigControlPlane starts a control plane as the rig's nodes reach
@@ -102,10 +100,11 @@ func bootRig(t *testing.T, tc *testCluster, nodeConfigs []string, boots []vclust
 		}
 		nd.boot.Timeout = max(nd.boot.Timeout, clusterVMTimeout)
 		nodes[i] = nd
-		if nd.cfg, err = rig.QEMUConfig(dir, i, nd.boot); err != nil {
+		cfg, err := rig.QEMUConfig(dir, i, nd.boot)
+		if err != nil {
 			t.Fatal(err)
 		}
-		nd.vm = qemu.Start(t, nd.cfg)
+		nd.vm = qemu.Start(t, cfg)
 		wg.Add(1)
 		safe.Go(slog.Default(), nd.name+" boot report", func() {
 			nd.rep, errs[i] = nd.vm.Report(bootTimeout)

@@ -3,6 +3,9 @@ package qemutests
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -29,10 +32,11 @@ const (
 )
 
 // kubelet's graceful node shutdown through berth's logind: on
-// system_powerdown berth sends PrepareForShutdown, kubelet terminates the
-// normal pod (5 s to exit), then the system-node-critical one, reports
-// both and the node NotReady, releases its inhibitor, and only then does
-// berth stop kubelet and power off.
+// system_powerdown berth sends PrepareForShutdown, kubelet runs the normal
+// pod's preStop hook (an HTTP call to the test, through QEMU's user
+// network) and terminates it (5 s to exit), then the system-node-critical
+// one, reports both and the node NotReady, releases its inhibitor, and
+// only then does berth stop kubelet and power off.
 func TestGracefulNodeShutdown(t *testing.T) {
 	cluster := startControlPlane(t)
 	info := cluster.Info()
@@ -49,8 +53,14 @@ func TestGracefulNodeShutdown(t *testing.T) {
 		t.Fatalf("kubelet took no shutdown inhibitor: %v", err)
 	}
 
+	hooks := newHookServer(t)
 	normal := demoPod("default", "normal", node)
-	normal["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["env"] = []any{map[string]any{"name": "DEMO_STOP_DELAY", "value": "5s"}}
+	normalC := normal["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	normalC["env"] = []any{map[string]any{"name": "DEMO_STOP_DELAY", "value": "5s"}}
+	// kubelet makes the call from the node: QEMU's user network takes
+	// 10.0.2.2 to the host's loopback, where hooks listens.
+	normalC["lifecycle"] = map[string]any{"preStop": map[string]any{"httpGet": map[string]any{
+		"host": "10.0.2.2", "port": hooks.addr.Port(), "path": "/prestop/normal"}}}
 	critical := demoPod("kube-system", "critical", node)
 	critical["spec"].(map[string]any)["priorityClassName"] = "system-node-critical"
 	// system-node-critical pods are admitted in kube-system only.
@@ -156,6 +166,14 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	<-watched
 	figure(t, "system_powerdown to PrepareForShutdown %.1f s, to inhibitor released %.1f s (guest: %.1f s after the signal), to QEMU exit %.1f s (wall)",
 		toPrepare.Seconds(), toRelease.Seconds(), (rel.At - prep.At).Seconds(), toExit.Seconds())
+	calls := hooks.calls()
+	if len(calls) != 1 || calls[0].path != "/prestop/normal" {
+		t.Errorf("preStop hook calls %+v: want one to /prestop/normal", calls)
+	} else if at := calls[0].at.Sub(pressed); at < 0 || at > toExit {
+		t.Errorf("preStop hook at %s after the power button, QEMU gone at %s: want it in between", at, toExit)
+	} else {
+		figure(t, "graceful node shutdown: the normal pod's preStop hook ran %.1f s after the power button", at.Seconds())
+	}
 
 	// What kubelet left in the API server: its Shutdown event, the normal
 	// pod marked (the critical pod's status may not arrive: see below),
@@ -266,4 +284,40 @@ func checkShutdownAftermath(t *testing.T, a api, node string, pods []podRef) {
 			t.Errorf("node Ready is %s %q, want False with kubelet's shutdown message", c.Status, c.Message)
 		}
 	}
+}
+
+// hookServer answers the lifecycle hooks kubelet calls (httpGet) on the
+// host's loopback, and records each call and when it came.
+type hookServer struct {
+	addr netip.AddrPort
+	mu   sync.Mutex
+	seen []hookCall
+}
+
+type hookCall struct {
+	path string
+	at   time.Time
+}
+
+func newHookServer(t *testing.T) *hookServer {
+	t.Helper()
+	h := &hookServer{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.seen = append(h.seen, hookCall{path: r.URL.Path, at: time.Now()})
+		h.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	addr, err := netip.ParseAddrPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = addr
+	return h
+}
+
+func (h *hookServer) calls() []hookCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.seen)
 }
