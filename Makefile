@@ -10,6 +10,9 @@ SHELL := /bin/bash
 
 GO        ?= go
 MODULE    := github.com/berth-node/berth
+# FIGURE -row KEY -- COMMAND: runs COMMAND and, when it succeeds, writes
+# its times into docs/testing.md's timings table (docs/cmd/figure).
+FIGURE     = $(GO) run ./docs/cmd/figure -doc docs/testing.md -section timings
 BUILD     := $(CURDIR)/build
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/berth-node/berth/internal/version.Version=$(VERSION)
@@ -88,26 +91,24 @@ lint:
 ##      normal priority, the amd64 builds at nice 19 filling its gaps;
 ##   3. test-qemu beside test-build-beside-qemu: the amd64 QEMU suite while
 ##      the arm64 half and then the e2e suite build at nice 19 in what the
-##      guests leave idle (a TCG guest keeps 1.26 to 1.36 of the 2 cores
-##      busy, measured over four tests); the builds cost the guests little,
-##      and start only once the suite's own prerequisites are made;
-##   4. test-qemu-arm64, alone: its builds are done, its 4 tests boot. Its
-##      guests beside the amd64 suite's starved (an aarch64 TCG guest is
-##      hungrier): kubelet's housekeeping took 20 s and the demo pod's
-##      sandbox timed out;
+##      guests leave idle, starting once the suite's own prerequisites are
+##      made; TestCluster, which a build beside it slows most, runs last;
+##   4. test-qemu-arm64, alone: its builds are done, its tests boot (its
+##      aarch64 guests beside the amd64 suite's starved);
 ##   5. test-e2e-images, then test-conformance, alone: the e2e images'
 ##      checks and the suite's 25-spec slice on a one-node cluster.
-## Tried and measured cold (2026-11-27): the amd64 builds alone, then the
-## unit tier at nice 10 beside the QEMU suite. The builds took 16.1 min
-## instead of 20.2, but the suite beside the unit tier took 37.7 instead of
-## about 31.5, and the starved unit tier failed tests on their deadlines:
-## no gain, more risk.
+## Each step's time, and the whole run's, goes into docs/testing.md's
+## timings table when it succeeds (docs/cmd/figure).
 ## test-build still builds both halves at once, for a warm-up or a check.
-test: deps lint
-	+$(MAKE) --no-print-directory -j2 --output-sync=line test-unit test-build-amd64
-	+$(MAKE) --no-print-directory -j2 --output-sync=line test-qemu test-build-beside-qemu
-	+$(MAKE) --no-print-directory test-qemu-arm64
-	+$(MAKE) --no-print-directory test-e2e-images test-conformance
+test: deps
+	+$(FIGURE) -row test -cold-if-absent $(COMPONENTS_DIR) -- $(MAKE) --no-print-directory test-steps
+.PHONY: test-steps
+test-steps:
+	+$(FIGURE) -row lint -- $(MAKE) --no-print-directory lint
+	+$(FIGURE) -row unit -- $(MAKE) --no-print-directory -j2 --output-sync=line test-unit test-build-amd64
+	+$(FIGURE) -row qemu -- $(MAKE) --no-print-directory -j2 --output-sync=line test-qemu test-build-beside-qemu
+	+$(FIGURE) -row arm64 -- $(MAKE) --no-print-directory test-qemu-arm64
+	+$(FIGURE) -row conformance-slice -- $(MAKE) --no-print-directory test-e2e-images test-conformance
 
 ## test-build: everything test-qemu and test-qemu-arm64 boot, serve or
 ## pull (the amd64 test image, etcd, the cluster images; the arm64 test
@@ -311,7 +312,7 @@ BUSY ?= 1
 BUSY_TEST_TIMEOUT ?= 110m
 .PHONY: test-qemu-busy
 test-qemu-busy: $(TEST_QEMU_DEPS)
-	tools/busy.sh $(BUSY) $(MAKE) --no-print-directory QEMU_TEST_TIMEOUT=$(BUSY_TEST_TIMEOUT) test-qemu
+	+$(FIGURE) -row test-qemu-busy -- tools/busy.sh $(BUSY) $(MAKE) --no-print-directory QEMU_TEST_TIMEOUT=$(BUSY_TEST_TIMEOUT) test-qemu
 
 ## test-qemu-arm64: the arm64 image under qemu-system-aarch64 (TCG, AAVMF),
 ## one guest at a time:
@@ -408,7 +409,8 @@ endif
 # images (TestCluster's two nodes) are not built for it.
 DEMO_CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy.tar coredns.tar busybox.tar)
 demo: deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(TEST_COMPONENTS)
-	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(GO) run ./qemu-tests/demo -out $(ARCH_BUILD)/demo
+	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(FIGURE) -row demo -- \
+	  $(GO) run ./qemu-tests/demo -out $(ARCH_BUILD)/demo $(if $(filter amd64,$(ARCH)),-readme README.md)
 
 ## cluster: a cluster of CLUSTER_N (default 2; `make cluster N=3`) berth
 ## nodes on one virtual network on this machine: the control plane on the
@@ -481,15 +483,18 @@ CONFORMANCE_DOC := $(if $(RERUN)$(if $(FOCUS_FILE)$(filter command line environm
 CONFORMANCE_FOCUS = $(if $(FOCUS_FILE),$(if $(wildcard $(FOCUS_FILE)),-focus "$$(cat '$(FOCUS_FILE)')",$(error FOCUS_FILE=$(FOCUS_FILE): no such file)),-focus '$(FOCUS)')
 CONFORMANCE_DEPS := deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(addprefix $(OCI_IMAGES_DIR)/,flannel.tar flannel-cni-plugin.tar) $(TEST_COMPONENTS) \
   e2e e2e-images e2e-repo-list
-# $(call CONFORMANCE_RUN,OUT,FLAGS): the cluster command built into OUT,
-# then the runner, its output under OUT.
+# $(call CONFORMANCE_RUN,OUT,FLAGS[,PREFIX]): the cluster command built
+# into OUT, then the runner (behind PREFIX), its output under OUT. A
+# whole one-node run of the default focus times itself into
+# docs/testing.md (CONFORMANCE_FIGURE).
+CONFORMANCE_FIGURE = $(if $(and $(CONFORMANCE_DOC),$(filter 1,$(CONFORMANCE_N))),$(if $(SHARD),,$(FIGURE) -row conformance --))
 CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests/cluster && \
-  $(GO) run ./qemu-tests/conformance -cluster $(1)/cluster-cmd -e2e $(E2E_DIR) -kubectl $(KUBE_DIR)/kubectl \
+  $(3) $(GO) run ./qemu-tests/conformance -cluster $(1)/cluster-cmd -e2e $(E2E_DIR) -kubectl $(KUBE_DIR)/kubectl \
   -repo-list $(E2E_REPO_LIST) -e2e-images $(E2E_IMAGES_DIR) -components $(TEST_COMPONENTS_DIR) -image $(ARCH_BUILD)/image-test \
   -procs $(PROCS) -out $(1) $(2)
 .PHONY: conformance test-conformance
 conformance: $(CONFORMANCE_DEPS)
-	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),$(foreach f,$(RERUN),$(foreach g,$(or $(wildcard $(f)),$(f)),-rerun '$(abspath $(g))')),$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC))
+	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),$(foreach f,$(RERUN),$(foreach g,$(or $(wildcard $(f)),$(f)),-rerun '$(abspath $(g))')),$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC),$(CONFORMANCE_FIGURE))
 
 ## conformance-merge: runs nothing; records in docs/conformance-parts/
 ## the parts of a SHARD=K/SHARDS run (SHARDS, default 2) of FOCUS (N=2:

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/berth-node/berth/docs/figures"
 )
 
 // The checker: pure functions over file contents, so that testdata
@@ -153,33 +155,12 @@ func CheckLinks(root string, files []string) []string {
 	return problems
 }
 
-// Section returns the lines of md between the line that starts with
-// "<!-- BEGIN name" and the line "<!-- END name -->", and whether both
-// were found.
-func Section(md, name string) (string, bool) {
-	_, after, ok := strings.Cut(md, "<!-- BEGIN "+name)
-	if !ok {
-		return "", false
-	}
-	_, after, ok = strings.Cut(after, "\n")
-	if !ok {
-		return "", false
-	}
-	body, _, ok := strings.Cut(after, "<!-- END "+name+" -->")
-	return body, ok
-}
-
-// ReplaceSection returns md with the section's body replaced by body,
-// one blank line either side.
-func ReplaceSection(md, name, body string) (string, error) {
-	old, ok := Section(md, name)
-	if !ok {
-		return "", fmt.Errorf("no section %q (<!-- BEGIN %s ... --> ... <!-- END %s -->)", name, name, name)
-	}
-	start := strings.Index(md, "<!-- BEGIN "+name)
-	i := start + strings.Index(md[start:], "\n") + 1
-	return md[:i] + "\n" + strings.TrimSpace(body) + "\n\n" + md[i+len(old):], nil
-}
+// Section and ReplaceSection are package figures': the commands that
+// write figures into the docs read sections the same way.
+var (
+	Section        = figures.Section
+	ReplaceSection = figures.ReplaceSection
+)
 
 // FirstColumn returns the first code span of each table row in section:
 // | `name` | ... | gives name.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/berth-node/berth/config/bottlerocket"
 	"github.com/berth-node/berth/config/cmdline"
 	"github.com/berth-node/berth/config/fate"
+	"github.com/berth-node/berth/docs/figures"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated sections of docs/*.md from the code")
@@ -279,4 +281,30 @@ func TestREADMEKeepsTheTestCommand(t *testing.T) {
 	if n := strings.Count(readme, "\n"); n > 250 {
 		t.Errorf("README.md has %d lines; it is the front door (about 200 at most): move reference into docs/", n)
 	}
+}
+
+// TestFiguresHaveWriters: every figure in docs/testing.md's timings table
+// is written by a make target (`$(FIGURE) -row KEY` in a recipe, through
+// docs/cmd/figure) and every such target has its row, so no figure there
+// is typed by hand and left to age. The README's demo timeline is make
+// demo's (-readme).
+func TestFiguresHaveWriters(t *testing.T) {
+	makefile := read(t, "Makefile") + read(t, "components.mk")
+	var written []string
+	for _, m := range regexp.MustCompile(`\$\(FIGURE\) -row ([A-Za-z0-9_-]+)`).FindAllStringSubmatch(makefile, -1) {
+		written = append(written, m[1])
+	}
+	if len(written) < 6 {
+		t.Fatalf("only %d $(FIGURE) -row writers in the Makefile (%v); the parse looks wrong", len(written), written)
+	}
+	var rows []string
+	for _, r := range figures.Rows(section(t, "docs/testing.md", "timings")) {
+		rows = append(rows, r.Key())
+	}
+	report(t, Compare("timings row", uniq(written), rows,
+		"give each $(FIGURE) -row KEY a row | KEY | written by | last run | in docs/testing.md's timings table, and each row a writer"))
+	if !strings.Contains(makefile, "-readme README.md") {
+		t.Error("make demo no longer writes the README's timeline (-readme README.md)")
+	}
+	section(t, "README.md", "demo-timeline")
 }

@@ -388,3 +388,33 @@ func FuzzConsoleWatch(f *testing.F) {
 		_ = formatTimeline(&out, rep)
 	})
 }
+
+// make demo -readme: the README's demo-timeline section becomes this
+// run's join timeline, and nothing else in the README moves.
+func TestWriteReadme(t *testing.T) {
+	readme := "# berth\n\nbefore\n\n<!-- BEGIN demo-timeline: make demo -->\n\n```\nold 1.0 s\n```\n\n<!-- END demo-timeline -->\n\nafter\n"
+	p := filepath.Join(t.TempDir(), "README.md")
+	if err := os.WriteFile(p, []byte(readme), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := hostTimes{FirstBerthLine: 7 * time.Second, FirstBerthGuestMs: 3000, KubeletStarted: 12 * time.Second, Registered: 18 * time.Second, Ready: 30100 * time.Millisecond}
+	if err := writeReadme(p, timeline{Host: h, ConsoleLog: "c.log", ControlPlaneLogs: "cp"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	for _, want := range []string{"# berth\n\nbefore\n\n<!-- BEGIN demo-timeline: make demo -->\n\n```\nberth's first console line", "\nnode Ready                           30.1 s\n", "\nkubectl debug node shell         not reached\n```\n\n<!-- END demo-timeline -->\n\nafter\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("README after writeReadme lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "old 1.0 s") || strings.Contains(got, "Power-off") {
+		t.Errorf("README after writeReadme:\n%s", got)
+	}
+	if err := writeReadme(filepath.Join(t.TempDir(), "none.md"), timeline{Host: h}); err == nil {
+		t.Error("writeReadme to a missing file: no error")
+	}
+}

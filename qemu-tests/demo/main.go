@@ -53,6 +53,7 @@ type options struct {
 	components string
 	image      string
 	outDir     string
+	readme     string
 	timeout    time.Duration
 }
 
@@ -61,6 +62,7 @@ func main() {
 	rigflags.Components(flag.CommandLine, &o.components)
 	rigflags.Image(flag.CommandLine, &o.image)
 	flag.StringVar(&o.outDir, "out", filepath.Join("build", "demo"), "where the console log and the control plane's state and logs go")
+	flag.StringVar(&o.readme, "readme", "", "on success, write the join timeline into this Markdown file's demo-timeline section (README.md)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "hard limit on the whole demo; QEMU is killed at this deadline")
 	flag.Parse()
 
@@ -80,6 +82,11 @@ func main() {
 		fmt.Fprintf(d.out, "demo: cleaning up: %v\n", cerr)
 		if err == nil {
 			err = cerr
+		}
+	}
+	if err == nil && o.readme != "" {
+		if err = writeReadme(o.readme, d.timeline()); err != nil {
+			fmt.Fprintf(d.out, "demo: %v\n", err)
 		}
 	}
 	if err != nil {

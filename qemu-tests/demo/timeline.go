@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-node/berth/docs/figures"
 	"github.com/berth-node/berth/init/report"
 )
 
@@ -210,4 +211,40 @@ func servicesRows(row func(int, string, string, string), svc *report.Services) {
 			}
 		}
 	}
+}
+
+// readmeSection is the section of the README that make demo keeps as its
+// last run's join timeline.
+const readmeSection = "demo-timeline"
+
+// joinTimeline is the timeline's "Join and cluster" part, the lines the
+// README shows, without their indent.
+func joinTimeline(tl timeline) (string, error) {
+	var b strings.Builder
+	if err := formatTimeline(&b, tl); err != nil {
+		return "", err
+	}
+	_, after, ok := strings.Cut(b.String(), "\nJoin and cluster")
+	if !ok {
+		return "", fmt.Errorf("the timeline has no join part")
+	}
+	_, after, _ = strings.Cut(after, "\n")
+	part, _, _ := strings.Cut(after, "\n\n")
+	var out strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(part, "\n"), "\n") {
+		out.WriteString(strings.TrimPrefix(l, "  ") + "\n")
+	}
+	return out.String(), nil
+}
+
+// writeReadme puts the run's join timeline into the README, so the one
+// the README shows is make demo's last.
+func writeReadme(path string, tl timeline) error {
+	text, err := joinTimeline(tl)
+	if err != nil {
+		return fmt.Errorf("writing the timeline into %s: %w", path, err)
+	}
+	return figures.Update(path, func(md string) (string, error) {
+		return figures.ReplaceSection(md, readmeSection, "```\n"+text+"```")
+	})
 }
