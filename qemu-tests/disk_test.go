@@ -230,6 +230,14 @@ func TestDiskBoot(t *testing.T) {
 			!strings.HasPrefix(fmt.Sprint(fw["loader"]), "systemd-boot ") {
 			t.Errorf("report's firmware %v: want Secure Boot on, not in setup mode, systemd-boot having started %s", fwV, filepath.Base(res.UKI))
 		}
+		// A fresh disk's UKI has no boot counter: the update section names
+		// it, slot a, and no trial.
+		upV, _ := field(rep, "update")
+		up, _ := upV.(map[string]any)
+		if up["boot"] != "systemd-boot" || up["slot"] != "a" || up["entry"] != filepath.Base(res.UKI) ||
+			up["state"] != "good" || up["trial"] != false || up["error"] != nil {
+			t.Errorf("report's update section %v: want systemd-boot's %s from slot a, good, not on trial", upV, filepath.Base(res.UKI))
+		}
 		out, err := vm.Shell("cat /proc/mounts", shellTimeout)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-node/berth/internal/golden"
 	"github.com/berth-node/berth/network/timesync"
 	"github.com/berth-node/berth/runtime/supervise"
+	"github.com/berth-node/berth/update/status"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -26,8 +27,12 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // image (normal: a join; failed-join: no API server; crash-loop: a
 // containerd config it refuses; kubelet-before-imports: a join with the
 // imports beside kubelet's start, its registeredMs from berth's console
-// line as boot.json has it after the report), and BERTH-REPORT lines from older runs'
-// console logs, before the report had endWall, cpu and split.
+// line as boot.json has it after the report; secure-disk: a disk boot under
+// Secure Boot, before the report had an update section; secure-disk-trial:
+// the same disk booting a staged version on trial, its firmware and update
+// sections as a node writes them, TestUpdateSectionsAreOfs checks), and
+// BERTH-REPORT lines from older runs' console logs, before the report had
+// endWall, cpu and split.
 func recorded(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
@@ -428,5 +433,72 @@ func TestRows(t *testing.T) {
 	}
 	if want := []int{0, 1, 2, 3, 4}; !slices.Equal(first, want) || n != 5 {
 		t.Errorf("first bars %v of %d rows, want %v of 5", first, n, want)
+	}
+}
+
+// A recorded update section is what update/status makes of the same
+// report's firmware section and root slot: the fixture is one a node can
+// write, not an invention.
+func TestUpdateSectionsAreOfs(t *testing.T) {
+	n := 0
+	for _, f := range recorded(t) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := b.Report.Update
+		if u == nil {
+			continue
+		}
+		n++
+		want := status.Of(status.Facts{Firmware: b.Report.Firmware, Slot: u.Slot, Version: u.Version})
+		want.LastUpdate = u.LastUpdate
+		if *u != want {
+			t.Errorf("%s: update section %+v, but update/status makes %+v of its firmware", f, *u, want)
+		}
+		if root, ok := b.Report.Root.(map[string]any); ok {
+			v, _ := root["verity"].(map[string]any)
+			if slot, _ := v["slot"].(string); slot != u.Slot {
+				t.Errorf("%s: update slot %q, root.verity.slot %q", f, u.Slot, slot)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no recorded report has an update section")
+	}
+}
+
+// The version line for each kind of boot the update section describes.
+func TestUpdateLine(t *testing.T) {
+	at := time.Date(2026, 11, 24, 2, 9, 52, 0, time.UTC)
+	for name, c := range map[string]struct {
+		u    *status.Status
+		want string
+	}{
+		"report before the section": {nil, ""},
+		"good": {&status.Status{Version: "0.3.1", Slot: "a", Boot: status.BootSystemdBoot, Entry: "berth-0.3.1.efi", State: "good"},
+			"version: 0.3.1, slot a; entry berth-0.3.1.efi (good)"},
+		"last try": {&status.Status{Version: "0.3.2", Slot: "b", Boot: status.BootSystemdBoot, Entry: "berth-0.3.2+0-3.efi", State: "bad",
+			Trial: true, TriesDone: 3},
+			"version: 0.3.2, slot b; entry berth-0.3.2+0-3.efi (trial: 0 tries left, 3 done)"},
+		"direct kernel": {&status.Status{Version: "0.3.1", Boot: status.BootDirect},
+			"version: 0.3.1, slot -; direct kernel boot, no boot counting"},
+		"UEFI, another loader": {&status.Status{Boot: status.BootUEFI, Slot: "a"},
+			"version: -, slot a; not started by systemd-boot, no boot counting"},
+		"unreadable entry": {&status.Status{Version: "0.3.1", Boot: status.BootSystemdBoot, Error: "booted entry: LoaderEntrySelected \"x.efi\": not a berth UKI\nsecond line"},
+			"version: 0.3.1, slot -; booted entry: LoaderEntrySelected \"x.efi\": not a berth UKI"},
+		"after a rollback": {&status.Status{Version: "0.3.1", Slot: "a", Boot: status.BootSystemdBoot, Entry: "berth-0.3.1.efi", State: "good",
+			LastUpdate: &status.LastUpdate{Result: "reverted", Reason: "Node not Ready within 10m0s", From: "0.3.1", To: "0.3.2", At: at}},
+			"version: 0.3.1, slot a; entry berth-0.3.1.efi (good); last update 0.3.1 → 0.3.2: reverted (Node not Ready within 10m0s) at 2026-11-24T02:09:52Z"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := updateLine(c.u); got != c.want {
+				t.Errorf("updateLine =\n %q\nwant\n %q", got, c.want)
+			}
+		})
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/update/status"
 )
 
 // WriteText writes the summary, the blame list, the critical chains and
@@ -30,6 +32,9 @@ func WriteText(w io.Writer, b *Boot) error {
 		fmt.Fprintf(&sb, "RSS at the report: %d KiB\n", r.RSSKiB)
 	}
 	if l := bootChain(r); l != "" {
+		sb.WriteString(l + "\n")
+	}
+	if l := updateLine(r.Update); l != "" {
 		sb.WriteString(l + "\n")
 	}
 
@@ -112,6 +117,39 @@ func bootChain(r *report.Report) string {
 		sb += "; unreadable: " + oneLine(f.Error)
 	}
 	return "boot: " + sb
+}
+
+// updateLine says which image version runs from which root slot, and
+// where the boot stands in an update: the report's update section; empty
+// for a report from before it.
+func updateLine(u *status.Status) string {
+	if u == nil {
+		return ""
+	}
+	l := "version: " + orDash(u.Version) + ", slot " + orDash(u.Slot)
+	switch {
+	case u.Entry != "" && u.Trial:
+		l += fmt.Sprintf("; entry %s (trial: %d tries left, %d done)", u.Entry, u.TriesLeft, u.TriesDone)
+	case u.Entry != "":
+		l += "; entry " + u.Entry + " (" + u.State + ")"
+	case u.Boot == status.BootDirect:
+		l += "; direct kernel boot, no boot counting"
+	case u.Boot == status.BootUEFI:
+		l += "; not started by systemd-boot, no boot counting"
+	}
+	if lu := u.LastUpdate; lu != nil {
+		l += fmt.Sprintf("; last update %s → %s: %s", orDash(lu.From), orDash(lu.To), lu.Result)
+		if lu.Reason != "" {
+			l += " (" + oneLine(lu.Reason) + ")"
+		}
+		if !lu.At.IsZero() {
+			l += " at " + lu.At.UTC().Format(time.RFC3339)
+		}
+	}
+	if u.Error != "" {
+		l += "; " + oneLine(u.Error)
+	}
+	return l
 }
 
 func note(b Bar) string {

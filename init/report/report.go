@@ -23,6 +23,7 @@ import (
 	"github.com/berth-node/berth/mounts/localstorage"
 	"github.com/berth-node/berth/network"
 	"github.com/berth-node/berth/network/timesync"
+	"github.com/berth-node/berth/update/status"
 )
 
 // DefaultPath is where the report is written on a booted node.
@@ -92,7 +93,11 @@ type Report struct {
 	// loader and entry that started this kernel; nil on a boot without
 	// UEFI (a direct-kernel boot).
 	Firmware *efivar.Firmware `json:"firmware,omitempty"`
-	Services *Services        `json:"services,omitempty"`
+	// Update is the image version running, its root slot, and whether
+	// systemd-boot started it on trial (update/status); nil in reports
+	// from before it.
+	Update   *status.Status `json:"update,omitempty"`
+	Services *Services      `json:"services,omitempty"`
 	// Shutdown is the way down once a power request came: its reason and
 	// each step with its duration, written as the steps end.
 	Shutdown any `json:"shutdown,omitempty"`

@@ -83,6 +83,12 @@ type Firmware struct {
 	// Entry is the boot entry systemd-boot started
 	// (LoaderEntrySelected): for a UKI its file name.
 	Entry string `json:"entry,omitempty"`
+	// BootCountPath is the booted UKI's path on the ESP once
+	// systemd-boot counted this boot against it (LoaderBootCountPath:
+	// \EFI\Linux\berth-2+2-1.efi); empty when the entry has no boot
+	// counter. Entry names the file as found before that rename, so only
+	// this one says how many tries are left.
+	BootCountPath string `json:"bootCountPath,omitempty"`
 	// Error is why a variable that should be there could not be read.
 	Error string `json:"error,omitempty"`
 }
@@ -127,6 +133,7 @@ func State(dir string) Firmware {
 	}
 	f.Loader = text("LoaderInfo")
 	f.Entry = text("LoaderEntrySelected")
+	f.BootCountPath = text("LoaderBootCountPath")
 	f.Error = strings.Join(errs, "; ")
 	return f
 }

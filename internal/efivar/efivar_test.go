@@ -2,6 +2,7 @@ package efivar
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,17 @@ func TestState(t *testing.T) {
 				"LoaderInfo": ucs2("systemd-boot 252.39-1~deb12u2"), "LoaderEntrySelected": ucs2("berth-v1.efi")},
 			want: Firmware{UEFI: true, SecureBoot: true, Loader: "systemd-boot 252.39-1~deb12u2", Entry: "berth-v1.efi"},
 		},
+		"trial boot of a counted UKI": {
+			vars: map[string][]byte{"SecureBoot": {1}, "SetupMode": {0},
+				"LoaderInfo": ucs2("systemd-boot 252.39-1~deb12u2"), "LoaderEntrySelected": ucs2("berth-2+3.efi"),
+				"LoaderBootCountPath": ucs2(`\EFI\Linux\berth-2+2-1.efi`)},
+			want: Firmware{UEFI: true, SecureBoot: true, Loader: "systemd-boot 252.39-1~deb12u2", Entry: "berth-2+3.efi",
+				BootCountPath: `\EFI\Linux\berth-2+2-1.efi`},
+		},
+		"odd-length LoaderBootCountPath": {
+			vars: map[string][]byte{"LoaderEntrySelected": ucs2("berth-2+3.efi"), "LoaderBootCountPath": {0x5c}},
+			want: Firmware{UEFI: true, Entry: "berth-2+3.efi", Error: "UEFI variable LoaderBootCountPath: 1 bytes: not UTF-16"},
+		},
 		"setup mode": {
 			vars: map[string][]byte{"SecureBoot": {0}, "SetupMode": {1}},
 			want: Firmware{UEFI: true, SetupMode: true},
@@ -64,6 +76,24 @@ func TestState(t *testing.T) {
 				t.Errorf("State = %+v, want %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// boot.json names the boot counter's path only on a counted boot.
+func TestFirmwareJSON(t *testing.T) {
+	b, err := json.Marshal(Firmware{UEFI: true, Entry: "berth-2.efi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "bootCountPath") {
+		t.Errorf("uncounted boot: %s, want no bootCountPath", b)
+	}
+	b, err = json.Marshal(Firmware{UEFI: true, Entry: "berth-2+3.efi", BootCountPath: `\EFI\Linux\berth-2+2-1.efi`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"bootCountPath":"\\EFI\\Linux\\berth-2+2-1.efi"`; !strings.Contains(string(b), want) {
+		t.Errorf("counted boot: %s, want %s in it", b, want)
 	}
 }
 

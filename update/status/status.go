@@ -1,0 +1,137 @@
+// Package status says, for the boot report and `berth analyze`, which
+// version of the image the node runs, from which root slot, and where it
+// stands in an update: whether systemd-boot started it on trial (with a
+// boot counter) and how many tries it has left.
+//
+// Of is pure: init reads the facts (the UEFI variables, the kernel command
+// line, the image manifest) and Of decides what they say, with package
+// bootcount's reading of systemd-boot's names, the same one the update's
+// trial decides by.
+package status
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/berth-node/berth/internal/efivar"
+	"github.com/berth-node/berth/mounts/partition"
+	"github.com/berth-node/berth/update/bootcount"
+)
+
+// Boot is what started the kernel.
+type Boot string
+
+const (
+	// BootSystemdBoot: systemd-boot started a UKI from the ESP, the disk
+	// image's way; only such a boot has an entry, and boot counting.
+	BootSystemdBoot Boot = "systemd-boot"
+	// BootUEFI: UEFI firmware, but not through systemd-boot (the firmware
+	// or another loader started the kernel), or its variables could not
+	// be read.
+	BootUEFI Boot = "uefi"
+	// BootDirect: no UEFI; the kernel was started directly (QEMU's
+	// -kernel, a BIOS loader), so there is no ESP entry and no trial.
+	BootDirect Boot = "direct"
+)
+
+// Facts are what init knows of this boot when it asks.
+type Facts struct {
+	// Firmware is what the UEFI variables say (efivar.State); nil on a
+	// boot without UEFI.
+	Firmware *efivar.Firmware
+	// Slot is the kernel command line's berth.slot= value; empty when the
+	// command line names none (a root in the initramfs, berth.root=).
+	Slot string
+	// Version is the image's version (its manifest's berthVersion, which
+	// also names its UKI); empty when the manifest could not be read.
+	Version string
+}
+
+// Status is the boot report's update section.
+type Status struct {
+	// Version is the image version running; empty when unknown.
+	Version string `json:"version,omitempty"`
+	// Slot is the root slot the kernel command line names ("a" or "b");
+	// empty when the root is not a slot of the disk.
+	Slot string `json:"slot,omitempty"`
+	// Boot is what started the kernel.
+	Boot Boot `json:"boot"`
+	// Entry is the booted UKI's file name on the ESP now, its boot
+	// counter as systemd-boot left it this boot (berth-0.3.1+2-1.efi);
+	// empty unless Boot is BootSystemdBoot.
+	Entry string `json:"entry,omitempty"`
+	// State is the entry's boot assessment state: "good" (no counter:
+	// blessed, or installed so), "indeterminate" (on trial, tries left)
+	// or "bad" (no tries left).
+	State string `json:"state,omitempty"`
+	// Trial says systemd-boot counted this boot: the version has not
+	// proven itself yet, and a failure reboots into the previous one.
+	Trial bool `json:"trial"`
+	// TriesLeft and TriesDone are the entry's counter after this boot
+	// (absent is zero): with no tries left, this boot is the last try.
+	TriesLeft int `json:"triesLeft,omitempty"`
+	TriesDone int `json:"triesDone,omitempty"`
+	// Error says what could not be told, or does not add up (an entry
+	// that is not a berth UKI, a UKI of another version than the image).
+	Error string `json:"error,omitempty"`
+	// LastUpdate is the outcome of the last update. The update engine
+	// fills it in; Of never does, so boot.json leaves it out until then.
+	LastUpdate *LastUpdate `json:"lastUpdate,omitempty"`
+}
+
+// LastUpdate is the outcome of the last update the node applied.
+type LastUpdate struct {
+	// Result is how it ended (for instance "blessed" or "reverted").
+	Result string `json:"result"`
+	// Reason says why, in words.
+	Reason string `json:"reason,omitempty"`
+	// From and To are the versions it went from and to.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// At is when it ended (wall clock).
+	At time.Time `json:"at,omitzero"`
+}
+
+// Of says what f makes of this boot. It never fails: what it cannot tell
+// goes into Status.Error, beside what it can, since the report is read
+// most when something is off.
+func Of(f Facts) Status {
+	s := Status{Version: f.Version, Slot: f.Slot, Boot: BootDirect}
+	var errs []string
+	if f.Slot != "" {
+		if _, err := partition.ParseSlot(f.Slot); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	fw := f.Firmware
+	switch {
+	case fw == nil:
+	case fw.Loader == "" && fw.Entry == "" && fw.BootCountPath == "":
+		s.Boot = BootUEFI
+		if fw.Error != "" {
+			// The variables that were there to read may have been
+			// systemd-boot's.
+			errs = append(errs, "whether systemd-boot started this boot is unknown: "+fw.Error)
+		}
+	default:
+		s.Boot = BootSystemdBoot
+		e, err := bootcount.Booted(fw.Entry, fw.BootCountPath)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("booted entry: %v", err))
+			break
+		}
+		s.Entry, s.State = e.Name, e.State().String()
+		// Counted, not State: a try that leaves none is still a trial
+		// (systemd-boot names the last one +0-N), as package trial has it.
+		s.Trial = e.Counted
+		s.TriesLeft, s.TriesDone = e.Left, e.Done
+		// systemd-boot's entry id is the file name lowercased, so case
+		// does not count.
+		if f.Version != "" && !strings.EqualFold(e.Version, f.Version) {
+			errs = append(errs, fmt.Sprintf("entry %s is version %s, but the image is %s", e.Name, e.Version, f.Version))
+		}
+	}
+	s.Error = strings.Join(errs, "; ")
+	return s
+}
