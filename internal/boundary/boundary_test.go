@@ -138,7 +138,7 @@ func TestRunnerOwnsItsSpec(t *testing.T) {
 var layers = [][]string{
 	{"internal"},
 	{"config", "mounts", "network"},
-	{"runtime"},
+	{"runtime", "update"},
 	{"init"},
 }
 
