@@ -88,7 +88,9 @@ func testDiskKeys(t *testing.T, dir, cmdline string, k *secureboot.Keys) (string
 	}
 	in := disk.Inputs{
 		RootFS: filepath.Join(dir, "root.erofs"), RootFSSize: qemu.ImageManifest(t, dir).Root.Size, Kernel: filepath.Join(dir, "vmlinuz"), Initrd: initrd,
-		Version: "test", Cmdline: cmdline, Arch: arch,
+		// The UKI is named for the image's version, as make disk names it:
+		// the boot report checks the two agree.
+		Version: qemu.ImageManifest(t, dir).BerthVersion, Cmdline: cmdline, Arch: arch,
 	}
 	if k != nil {
 		in.Sign, in.EnrollKeys = signer(k), enrollFiles(k)
