@@ -52,15 +52,8 @@ func nodeFailure(t *testing.T, tc *testCluster, a api, na, nb *rigNode) {
 		return survivorOn(a, nb.nodeName)
 	})
 
-	// quit is QEMU's own plug: the guest gets no signal. The reply may
-	// not come before QEMU is gone.
 	quit := time.Now()
-	if _, err := nb.vm.QMP("quit", nil); err != nil {
-		t.Logf("QMP quit: %v (QEMU may exit before it answers)", err)
-	}
-	if err := nb.vm.WaitExit(30 * time.Second); err != nil {
-		t.Fatalf("node-b after QMP quit: %v", err)
-	}
+	cutPower(t, nb.vm)
 	waitFor(t, na.vm, nb.nodeName+" NotReady after its power was cut", 3*time.Minute, func() (bool, string) {
 		o, err := getNode(a, nb.nodeName)
 		if err != nil {
@@ -135,6 +128,19 @@ func createSurvivor(t *testing.T, a api, node string) {
 	}
 	if err := a.do("POST", "/apis/apps/v1/namespaces/default/deployments", dep, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cutPower quits QEMU under the guest, as an instance whose hardware
+// fails: no signal, no unmount, the disks as the guest left them. QMP's
+// reply may not come before QEMU is gone.
+func cutPower(t *testing.T, vm *qemu.VM) {
+	t.Helper()
+	if _, err := vm.QMP("quit", nil); err != nil {
+		t.Logf("QMP quit: %v (QEMU may exit before it answers)", err)
+	}
+	if err := vm.WaitExit(30 * time.Second); err != nil {
+		t.Fatalf("QEMU after QMP quit: %v", err)
 	}
 }
 
