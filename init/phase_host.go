@@ -43,7 +43,7 @@ func phaseHost(ctx context.Context, b *boot, log *slog.Logger) error {
 		}
 	}
 	b.rep.Firmware = firmwareState(ctx, b, log)
-	b.rep.Update = updateStatus(b, log)
+	b.rep.Update = updateStatus(ctx, b, log)
 	res, err := hostfs.Run(ctx, log, opts)
 	b.rep.Host = res
 	// From here on (the FORWARD policy's nf_tables is the first request of
@@ -125,17 +125,18 @@ func firmwareState(ctx context.Context, b *boot, log *slog.Logger) *efivar.Firmw
 // updateStatus says which image version runs from which root slot, and
 // whether systemd-boot started it on trial, from what firmwareState just
 // read: no other file or variable is read for it.
-func updateStatus(b *boot, log *slog.Logger) *status.Status {
+func updateStatus(ctx context.Context, b *boot, log *slog.Logger) *status.Status {
 	slot, _ := b.cl.Get(partition.SlotKey)
 	var version string
 	if m := b.node.manifest; m != nil {
 		version = m.BerthVersion
 	}
 	s := status.Of(status.Facts{Firmware: b.rep.Firmware, Slot: slot, Version: version})
-	log.Info("update state", "version", s.Version, "slot", s.Slot, "boot", s.Boot, "entry", s.Entry,
-		"trial", s.Trial, "tries_left", s.TriesLeft, "tries_done", s.TriesDone)
+	level := slog.LevelInfo
 	if s.Error != "" {
-		log.Warn("update state", "err", s.Error)
+		level = slog.LevelWarn
 	}
+	log.Log(ctx, level, "update state", "version", s.Version, "slot", s.Slot, "boot", s.Boot, "entry", s.Entry,
+		"trial", s.Trial, "tries_left", s.TriesLeft, "tries_done", s.TriesDone, "err", s.Error)
 	return &s
 }

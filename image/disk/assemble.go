@@ -18,6 +18,7 @@ import (
 	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/mounts/partition"
 	mverity "github.com/berth-node/berth/mounts/verity"
+	"github.com/berth-node/berth/update/bootcount"
 )
 
 // DefaultDataSize is the data partition's size in the image; berth grows
@@ -108,20 +109,6 @@ func LoaderConf(enroll bool) string {
 // named "auto" is enrolled without a user picking it from the menu.
 const keysDir = "loader/keys/auto"
 
-// checkVersion keeps a version to what a UKI's file name can hold: no
-// "+", which starts systemd-boot's boot counter.
-func checkVersion(v string) error {
-	if v == "" || len(v) > 64 {
-		return fmt.Errorf("version %q: want 1 to 64 characters", v)
-	}
-	for _, r := range v {
-		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("._-~", r)) {
-			return fmt.Errorf("version %q: %q cannot be in a UKI's file name (letters, digits, '.', '_', '-', '~')", v, r)
-		}
-	}
-	return nil
-}
-
 // Result says what Assemble wrote, for the manifest and the build log.
 type Result struct {
 	Layout   partition.DiskLayout
@@ -156,7 +143,9 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 	if in.Version == "" {
 		in.Version = "dev"
 	}
-	if err := checkVersion(in.Version); err != nil {
+	// The UKI's name must read back as the same version on the ESP,
+	// where systemd-boot's boot counting renames it (update/bootcount).
+	if err := bootcount.CheckVersion(in.Version); err != nil {
 		return fail(err)
 	}
 	bootLoader, ok := BootLoaderFor(in.Arch)
