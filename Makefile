@@ -14,7 +14,12 @@ MODULE    := github.com/berth-node/berth
 # its times into docs/testing.md's timings table (docs/cmd/figure).
 FIGURE     = $(GO) run ./docs/cmd/figure -doc docs/testing.md -section timings
 BUILD     := $(CURDIR)/build
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Computed once and passed down: the figures make test writes into
+# docs/testing.md must not turn the later steps' builds "-dirty".
+ifndef VERSION
+VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
+export VERSION
 LDFLAGS   := -s -w -X github.com/berth-node/berth/internal/version.Version=$(VERSION)
 APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs iproute2 libseccomp-dev \
              cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset \

@@ -192,7 +192,10 @@ func TestSecureBoot(t *testing.T) {
 		}
 		bad := bytes.Clone(uki)
 		d := i + len("berth.verity=sha256:")
-		bad[d] = "10"[btoi(bad[d] == '0')]
+		bad[d] = "01"[btoi(bad[d] == '0')]
+		if bad[d] == uki[d] {
+			t.Fatalf("the tampered UKI's root hash digit is still %q", uki[d])
+		}
 		refused(t, bad)
 	})
 	if arch == "arm64" {

@@ -69,6 +69,9 @@ func cli(args []string) int {
 		fmt.Fprintf(os.Stderr, "figure: %v\n", err)
 		return 2
 	}
+	// On the log as well, pass or fail: a CI run's log then says where its
+	// time went even when it fails and no figure is written.
+	fmt.Fprintf(os.Stderr, "figure: %s: %s, exit %d\n", *row, Format(time.Since(start), st.UserTime()+st.SystemTime()), st.ExitCode())
 	if !st.Success() {
 		if code := st.ExitCode(); code > 0 {
 			return code
