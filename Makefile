@@ -101,7 +101,7 @@ lint:
 ##   4. test-qemu-arm64, alone: its builds are done, its tests boot (its
 ##      aarch64 guests beside the amd64 suite's starved);
 ##   5. test-e2e-images, then test-conformance, alone: the e2e images'
-##      checks and the suite's 25-spec slice on a one-node cluster.
+##      checks and the suite's 22-spec slice on a one-node cluster.
 ## Each step's time, and the whole run's, goes into docs/testing.md's
 ## timings table when it succeeds (docs/cmd/figure).
 ## test-build still builds both halves at once, for a warm-up or a check.

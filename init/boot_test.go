@@ -187,6 +187,7 @@ type fakeSys struct {
 
 func (f *fakeSys) KillAll(syscall.Signal) error                   { return nil }
 func (f *fakeSys) Remaining() ([]int, error)                      { return nil, nil }
+func (f *fakeSys) HangUp() error                                  { return nil }
 func (f *fakeSys) Sync()                                          {}
 func (f *fakeSys) UnmountAll(context.Context, *slog.Logger) error { return nil }
 func (f *fakeSys) Reboot(m power.Mode) error {

@@ -49,7 +49,9 @@ func runHooks(ctx context.Context, log *slog.Logger, r *reaper.Reaper, console *
 // debugShellMinGap stops a shell that dies at once from spinning.
 const debugShellMinGap = time.Second
 
-// debugShell keeps /bin/sh running on /dev/TTY, when the image has one.
+// debugShell keeps /bin/sh running on /dev/TTY, when the image has one,
+// until ctx ends (a shutdown began): the shell then running is left to
+// the shutdown's SIGTERM and hangup, and none is started after it.
 func debugShell(ctx context.Context, log *slog.Logger, r *reaper.Reaper, tty string) {
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		log.Info("no /bin/sh in this image; berth.debugshell ignored")

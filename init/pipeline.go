@@ -74,6 +74,11 @@ type boot struct {
 	timeouts shutdown.Timeouts
 	// reportPath is where boot.json goes: report.DefaultPath on a node.
 	reportPath string
+	// shellCtx ends when a shutdown begins (endShell): the debug shell
+	// is not started again after that, and the shutdown's hangup ends the
+	// one running. Nil where main did not make them (tests).
+	shellCtx context.Context
+	endShell context.CancelFunc
 	// downMu makes shutdowns one at a time.
 	downMu sync.Mutex
 	// repMu guards rep against the supervisor's updates once services run,
@@ -192,6 +197,7 @@ func pid1() {
 		reportPath: report.DefaultPath,
 	}
 	ctx := context.Background()
+	b.shellCtx, b.endShell = context.WithCancel(ctx)
 	defer func() {
 		// Last line of defence: whatever happens above, PID 1 stays. The
 		// sleep (not select{}) keeps a timer pending, so the runtime can
@@ -308,7 +314,11 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	b.goSafe(log, "trim", func() { trimMemory(ctx, trimInterval) })
 	if b.cfg.DebugShell != "" && b.reaper != nil {
 		dlog := b.log.With("phase", "debugshell")
-		b.goSafe(dlog, "debugshell", func() { debugShell(ctx, dlog, b.reaper, b.cfg.DebugShell) })
+		sctx := ctx
+		if b.shellCtx != nil {
+			sctx = b.shellCtx
+		}
+		b.goSafe(dlog, "debugshell", func() { debugShell(sctx, dlog, b.reaper, b.cfg.DebugShell) })
 	}
 	if fatal != nil {
 		b.onFail(ctx, b.cfg.OnFail)

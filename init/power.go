@@ -96,6 +96,9 @@ func (b *boot) shutdown(ctx context.Context, req power.Request) {
 	b.downMu.Lock()
 	defer b.downMu.Unlock()
 	b.log.Info("power request", "phase", "shutdown", "reason", req.Reason, "mode", req.Mode.String())
+	if b.endShell != nil {
+		b.endShell()
+	}
 	b.repMu.Lock()
 	b.rep.Shutdown = &shutdownReport{Reason: req.Reason, Mode: req.Mode.String(), StartMs: b.clock().Milliseconds(), Steps: []shutdown.Step{}}
 	b.repMu.Unlock()

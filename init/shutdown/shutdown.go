@@ -10,6 +10,7 @@ package shutdown
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,6 +50,12 @@ type Step struct {
 type System interface {
 	// KillAll sends sig to every process but PID 1 (kill(-1, sig)).
 	KillAll(sig syscall.Signal) error
+	// HangUp sends SIGHUP to every user process that has a controlling
+	// terminal, as systemd-shutdown does after its SIGTERM: an
+	// interactive shell (berth.debugshell's, or one a berth.exec hook
+	// started) ignores SIGTERM and exits on a hangup, while a daemon
+	// with no terminal would take SIGHUP as "reload" and is not sent it.
+	HangUp() error
 	// Remaining lists pids of user processes still alive (not PID 1, not
 	// kernel threads, not zombies).
 	Remaining() ([]int, error)
@@ -173,6 +180,9 @@ func killRemaining(ctx context.Context, log *slog.Logger, sys System, t Timeouts
 	if err := sys.KillAll(unix.SIGTERM); err != nil {
 		log.Warn("sending SIGTERM to all", "err", err)
 	}
+	if err := sys.HangUp(); err != nil {
+		log.Warn("sending SIGHUP to the processes on a terminal", "err", err)
+	}
 	if left := waitGone(ctx, sys, t.Grace, t.Poll); len(left) == 0 {
 		log.Info("processes exited after SIGTERM", "count", len(pids), "duration_ms", time.Since(start).Milliseconds())
 		return
@@ -263,6 +273,37 @@ func (Linux) KillAll(sig syscall.Signal) error {
 
 // Remaining implements System.
 func (l Linux) Remaining() ([]int, error) {
+	users, err := l.users()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, 0, len(users))
+	for _, st := range users {
+		out = append(out, st.Pid)
+	}
+	return out, nil
+}
+
+// HangUp implements System.
+func (l Linux) HangUp() error {
+	users, err := l.users()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, st := range users {
+		if st.TTY == 0 {
+			continue
+		}
+		if err := unix.Kill(st.Pid, unix.SIGHUP); err != nil && err != unix.ESRCH {
+			errs = append(errs, fmt.Errorf("SIGHUP to pid %d: %w", st.Pid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// users lists the user processes (Stat.IsUser) in /proc but this one.
+func (l Linux) users() ([]Stat, error) {
 	proc := l.Proc
 	if proc == "" {
 		proc = "/proc"
@@ -272,7 +313,7 @@ func (l Linux) Remaining() ([]int, error) {
 		return nil, fmt.Errorf("listing %s: %w", proc, err)
 	}
 	self := os.Getpid()
-	var out []int
+	var out []Stat
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -287,7 +328,7 @@ func (l Linux) Remaining() ([]int, error) {
 			continue
 		}
 		if st.IsUser() {
-			out = append(out, pid)
+			out = append(out, st)
 		}
 	}
 	return out, nil
@@ -318,6 +359,8 @@ type Stat struct {
 	Pid   int
 	State byte
 	PPid  int
+	// TTY is tty_nr, the controlling terminal's device number; 0 for none.
+	TTY   int
 	Flags uint64
 }
 
@@ -352,9 +395,13 @@ func ParseStat(s string) (Stat, error) {
 	if err != nil {
 		return Stat{}, fmt.Errorf("stat %q: ppid: %w", s, err)
 	}
+	tty, err := strconv.Atoi(f[4])
+	if err != nil {
+		return Stat{}, fmt.Errorf("stat %q: tty_nr: %w", s, err)
+	}
 	flags, err := strconv.ParseUint(f[6], 10, 64)
 	if err != nil {
 		return Stat{}, fmt.Errorf("stat %q: flags: %w", s, err)
 	}
-	return Stat{Pid: pid, State: f[0][0], PPid: ppid, Flags: flags}, nil
+	return Stat{Pid: pid, State: f[0][0], PPid: ppid, TTY: tty, Flags: flags}, nil
 }

@@ -17,15 +17,18 @@ import (
 	"github.com/berth-node/berth/init/power"
 )
 
-// fakeSystem records every call in order. Processes "exit" after
-// exitAfterTERM Remaining polls once SIGTERM was sent, or never when
-// ignoreTERM is set (then only SIGKILL ends them).
+// fakeSystem records every call in order. Processes "exit" after two
+// Remaining polls once SIGTERM was sent, or never when ignoreTERM is set
+// (then only SIGKILL ends them, or a hangup when exitOnHUP is set too:
+// an interactive shell).
 type fakeSystem struct {
 	mu         sync.Mutex
 	calls      []string
 	pids       []int
 	ignoreTERM bool
+	exitOnHUP  bool
 	termSent   bool
+	hupSent    bool
 	killSent   bool
 	polls      int
 	rebootErr  error
@@ -54,13 +57,21 @@ func (f *fakeSystem) KillAll(sig syscall.Signal) error {
 func (f *fakeSystem) Remaining() ([]int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.killSent || (f.termSent && !f.ignoreTERM) {
+	if f.killSent || (f.termSent && (!f.ignoreTERM || (f.exitOnHUP && f.hupSent))) {
 		f.polls++
 		if f.polls > 2 {
 			return nil, nil
 		}
 	}
 	return f.pids, nil
+}
+
+func (f *fakeSystem) HangUp() error {
+	f.rec("hangup")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hupSent = true
+	return nil
 }
 
 func (f *fakeSystem) Sync() {
@@ -117,7 +128,7 @@ func TestSequenceOrder(t *testing.T) {
 	if err == nil {
 		t.Fatal("Sequence returned nil after reboot returned")
 	}
-	want := []string{"stop kubelet", "stop containerd", "kill terminated", "sync", "unmount", "reboot poweroff"}
+	want := []string{"stop kubelet", "stop containerd", "kill terminated", "hangup", "sync", "unmount", "reboot poweroff"}
 	if !reflect.DeepEqual(sys.calls, want) {
 		t.Errorf("calls = %q\nwant    %q", sys.calls, want)
 	}
@@ -132,12 +143,23 @@ func TestSequenceSIGKILLAfterGrace(t *testing.T) {
 	sys := &fakeSystem{pids: []int{10}, ignoreTERM: true}
 	start := time.Now()
 	Sequence(context.Background(), discard(), sys, nil, power.Reboot, fastTimeouts())
-	want := []string{"kill terminated", "kill killed", "sync", "unmount", "reboot reboot"}
+	want := []string{"kill terminated", "hangup", "kill killed", "sync", "unmount", "reboot reboot"}
 	if !reflect.DeepEqual(sys.calls, want) {
 		t.Errorf("calls = %q\nwant    %q", sys.calls, want)
 	}
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Errorf("SIGKILL came after %v, before the 100ms grace period", d)
+	}
+}
+
+// A shell that ignores SIGTERM (the debug shell) goes on the hangup that
+// follows it: no SIGKILL, no grace period spent.
+func TestSequenceHangUpEndsShells(t *testing.T) {
+	sys := &fakeSystem{pids: []int{10}, ignoreTERM: true, exitOnHUP: true}
+	Sequence(context.Background(), discard(), sys, nil, power.PowerOff, fastTimeouts())
+	want := []string{"kill terminated", "hangup", "sync", "unmount", "reboot poweroff"}
+	if !reflect.DeepEqual(sys.calls, want) {
+		t.Errorf("calls = %q\nwant    %q", sys.calls, want)
 	}
 }
 
@@ -203,11 +225,13 @@ func TestParseStat(t *testing.T) {
 		want Stat
 		user bool
 	}{
-		{"1 (berth) S 0 1 1 0 -1 4194560 100 0", Stat{1, 'S', 0, 4194560}, true},
-		{"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0", Stat{2, 'S', 0, 2129984}, false},
-		{"15 (kworker/0:1-events) I 2 0 0 0 -1 69238880 0 0", Stat{15, 'I', 2, 69238880}, false},
-		{"300 (a (b) c) R 1 300 300 0 -1 4194304 0 0", Stat{300, 'R', 1, 4194304}, true},
-		{"301 (zombie) Z 1 300 300 0 -1 4194308 0 0", Stat{301, 'Z', 1, 4194308}, false},
+		{"1 (berth) S 0 1 1 0 -1 4194560 100 0", Stat{1, 'S', 0, 0, 4194560}, true},
+		{"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0", Stat{2, 'S', 0, 0, 2129984}, false},
+		{"15 (kworker/0:1-events) I 2 0 0 0 -1 69238880 0 0", Stat{15, 'I', 2, 0, 69238880}, false},
+		{"300 (a (b) c) R 1 300 300 0 -1 4194304 0 0", Stat{300, 'R', 1, 0, 4194304}, true},
+		{"301 (zombie) Z 1 300 300 0 -1 4194308 0 0", Stat{301, 'Z', 1, 0, 4194308}, false},
+		// The debug shell on ttyS1 (major 4, minor 65: 4<<8 | 65).
+		{"230 (sh) S 1 230 230 1089 230 4194560 0 0", Stat{230, 'S', 1, 1089, 4194560}, true},
 	}
 	for _, tt := range tests {
 		got, err := ParseStat(tt.in)
@@ -215,7 +239,7 @@ func TestParseStat(t *testing.T) {
 			t.Errorf("ParseStat(%q) = %+v (user %v), %v; want %+v user %v", tt.in, got, got.IsUser(), err, tt.want, tt.user)
 		}
 	}
-	for _, bad := range []string{"", "1 berth S", "x (a) S 0 0 0 0 0 0", "1 (a) S", "1 (a) S x 0 0 0 0 0", "1 (a) SS 0 0 0 0 0 0"} {
+	for _, bad := range []string{"", "1 berth S", "x (a) S 0 0 0 0 0 0", "1 (a) S", "1 (a) S x 0 0 0 0 0", "1 (a) SS 0 0 0 0 0 0", "1 (a) S 0 0 0 tty 0 0"} {
 		if _, err := ParseStat(bad); err == nil {
 			t.Errorf("ParseStat(%q) gave no error", bad)
 		}
