@@ -327,7 +327,8 @@ test-qemu-busy: $(TEST_QEMU_DEPS)
 ## one guest at a time:
 ## builds `image-test` and `disk` with ARCH=arm64, then runs the tests that
 ## take their platform from the image's manifest: TestBootReport (modules by
-## modalias, the guest is aarch64), TestHostPrograms (the sysroot's
+## modalias, the guest is aarch64, the root is the virtio root disk behind
+## dm-verity), TestHostPrograms (the sysroot's
 ## iptables, nft, ipset, mkfs, mount run), TestDiskBoot's verified root
 ## (signed systemd-bootaa64 and UKI on linuxaa64.efi.stub under AAVMF with
 ## the test keys enrolled, verity root, data partition by the arm64

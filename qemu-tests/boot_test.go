@@ -119,9 +119,15 @@ func nvmeDisk(t *testing.T, serial string) qemu.Disk {
 // The image boots to the BERTH-REPORT line with every early mount present,
 // on the erofs root, and the NIC's and the disk's drivers were loaded because
 // the devices are there (modalias), not because the image preloads them.
+// The root is root.erofs on the read-only virtio disk ImageConfig attaches
+// (the initramfs no longer carries it), behind dm-verity with the manifest's
+// parameters; TestRootDisk boots without that disk.
 func TestBootReport(t *testing.T) {
 	dir := qemu.ImageDir(t)
 	man := qemu.ImageManifest(t, dir)
+	if r := man.Root; r == nil || r.Serial == "" || r.Path != "" {
+		t.Fatalf("the test image's manifest names no root disk (root %+v): rebuild it with make image-test", r)
+	}
 	for _, m := range []string{"virtio_net", "nvme"} {
 		if slices.Contains(man.Preload, m) {
 			t.Fatalf("image manifest preloads %s: the test could not tell modalias loading from preloading", m)
@@ -151,6 +157,17 @@ func TestBootReport(t *testing.T) {
 			t.Errorf("report's loaded modules lack %s (a device needing it is attached): %v", want, mods)
 		}
 	}
+	// The root disk is the guest's only virtio-blk device (the other disk
+	// is NVMe, the shell port a serial or virtio console), so it is
+	// /dev/vda on both arches.
+	var rootSec struct {
+		Image, FSType string
+		Verity        struct{ Partition, Device, RootHash string }
+	}
+	section(t, rep, "root", &rootSec)
+	if rootSec.FSType != "erofs" || rootSec.Verity.Partition != "/dev/vda" || rootSec.Image != rootSec.Verity.Device || !strings.HasPrefix(rootSec.Image, "/dev/dm-") {
+		t.Errorf("report's root %+v; want erofs on a dm-verity device over /dev/vda", rootSec)
+	}
 
 	out, err := vm.Shell("cat /proc/mounts", shellTimeout)
 	if err != nil {
@@ -158,8 +175,13 @@ func TestBootReport(t *testing.T) {
 	}
 	ms := parseMounts(out)
 	root, ok := lastMount(ms, "/")
-	if !ok || root.fstype != "erofs" {
-		t.Errorf("root is %+v, want erofs; /proc/mounts:\n%s", root, out)
+	if !ok || root.fstype != "erofs" || root.source != rootSec.Image || !slices.Contains(strings.Split(root.opts, ","), "ro") {
+		t.Errorf("root is %+v, want erofs mounted ro from the report's %s; /proc/mounts:\n%s", root, rootSec.Image, out)
+	}
+	if out, err := vm.Shell("cat /sys/block/vda/ro /sys/block/vda/serial; ls /root.erofs 2>&1; true", shellTimeout); err != nil {
+		t.Error(err)
+	} else if !strings.Contains(out, "1\n"+man.Root.Serial) || !strings.Contains(out, "No such file") {
+		t.Errorf("guest says:\n%s\nwant vda read-only (1) with serial %s, and no /root.erofs", out, man.Root.Serial)
 	}
 	want := map[string]string{
 		"/proc": "proc", "/sys": "sysfs", "/dev": "devtmpfs", "/dev/pts": "devpts",
