@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/init/report"
+	"github.com/berth-node/berth/mounts"
+	"github.com/berth-node/berth/mounts/diskboot"
+	"github.com/berth-node/berth/mounts/hostfs"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
@@ -34,6 +38,7 @@ type hcNode struct {
 	t    *testing.T
 	vm   *qemu.VM
 	rep  map[string]any
+	host hostfs.Result // the report's host section
 	pod  map[string]podCheck
 	ntp  *ntpFixture
 	disk bool
@@ -88,7 +93,41 @@ func hcRows() []hcRow {
 			if _, err := h.sh("cp /bin/busybox /opt/cni/bin/true && /opt/cni/bin/true && test -x /opt/cni/bin/bridge && touch /opt/csi/.probe"); err != nil {
 				return fmt.Errorf("writing and running on the host: %w", err)
 			}
-			return nil
+			var errs []string
+			// An image plugin copied under a new name runs as a CNI plugin;
+			// the image's own run through the overlay from its lower layer.
+			for _, cmd := range []string{
+				"cp /opt/cni/bin/loopback /opt/cni/bin/copied && CNI_COMMAND=VERSION /opt/cni/bin/copied",
+				"CNI_COMMAND=VERSION /opt/cni/bin/bridge",
+				"CNI_COMMAND=VERSION /opt/cni/bin/loopback",
+			} {
+				if out, err := h.sh(cmd); err != nil || !strings.Contains(out, "cniVersion") {
+					errs = append(errs, fmt.Sprintf("%s: %q, %v (want its version JSON)", cmd, out, err))
+				}
+			}
+			// The upper dir holds exactly what was written at run time: the
+			// pod's plugin and the host's two copies. install-cni (the
+			// cluster's CNI DaemonSet) writes a plugin only when the host's
+			// differs, and its image carries the same cni-plugins build as
+			// the node image (components.mk CNI_DIR), so it writes none: an
+			// image plugin here would mean the overlay copied it up.
+			upper := ""
+			for _, o := range h.host.Overlays {
+				if o.Target == hostfs.CNIBinDir {
+					upper = o.Upper
+				}
+			}
+			if want := hostfs.OverlayState + "/opt-cni-bin/upper"; upper != want {
+				errs = append(errs, fmt.Sprintf("the report's overlay on %s has upper dir %q, want %s", hostfs.CNIBinDir, upper, want))
+			} else {
+				out, err := h.sh("ls -A " + upper)
+				got := strings.Fields(out)
+				slices.Sort(got)
+				if want := []string{"berth-probe", "copied", "true"}; err != nil || !slices.Equal(got, want) {
+					errs = append(errs, fmt.Sprintf("the overlay's upper dir %s holds %q (%v), want exactly %q, none of the image's plugins", upper, got, err, want))
+				}
+			}
+			return joinErrs(errs)
 		}},
 		{"2 /etc/cni/net.d writable", func(h *hcNode) error {
 			if err := h.podRow("cni-net"); err != nil {
@@ -105,34 +144,41 @@ func hcRows() []hcRow {
 			if err != nil || strings.TrimSpace(out) != "/run" {
 				return fmt.Errorf("readlink /var/run: %q, %v (want the absolute /run)", out, err)
 			}
+			if _, err := h.sh("test -d /var/run/berth"); err != nil {
+				return fmt.Errorf("/var/run/berth is no directory: %w", err)
+			}
 			return h.podRow("var-run")
 		}},
 		{"4a bpffs on /sys/fs/bpf", func(h *hcNode) error {
-			if _, err := h.sh("grep -q '^bpf /sys/fs/bpf bpf ' /proc/mounts"); err != nil {
-				return fmt.Errorf("no bpffs in /proc/mounts: %w", err)
+			ms, err := h.mountInfo()
+			if err != nil {
+				return err
+			}
+			// As systemd mounts it: only root may pin BPF objects there.
+			if m, ok := topMount(ms, hostfs.BPFDir); !ok || m.FSType != "bpf" || !strings.Contains(","+m.SuperOptions+",", ",mode=700,") {
+				return fmt.Errorf("%s in PID 1's mountinfo: %+v, want bpf with mode=700", hostfs.BPFDir, m)
 			}
 			return h.podRow("bpffs")
 		}},
 		{"4b shared mounts and kubelet plugin dirs", func(h *hcNode) error {
-			out, err := h.sh("cat /proc/1/mountinfo")
+			ms, err := h.mountInfo()
 			if err != nil {
 				return err
 			}
-			mi := parseMountInfo(out)
 			var errs []string
-			for _, p := range []string{"/", "/sys", "/var", "/sys/fs/bpf", "/mnt/k8s-disks/0"} {
-				m, ok := mi[p]
+			for _, p := range h.sharedMounts() {
+				m, ok := topMount(ms, p)
 				switch {
 				case !ok:
 					errs = append(errs, p+" is not a mount point")
-				case !strings.Contains(m, "shared:"):
-					errs = append(errs, fmt.Sprintf("%s is not shared (%s)", p, m))
+				case !m.Shared():
+					errs = append(errs, fmt.Sprintf("%s is not shared (%+v)", p, m))
 				}
 			}
-			if _, ok := mi["/var/lib/kubelet/plugins/berth-probe"]; !ok {
+			if _, ok := topMount(ms, hostfs.KubeletPlugins+"/berth-probe"); !ok {
 				errs = append(errs, "the pod's mount under the Bidirectional hostPath /var/lib/kubelet/plugins did not propagate to the host")
 			}
-			if _, err := h.sh("test -d /var/lib/kubelet/plugins_registry && test -d /var/lib/kubelet/plugins"); err != nil {
+			if _, err := h.sh("test -d " + hostfs.PluginsRegistry + " && test -d " + hostfs.KubeletPlugins); err != nil {
 				errs = append(errs, "kubelet's plugin directories are missing")
 			}
 			if err := h.podRow("propagation"); err != nil {
@@ -302,17 +348,90 @@ func joinErrs(errs []string) error {
 	return fmt.Errorf("%s", strings.Join(errs, "\n"))
 }
 
-// parseMountInfo maps mount points to their mountinfo line (the last
-// mount on a point wins, as it is the visible one).
-func parseMountInfo(s string) map[string]string {
-	out := map[string]string{}
-	for _, l := range strings.Split(s, "\n") {
-		f := strings.Fields(l)
-		if len(f) > 5 {
-			out[f[4]] = l
+// mountInfo is PID 1's mount table, as the guest reads it.
+func (h *hcNode) mountInfo() ([]mounts.MountInfo, error) {
+	out, err := h.sh("cat /proc/1/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading /proc/1/mountinfo: %w", err)
+	}
+	ms, err := mounts.ParseMountInfo(strings.NewReader(out))
+	if err != nil {
+		return nil, fmt.Errorf("PID 1's mountinfo: %w", err)
+	}
+	return ms, nil
+}
+
+// topMount is the visible mount at target: mountinfo lists a mount after
+// the one it covers.
+func topMount(ms []mounts.MountInfo, target string) (mounts.MountInfo, bool) {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Target == target {
+			return ms[i], true
+		}
+	}
+	return mounts.MountInfo{}, false
+}
+
+// sharedMounts are the mount points that must be shared on this node:
+// the host phase's own (hostfs.SharedPaths), the overlays and bpffs, the
+// RAID0 array and its binds (docs/operating.md: they hold containerd's
+// and kubelet's state on this node, over the data partition's
+// /var/lib/kubelet on a disk boot), and on a disk boot the data partition
+// with its binds. Each is checked where it is visible, the top mount.
+func (h *hcNode) sharedMounts() []string {
+	out := append(hostfs.SharedPaths(), hostfs.Overlays()...)
+	out = append(out, hostfs.BPFDir,
+		"/mnt/k8s-disks/0", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
+	if h.disk {
+		out = append(out, diskboot.DataMount)
+		for _, b := range diskboot.DataBinds() {
+			if !slices.Contains(out, b) {
+				out = append(out, b)
+			}
 		}
 	}
 	return out
+}
+
+// checkHostReport checks the report's host section and where the host
+// phase ran, and returns the section; a failure does not stop the rows.
+func checkHostReport(t *testing.T, rep map[string]any, image string) hostfs.Result {
+	t.Helper()
+	var host hostfs.Result
+	section(t, rep, "host", &host)
+	if len(host.Errors) > 0 {
+		t.Errorf("%s image: host phase errors: %q", image, host.Errors)
+	}
+	for _, o := range host.Overlays {
+		if o.Status != "mounted" {
+			t.Errorf("%s image: report: overlay %s is %s, want mounted (%s)", image, o.Target, o.Status, o.Error)
+		}
+	}
+	if len(host.Overlays) != len(hostfs.Overlays()) {
+		t.Errorf("%s image: report: overlays %+v, want one on each of %q", image, host.Overlays, hostfs.Overlays())
+	}
+	// /var is a fresh tmpfs on every boot kind (docs/host-contract.md row 1).
+	if host.VarRun.Action != hostfs.LinkCreate {
+		t.Errorf("%s image: report: /var/run action %q on a fresh /var, want %s", image, host.VarRun.Action, hostfs.LinkCreate)
+	}
+	var phases []report.Phase
+	section(t, rep, "phases", &phases)
+	var names []string
+	for _, p := range phases {
+		names = append(names, p.Name)
+		if p.Name == "host" {
+			figure(t, "%s image: host phase: %d ms guest (setup %d ms)", image, p.DurationMs, host.DurationMs)
+			if p.Error != "" {
+				t.Errorf("%s image: host phase error: %s", image, p.Error)
+			}
+		}
+	}
+	// After storage, so the plugin directories land inside the instance
+	// store's binds; before apply, which starts the services.
+	if !strings.Contains(" "+strings.Join(names, " ")+" ", " storage host apply ") {
+		t.Errorf("%s image: phases %q: want host between storage and apply", image, names)
+	}
+	return host
 }
 
 // planSysctls reads the sysctls section of plan.txt ("  key = value").
@@ -471,6 +590,11 @@ func hostContract(t *testing.T, cluster *testCluster, onDisk bool) {
 	if fw, _ := rep["firmware"].(map[string]any); onDisk && (fw == nil || fw["secureBoot"] != true) {
 		t.Fatalf("disk boot without Secure Boot: firmware %v", rep["firmware"])
 	}
+	image := "initramfs"
+	if onDisk {
+		image = "disk"
+	}
+	host := checkHostReport(t, rep, image)
 	a := api{c: cluster.Client(), base: info.HostEndpoint}
 	node := "ip-10-0-2-15.us-west-2.compute.internal"
 	waitNodeReady(t, vm, a, node)
@@ -481,7 +605,7 @@ func hostContract(t *testing.T, cluster *testCluster, onDisk bool) {
 	}
 	t.Cleanup(func() { _ = a.do("DELETE", "/api/v1/namespaces/default/pods/hostcheck?gracePeriodSeconds=0", nil, nil) })
 	waitPodRunning(t, vm, a, "hostcheck")
-	h := &hcNode{t: t, vm: vm, rep: rep, ntp: ntp, disk: onDisk, pod: map[string]podCheck{}}
+	h := &hcNode{t: t, vm: vm, rep: rep, host: host, ntp: ntp, disk: onDisk, pod: map[string]podCheck{}}
 	var out string
 	waitFor(t, vm, "the hostcheck pod's results", time.Minute, func() (bool, string) {
 		o, err := h.sh("cat /run/berth-hostcheck/result.json")
@@ -506,6 +630,9 @@ func hostContract(t *testing.T, cluster *testCluster, onDisk bool) {
 	}
 	if failed > 0 {
 		t.Logf("console tail:\n%s", vm.ConsoleTail(40))
+		if mi, err := h.sh("cat /proc/1/mountinfo"); err == nil {
+			t.Logf("PID 1's mountinfo:\n%s", mi)
+		}
 	}
 }
 
