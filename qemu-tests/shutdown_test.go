@@ -19,14 +19,17 @@ import (
 // Graces shorter than a node's 2m30s keep TestJoin's power-off quick: the
 // normal pods get 90s - 10s, the critical ones 10s (startEKSNode's user
 // data). kubelet releases its inhibitor as soon as its pods are done, so
-// the grace costs time only when kubelet needs it: unloaded the whole
-// shutdown took 22 s. kubelet 1.35 waits, within each priority group's
-// period, for the group's projected volumes to unmount ("Failed while
-// waiting for all the volumes belonging to Pods in this group to unmount"
-// when the period runs out first). With 20s - 8s the normal group's 12 s
-// ran out on that wait in a cold run; with 40s - 10s, under make
-// test-qemu-busy's hog, the normal pod was marked at 29.7 s once and not
-// at all in the next loaded run (kubelet used the whole 40 s); the
+// the grace costs time only when kubelet needs it: unloaded, with only
+// the two pods of gracefulNodeShutdown, the whole shutdown took 22 s; on
+// TestJoin's node, with its demo and HostLimits pods in the normal group
+// too, 73 s on a busy 2-core host (the normal pods' status at 50 s, the
+// inhibitor released at 62 s). kubelet 1.35 waits, within each priority
+// group's period, for the group's projected volumes to unmount ("Failed
+// while waiting for all the volumes belonging to Pods in this group to
+// unmount" when the period runs out first). With 20s - 8s the normal
+// group's 12 s ran out on that wait in a cold run; with 40s - 10s, under
+// make test-qemu-busy's hog, the normal pod was marked at 29.7 s once and
+// not at all in the next loaded run (kubelet used the whole 40 s); the
 // critical one is not marked under the hog (see below).
 const (
 	gracefulPeriod  = 90 * time.Second
