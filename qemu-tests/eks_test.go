@@ -89,7 +89,11 @@ func startEKSNode(t *testing.T) *eksNode {
 	// EKS's DescribeCluster (the stand-in, with the instance role) for the
 	// endpoint, the CA and the service CIDR, as AL2's bootstrap.sh did.
 	// The NodeConfig part holds what the test rig needs and no AL2 script
-	// can say: the registry mirrors and the stand-ins' endpoints.
+	// can say: the registry mirrors, the stand-ins' endpoints, and
+	// kubelet's shorter shutdown grace periods for TestJoin's
+	// GracefulShutdown (on arm64, where that subtest does not run, they
+	// only shorten the power-off's bound: kubelet lets go as soon as its
+	// pods are down).
 	ca, err := base64.StdEncoding.DecodeString(info.CertificateAuthority)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +116,11 @@ spec:
     environment:
       AWS_ENDPOINT_URL_ECR: %s
       AWS_ENDPOINT_URL_EKS: %s
-`, mirrors, ecrURL.String(), awsstub.GuestURL(stack.EKSURL))
+  kubelet:
+    config:
+      shutdownGracePeriod: %s
+      shutdownGracePeriodCriticalPods: %s
+`, mirrors, ecrURL.String(), awsstub.GuestURL(stack.EKSURL), gracefulPeriod, gracefulCrit)
 	if strings.Contains(nodeConfig+script, "bootstrap-token") || strings.Contains(nodeConfig+script, inst.Role.SecretAccessKey) {
 		t.Fatal("the user data must carry no bootstrap token and no credentials")
 	}

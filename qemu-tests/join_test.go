@@ -289,9 +289,13 @@ func joinNodeConfig(info controlplane.Info, mirror string) string {
 // test with a node and a control plane of its own, a minute of TCG
 // apiece): netfilter on demand, the host's limits, services killed and
 // restarted (after those two, as the kills change the PIDs they read), and
-// the ECR pull (last, see there). The
-// arm64 suite runs TestJoin without them (its -run pattern selects no
-// subtest of TestJoin): they test berth's logic, the same on both arches.
+// the ECR pull (see there). The last, GracefulShutdown, is the power-off
+// itself with kubelet's graceful node shutdown watched (gracefulNodeShutdown:
+// a preStop hook, pods marked in priority order, the node NotReady, with
+// the user data's shorter grace periods); TestJoin presses the power button
+// itself when that subtest does not run. The arm64 suite runs TestJoin
+// without them (its -run pattern selects no subtest of TestJoin): they test
+// berth's logic, the same on both arches.
 func TestJoin(t *testing.T) {
 	dir := qemu.ImageDir(t)
 	eks := startEKSNode(t)
@@ -398,14 +402,33 @@ func TestJoin(t *testing.T) {
 	})
 
 	// Orderly power-off: kubelet first, then the pods, then containerd.
-	if err := vm.PowerDown(); err != nil {
-		t.Fatal(err)
+	// GracefulShutdown presses the power button itself, with pods of its
+	// own to watch go; where it does not run (the arm64 suite's -run
+	// pattern selects no subtest) or failed before pressing it, TestJoin
+	// presses it here. A filtered-out t.Run returns true, as a passed one
+	// does: ran tells them apart.
+	var off powerOff
+	ran := false
+	t.Run("GracefulShutdown", func(t *testing.T) {
+		ran = true
+		gracefulNodeShutdown(t, vm, a, node, &off)
+	})
+	if off.pressed.IsZero() {
+		if ran {
+			t.Log("GracefulShutdown failed before the power button: pressing it here")
+		}
+		if err := vm.PowerDown(); err != nil {
+			t.Fatal(err)
+		}
+		off.pressed = time.Now()
 	}
-	down := time.Now()
-	if err := vm.WaitExit(powerOffBound); err != nil {
-		t.Fatalf("guest did not power off within %s: %v", powerOffBound, err)
+	if off.exited.IsZero() {
+		if err := vm.WaitExit(powerOffBound); err != nil {
+			t.Fatalf("guest did not power off within %s: %v", powerOffBound, err)
+		}
+		off.exited = time.Now()
 	}
-	figure(t, "system_powerdown to QEMU exit: %.1f s", time.Since(down).Seconds())
+	figure(t, "system_powerdown to QEMU exit: %.1f s", off.exited.Sub(off.pressed).Seconds())
 	expectShutdownInOrder(t, vm)
 }
 

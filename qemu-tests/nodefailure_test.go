@@ -38,7 +38,7 @@ func nodeBStore(t *testing.T) qemu.Disk {
 //
 // What a power cut leaves on the disks (the array found, not made again,
 // a synced file kept) is TestStorageRAID0AndReboot's; the graceful stop
-// with a preStop hook is TestGracefulNodeShutdown's. Both once ran here,
+// with a preStop hook is TestJoin's (GracefulShutdown). Both once ran here,
 // with node-b booted again to Ready, at about 5 minutes of make test.
 func nodeFailure(t *testing.T, tc *testCluster, a api, na, nb *rigNode) {
 	var st localstorage.Result

@@ -12,46 +12,67 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
-// Graces shorter than a node's 2m30s keep the test quick: the normal pod
-// gets 90s - 10s, the critical ones 10s. kubelet releases its inhibitor
-// as soon as its pods are done, so the grace costs time only when kubelet
-// needs it: unloaded the whole shutdown took 22 s. kubelet 1.35 waits,
-// within each priority group's period, for the group's projected volumes
-// to unmount ("Failed while waiting for all the volumes belonging to Pods
-// in this group to unmount" when the period runs out first). With 20s - 8s
-// the normal group's 12 s ran out on that wait in a cold run; with 40s -
-// 10s, under make test-qemu-busy's hog, the normal pod was marked at
-// 29.7 s once and not at all in the next loaded run (kubelet used the
-// whole 40 s); the critical one is not marked under the hog (see below).
+// Graces shorter than a node's 2m30s keep TestJoin's power-off quick: the
+// normal pods get 90s - 10s, the critical ones 10s (startEKSNode's user
+// data). kubelet releases its inhibitor as soon as its pods are done, so
+// the grace costs time only when kubelet needs it: unloaded, with only
+// the two pods of gracefulNodeShutdown, the whole shutdown took 22 s; on
+// TestJoin's node, with its demo and HostLimits pods in the normal group
+// too, 73 s on a busy 2-core host (the normal pods' status at 50 s, the
+// inhibitor released at 62 s). kubelet 1.35 waits, within each priority
+// group's period, for the group's projected volumes to unmount ("Failed
+// while waiting for all the volumes belonging to Pods in this group to
+// unmount" when the period runs out first). With 20s - 8s the normal
+// group's 12 s ran out on that wait in a cold run; with 40s - 10s, under
+// make test-qemu-busy's hog, the normal pod was marked at 29.7 s once and
+// not at all in the next loaded run (kubelet used the whole 40 s); the
+// critical one is not marked under the hog (see below).
 const (
 	gracefulPeriod  = 90 * time.Second
 	gracefulCrit    = 10 * time.Second
 	nodeShutdownMsg = "Pod was terminated in response to imminent node shutdown."
 )
 
-// kubelet's graceful node shutdown through berth's logind: on
-// system_powerdown berth sends PrepareForShutdown, kubelet runs the normal
-// pod's preStop hook (an HTTP call to the test, through QEMU's user
-// network) and terminates it (5 s to exit), then the system-node-critical
-// one, reports both and the node NotReady, releases its inhibitor, and
-// only then does berth stop kubelet and power off.
-func TestGracefulNodeShutdown(t *testing.T) {
-	cluster := startControlPlane(t)
-	info := cluster.Info()
-	ud := cluster.nodeConfig() + fmt.Sprintf(`  kubelet:
-    config:
-      shutdownGracePeriod: %s
-      shutdownGracePeriodCriticalPods: %s
-`, gracefulPeriod, gracefulCrit)
-	vm, _, _ := bootJoined(t, mimeUserData(ud))
-	a := api{c: cluster.Client(), base: info.HostEndpoint}
-	node := "ip-10-0-2-15.us-west-2.compute.internal"
-	waitNodeReady(t, vm, a, node)
-	if _, err := vm.Expect(regexp.MustCompile(`logind: inhibitor taken who=kubelet`), 2*time.Minute); err != nil {
-		t.Fatalf("kubelet took no shutdown inhibitor: %v", err)
+// powerOff is when TestJoin's node got its one power button and when QEMU
+// exited; zero until each happens. Whoever presses the button (the
+// GracefulShutdown subtest, else TestJoin) sets pressed at once, so that a
+// subtest that fails halfway is not followed by a second press.
+type powerOff struct{ pressed, exited time.Time }
+
+// gracefulNodeShutdown (TestJoin's GracefulShutdown, the last thing before
+// the power-off, which it does): kubelet's graceful node shutdown through
+// berth's logind. On system_powerdown berth sends PrepareForShutdown,
+// kubelet runs the normal pod's preStop hook (an HTTP call to the test,
+// through QEMU's user network) and terminates it (5 s to exit) with the
+// node's other normal-priority pods (TestJoin's demo pod among them), then
+// the system-node-critical one, reports them and the node NotReady,
+// releases its inhibitor, and only then does berth stop kubelet and power
+// off. The kubelet config's grace periods are the user data's
+// (gracefulPeriod, gracefulCrit).
+func gracefulNodeShutdown(t *testing.T, vm *qemu.VM, a api, node string, off *powerOff) {
+	// The premise: berth planned, and kubelet told logind, the user data's
+	// periods rather than the node's defaults.
+	plan, err := vm.Shell("grep '^shutdown:' /run/berth/plan.txt", shellTimeout)
+	if err != nil {
+		t.Fatalf("reading the plan: %v %s", err, plan)
 	}
+	if want := fmt.Sprintf("shutdown: kubelet's graceful node shutdown %s (critical pods %s)", gracefulPeriod, gracefulCrit); !strings.Contains(plan, want) {
+		t.Fatalf("plan.txt says %q, want %q from the user data's kubelet config", plan, want)
+	}
+	reloaded := ""
+	for _, l := range vm.Lines() {
+		if strings.Contains(l.Text, "logind: logind configuration reloaded") {
+			reloaded = l.Text
+		}
+	}
+	if !strings.Contains(reloaded, "inhibit_delay_max="+gracefulPeriod.String()+" ") {
+		t.Fatalf("kubelet did not set logind's InhibitDelayMaxSec to its shutdownGracePeriod %s; last reload line: %q", gracefulPeriod, reloaded)
+	}
+	waitNodeReady(t, vm, a, node)
 
 	hooks := newHookServer(t)
 	normal := demoPod("default", "normal", node)
@@ -94,6 +115,7 @@ func TestGracefulNodeShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	pressed := time.Now()
+	off.pressed = pressed
 	go func() {
 		defer close(watched)
 		for {
@@ -147,6 +169,9 @@ func TestGracefulNodeShutdown(t *testing.T) {
 			}
 		}
 	}()
+	// Stopped once QEMU is gone, or when a check below gives up first.
+	stopWatching := sync.OnceFunc(func() { close(stop); <-watched })
+	defer stopWatching()
 
 	prep, err := vm.ExpectLine(regexp.MustCompile(`logind: PrepareForShutdown sent clients=1 inhibitors=kubelet`), time.Minute)
 	if err != nil {
@@ -161,9 +186,9 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	if err := vm.WaitExit(gracefulPeriod + 30*time.Second); err != nil {
 		t.Fatalf("QEMU did not exit within shutdownGracePeriod + 30 s: %v\n%s", err, vm.ConsoleTail(40))
 	}
-	toExit := time.Since(pressed)
-	close(stop)
-	<-watched
+	off.exited = time.Now()
+	toExit := off.exited.Sub(pressed)
+	stopWatching()
 	figure(t, "system_powerdown to PrepareForShutdown %.1f s, to inhibitor released %.1f s (guest: %.1f s after the signal), to QEMU exit %.1f s (wall)",
 		toPrepare.Seconds(), toRelease.Seconds(), (rel.At - prep.At).Seconds(), toExit.Seconds())
 	calls := hooks.calls()
@@ -176,12 +201,11 @@ func TestGracefulNodeShutdown(t *testing.T) {
 	}
 
 	// What kubelet left in the API server: its Shutdown event, the normal
-	// pod marked (the critical pod's status may not arrive: see below),
-	// Ready False with its message.
-	checkShutdownAftermath(t, a, node, pods[:1])
+	// pods marked (this one and TestJoin's demo pod, in the same priority
+	// group; the critical pod's status may not arrive: see below), Ready
+	// False with its message.
+	checkShutdownAftermath(t, a, node, []podRef{pods[0], {"default", "demo"}})
 
-	mu.Lock()
-	defer mu.Unlock()
 	n, nok := seen["normal"]
 	c, cok := seen["critical"]
 	// The critical pod's status reaches the API server only if kubelet's
