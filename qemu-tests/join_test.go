@@ -624,4 +624,17 @@ func expectShutdownInOrder(t *testing.T, vm *qemu.VM, first ...*regexp.Regexp) {
 			t.Fatalf("shutdown step %q not found in order; console tail:\n%s", re, vm.ConsoleTail(40))
 		}
 	}
+	// Nothing left for SIGKILL: the debug shell (these boots have one)
+	// ends on the hangup after SIGTERM, and is not started again.
+	down := false
+	for _, l := range lines {
+		down = down || strings.Contains(l.Text, "shutdown: shutting down")
+		if down && shutdownKilled.MatchString(l.Text) {
+			t.Errorf("the shutdown had to SIGKILL what was left: %s", l.Text)
+		}
+	}
 }
+
+// shutdownKilled is the shutdown's line when processes outlived SIGTERM,
+// and the debug shell's when it was started again during one.
+var shutdownKilled = regexp.MustCompile(`shutdown: processes still running after grace period|debugshell: debug shell exited; starting another`)
