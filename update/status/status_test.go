@@ -116,7 +116,7 @@ func TestJSON(t *testing.T) {
 		"staged": {
 			s: Status{Version: "0.3.1", Slot: "a", Boot: BootSystemdBoot, Entry: "berth-0.3.1.efi", State: "good",
 				LastUpdate: &LastUpdate{Result: ResultStaged, From: "0.3.1", To: "0.3.2", Slot: "b", Entry: "berth-0.3.2+3.efi",
-					At: time.Date(2026, 11, 24, 2, 9, 52, 0, time.UTC),
+					At:    time.Date(2026, 11, 24, 2, 9, 52, 0, time.UTC),
 					Steps: []Step{{Name: "write-root", Ms: 5210, Bytes: 209715200}, {Name: "verify-root", Ms: 1200, Bytes: 209715200}}}},
 			want: `{"version":"0.3.1","slot":"a","boot":"systemd-boot","entry":"berth-0.3.1.efi","state":"good","trial":false,` +
 				`"lastUpdate":{"result":"staged","from":"0.3.1","to":"0.3.2","slot":"b","entry":"berth-0.3.2+3.efi","at":"2026-11-24T02:09:52Z",` +
