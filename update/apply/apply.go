@@ -464,9 +464,13 @@ func (r *runner) stageUKI(ctx context.Context) (int64, error) {
 	var n int64
 	staged, err := r.esp.StageFrom(r.plan.Running, r.plan.To, func(w io.Writer) error {
 		sc := newUKIScanner(false)
-		cw := &counter{w: io.MultiWriter(w, sc)}
+		cw := &counter{ctx: ctx, w: io.MultiWriter(w, sc)}
 		defer func() { n = cw.n }()
 		if err := r.req.Fetcher.Fetch(ctx, r.plan.Release, repo.KindUKI, cw); err != nil {
+			return err
+		}
+		// The last moment to stop before the commit.
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		info, err := sc.info()
@@ -485,13 +489,17 @@ func (r *runner) stageUKI(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// counter counts what passes through it.
+// counter counts what passes through it, and stops it once ctx is done.
 type counter struct {
-	w io.Writer
-	n int64
+	ctx context.Context
+	w   io.Writer
+	n   int64
 }
 
 func (c *counter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
