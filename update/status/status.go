@@ -90,8 +90,9 @@ type LastUpdate struct {
 	// From and To are the versions it went from and to.
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`
-	// Slot is the root slot the update wrote ("a" or "b"); Entry the UKI
-	// it staged on the ESP (berth-0.3.2+3.efi), once staged.
+	// Slot is the root slot the update writes ("a" or "b"), also when
+	// it stopped before writing; Entry the UKI it staged on the ESP
+	// (berth-0.3.2+3.efi), once staged.
 	Slot  string `json:"slot,omitempty"`
 	Entry string `json:"entry,omitempty"`
 	// At is when it ended (wall clock).
