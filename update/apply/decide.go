@@ -3,6 +3,7 @@ package apply
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/update/bootcount"
@@ -208,6 +209,17 @@ func Decide(in Input) (Plan, error) {
 		Running: running, RunningSlot: slot, Slot: slot.Other(), SlotSize: in.SlotSize,
 		Staged: staged, Root: Layout{Bytes: size, DataBlocks: blocks, HashStartBlock: blocks},
 	}, nil
+}
+
+// Refused is boot.json's record of a release Decide refused with err,
+// at the time at: nothing was written.
+func Refused(in Input, err error, at time.Time) status.LastUpdate {
+	lu := status.LastUpdate{Result: status.ResultRefused, Reason: err.Error(), From: in.Running.Version,
+		To: in.Release.Version.String(), At: at.UTC()}
+	if s, perr := partition.ParseSlot(in.Running.Slot); perr == nil {
+		lu.Slot = string(s.Other())
+	}
+	return lu
 }
 
 // checkRootHash takes what berth's dm-verity (sha256, mounts/verity)

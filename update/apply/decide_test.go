@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	iverity "github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/mounts/partition"
@@ -154,6 +155,22 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Decide =\n %+v\nwant\n %+v", got, want)
 			}
 		})
+	}
+}
+
+func TestRefused(t *testing.T) {
+	in := baseInput(t)
+	in.Release.Version = version(t, "0.9")
+	_, err := Decide(in)
+	at := time.Date(2026, 11, 24, 3, 9, 52, 0, time.FixedZone("CET", 3600))
+	got := Refused(in, err, at)
+	want := status.LastUpdate{Result: status.ResultRefused, Reason: err.Error(), From: "1.0", To: "0.9", Slot: "b", At: at.UTC()}
+	if !reflect.DeepEqual(got, want) || !strings.Contains(got.Reason, "older than the running version") {
+		t.Errorf("Refused = %+v, want %+v", got, want)
+	}
+	in.Running.Slot = ""
+	if got := Refused(in, err, at); got.Slot != "" {
+		t.Errorf("Refused without a running slot names slot %q", got.Slot)
 	}
 }
 
