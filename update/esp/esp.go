@@ -88,7 +88,16 @@ func (e ESP) List() ([]bootcount.Entry, error) {
 // (the commit: from here systemd-boot boots it) and fsync the directory;
 // remove the other UKIs and fsync the directory again.
 func (e ESP) Stage(running bootcount.Entry, version string, uki io.Reader) (bootcount.Entry, error) {
-	steps, staged, err := e.stageSteps(running, version, uki)
+	return e.StageFrom(running, version, copyFrom(uki))
+}
+
+// StageFrom is Stage with the UKI written by write, which gets the
+// temporary file and returns nil only once the whole UKI is in it and
+// whoever streams it has checked it: an error from write leaves no file
+// behind and renames nothing. A caller that fetches the UKI and checks
+// what it fetched before the commit (update/apply) stages through it.
+func (e ESP) StageFrom(running bootcount.Entry, version string, write func(w io.Writer) error) (bootcount.Entry, error) {
+	steps, staged, err := e.stageSteps(running, version, write)
 	if err != nil {
 		return bootcount.Entry{}, err
 	}
@@ -127,7 +136,15 @@ type step struct {
 	do   func() error
 }
 
-func (e ESP) stageSteps(running bootcount.Entry, version string, uki io.Reader) ([]step, bootcount.Entry, error) {
+// copyFrom writes what r holds.
+func copyFrom(r io.Reader) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := io.Copy(w, r)
+		return err
+	}
+}
+
+func (e ESP) stageSteps(running bootcount.Entry, version string, write func(io.Writer) error) ([]step, bootcount.Entry, error) {
 	staged, err := bootcount.Staged(version)
 	if err != nil {
 		return nil, bootcount.Entry{}, fmt.Errorf("staging a UKI: %w", err)
@@ -144,7 +161,7 @@ func (e ESP) stageSteps(running bootcount.Entry, version string, uki io.Reader) 
 		{"checking the running UKI", func() error { return e.present(running) }},
 		{"removing leftover temporary files", e.cleanTemps},
 		{"writing the UKI to a temporary file", func() (err error) {
-			tmp, err = e.writeTemp(uki)
+			tmp, err = e.writeTemp(write)
 			return err
 		}},
 		{"renaming it into place", func() error {
@@ -161,9 +178,9 @@ func (e ESP) stageSteps(running bootcount.Entry, version string, uki io.Reader) 
 	}, staged, nil
 }
 
-// writeTemp copies uki to a new temporary file in EFI/Linux and makes it
+// writeTemp has write fill a new temporary file in EFI/Linux and makes it
 // durable; it leaves no file behind when it fails.
-func (e ESP) writeTemp(uki io.Reader) (tmp string, err error) {
+func (e ESP) writeTemp(write func(io.Writer) error) (tmp string, err error) {
 	if err := os.MkdirAll(e.dir(), 0o755); err != nil {
 		return "", fmt.Errorf("creating %s: %w", e.dir(), err)
 	}
@@ -177,11 +194,11 @@ func (e ESP) writeTemp(uki io.Reader) (tmp string, err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	n, err := io.Copy(f, uki)
-	if err != nil {
+	cw := &countWriter{w: f}
+	if err := write(cw); err != nil {
 		return "", fmt.Errorf("writing %s: %w", f.Name(), err)
 	}
-	if n == 0 {
+	if cw.n == 0 {
 		return "", fmt.Errorf("writing %s: the UKI is empty", f.Name())
 	}
 	if err := f.Sync(); err != nil {
@@ -191,6 +208,18 @@ func (e ESP) writeTemp(uki io.Reader) (tmp string, err error) {
 		return "", fmt.Errorf("closing %s: %w", f.Name(), err)
 	}
 	return f.Name(), nil
+}
+
+// countWriter counts what passes through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // cleanTemps removes what a cut-off Stage left: temporary files only.

@@ -124,13 +124,13 @@ func TestStageCutOff(t *testing.T) {
 	final := map[string]string{"berth-1.efi": uki("1"), "berth-2+3.efi": uki("2")}
 	running := entry(t, "berth-1.efi")
 	e := newESP(t, nil)
-	steps, _, err := e.stageSteps(running, "2", nil)
+	steps, _, err := e.stageSteps(running, "2", copyFrom(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k := 0; k <= len(steps); k++ {
 		e := newESP(t, start)
-		steps, staged, err := e.stageSteps(running, "2", strings.NewReader(uki("2")))
+		steps, staged, err := e.stageSteps(running, "2", copyFrom(strings.NewReader(uki("2"))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,6 +198,32 @@ var errTorn = errors.New("device gone")
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errTorn }
+
+// TestStageFromCheckFails: a writer that wrote the whole UKI and then
+// finds it wrong stops the commit: nothing renamed, no file left.
+func TestStageFromCheckFails(t *testing.T) {
+	start := map[string]string{"berth-1.efi": uki("1")}
+	e := newESP(t, start)
+	errCheck := errors.New("the command line names the running slot")
+	_, err := e.StageFrom(entry(t, "berth-1.efi"), "2", func(w io.Writer) error {
+		if _, err := io.WriteString(w, uki("2")); err != nil {
+			return err
+		}
+		return errCheck
+	})
+	if !errors.Is(err, errCheck) || !strings.Contains(err.Error(), "berth-2+3.efi") {
+		t.Errorf("StageFrom with a failing check: %v; want the check's error, naming the entry", err)
+	}
+	check(t, e, start)
+	got, err := e.StageFrom(entry(t, "berth-1.efi"), "2", func(w io.Writer) error {
+		_, err := io.WriteString(w, uki("2"))
+		return err
+	})
+	if err != nil || got.Name != "berth-2+3.efi" {
+		t.Fatalf("StageFrom = %v, %v", got, err)
+	}
+	check(t, e, map[string]string{"berth-1.efi": uki("1"), "berth-2+3.efi": uki("2")})
+}
 
 func TestStageRefuses(t *testing.T) {
 	start := map[string]string{"berth-1.efi": uki("1"), "berth-1.1+2-1.efi": uki("1.1")}

@@ -82,15 +82,49 @@ type Status struct {
 
 // LastUpdate is the outcome of the last update the node applied.
 type LastUpdate struct {
-	// Result is how it ended (for instance "blessed" or "reverted").
+	// Result is how it ended (for instance "blessed" or "reverted"; the
+	// Result* constants are the applying's).
 	Result string `json:"result"`
 	// Reason says why, in words.
 	Reason string `json:"reason,omitempty"`
 	// From and To are the versions it went from and to.
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`
+	// Slot is the root slot the update writes ("a" or "b"), also when
+	// it stopped before writing; Entry the UKI it staged on the ESP
+	// (berth-0.3.2+3.efi), once staged.
+	Slot  string `json:"slot,omitempty"`
+	Entry string `json:"entry,omitempty"`
 	// At is when it ended (wall clock).
 	At time.Time `json:"at,omitzero"`
+	// Steps are the steps of applying it, in order, up to the one that
+	// failed.
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// How applying an update ends (LastUpdate.Result).
+const (
+	// ResultStaged: the new version is in the other slot and its UKI on
+	// the ESP with a boot counter; the next boot tries it.
+	ResultStaged = "staged"
+	// ResultRefused: the release was not applied (older, the same
+	// version, another architecture, too large...); nothing was written.
+	ResultRefused = "refused"
+	// ResultFailed: a step failed; the ESP still boots the running
+	// version.
+	ResultFailed = "failed"
+)
+
+// Step is one step of applying an update, timed.
+type Step struct {
+	// Name says what the step does (update/apply's Step* constants).
+	Name string `json:"name"`
+	// Ms is how long it took, in milliseconds.
+	Ms int64 `json:"ms"`
+	// Bytes is how much it fetched, wrote or read, where it moves data.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Error is why it failed; empty when it did not.
+	Error string `json:"error,omitempty"`
 }
 
 // Of says what f makes of this boot. It never fails: what it cannot tell

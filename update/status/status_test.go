@@ -113,6 +113,23 @@ func TestJSON(t *testing.T) {
 			want: `{"version":"0.3.1","slot":"a","boot":"systemd-boot","entry":"berth-0.3.1.efi","state":"good","trial":false,` +
 				`"lastUpdate":{"result":"reverted","reason":"Node not Ready within 10m0s","from":"0.3.1","to":"0.3.2","at":"2026-11-24T02:09:52Z"}}`,
 		},
+		"staged": {
+			s: Status{Version: "0.3.1", Slot: "a", Boot: BootSystemdBoot, Entry: "berth-0.3.1.efi", State: "good",
+				LastUpdate: &LastUpdate{Result: ResultStaged, From: "0.3.1", To: "0.3.2", Slot: "b", Entry: "berth-0.3.2+3.efi",
+					At:    time.Date(2026, 11, 24, 2, 9, 52, 0, time.UTC),
+					Steps: []Step{{Name: "write-root", Ms: 5210, Bytes: 209715200}, {Name: "verify-root", Ms: 1200, Bytes: 209715200}}}},
+			want: `{"version":"0.3.1","slot":"a","boot":"systemd-boot","entry":"berth-0.3.1.efi","state":"good","trial":false,` +
+				`"lastUpdate":{"result":"staged","from":"0.3.1","to":"0.3.2","slot":"b","entry":"berth-0.3.2+3.efi","at":"2026-11-24T02:09:52Z",` +
+				`"steps":[{"name":"write-root","ms":5210,"bytes":209715200},{"name":"verify-root","ms":1200,"bytes":209715200}]}}`,
+		},
+		"failed": {
+			s: Status{Version: "0.3.1", Slot: "a", Boot: BootSystemdBoot, Entry: "berth-0.3.1.efi", State: "good",
+				LastUpdate: &LastUpdate{Result: ResultFailed, Reason: "verify-root: data block 7 does not match", From: "0.3.1", To: "0.3.2", Slot: "b",
+					Steps: []Step{{Name: "verify-root", Ms: 3, Error: "data block 7 does not match"}}}},
+			want: `{"version":"0.3.1","slot":"a","boot":"systemd-boot","entry":"berth-0.3.1.efi","state":"good","trial":false,` +
+				`"lastUpdate":{"result":"failed","reason":"verify-root: data block 7 does not match","from":"0.3.1","to":"0.3.2","slot":"b",` +
+				`"steps":[{"name":"verify-root","ms":3,"error":"data block 7 does not match"}]}}`,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := json.Marshal(c.s)
