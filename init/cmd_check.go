@@ -7,6 +7,7 @@ import (
 
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/config/manifest/builtin"
+	"github.com/berth-node/berth/config/nocloud"
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/internal/redact"
@@ -19,20 +20,29 @@ import (
 // It checks against what the image's kubelet and containerd accept
 // (--manifest), or without a manifest against what the kubelet and
 // containerd berth was built with accept (config/manifest/builtin), and
-// says which.
+// says which. With --seed DIR it checks a NoCloud seed instead of files:
+// its user-data as a file is checked, and its meta-data and
+// network-config as a node booted from the seed would read them
+// (nocloud.Inspect), every problem naming the seed file, line and key.
 func cmdCheck(e env, args []string) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	strict := fs.Bool("strict", false, "treat unknown fields, feature gates and berth.dev/ annotations as errors")
 	manifestPath := fs.String("manifest", "", "the image's manifest: check kubelet's and containerd's settings against what its kubelet and containerd accept (default: what the kubelet and containerd berth was built with accept)")
+	seed := fs.String("seed", "", "check the NoCloud seed in this directory (user-data, meta-data, network-config, as on a cidata volume) instead of FILEs")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: berth check [--strict] [--manifest FILE] FILE...")
+		fmt.Fprintln(e.stderr, "usage: berth check [--strict] [--manifest FILE] FILE...\n       berth check [--strict] [--manifest FILE] --seed DIR")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() == 0 {
+	if *seed != "" && fs.NArg() != 0 {
+		fmt.Fprintf(e.stderr, "berth check: --seed %s and FILE arguments (%s): the seed's user-data is the node's user data; give one or the other\n", *seed, strings.Join(fs.Args(), " "))
+		fs.Usage()
+		return 2
+	}
+	if *seed == "" && fs.NArg() == 0 {
 		fs.Usage()
 		return 2
 	}
@@ -42,13 +52,30 @@ func cmdCheck(e env, args []string) int {
 		return 1
 	}
 	opts := nodeconfig.Options{Accepts: man.Accepts}
-	res, problems, ok := nodeconfig.CheckResult(opts, *strict, fs.Args()...)
+	var seedProblems []nodeconfig.Problem
+	var res *nodeconfig.Result
+	var problems []nodeconfig.Problem
+	ok := false
+	if *seed != "" {
+		in, err := nocloud.InspectDir(*seed)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "berth check: %v\n", err)
+			return 1
+		}
+		seedProblems = in.NodeConfigProblems()
+		if srcs := in.Sources(); srcs != nil {
+			res, problems, ok = nodeconfig.CheckSources(opts, *strict, srcs)
+		}
+	} else {
+		res, problems, ok = nodeconfig.CheckResult(opts, *strict, fs.Args()...)
+	}
 	if ok && res != nil {
 		// One verdict: what render and the node refuse in the plan, check
 		// refuses too.
 		problems = append(problems, planProblems(res, man)...)
-		ok = !nodeconfig.HasErrors(problems)
 	}
+	problems = append(seedProblems, problems...)
+	ok = !nodeconfig.HasErrors(problems)
 	// The problems quote values, and a value may hold a secret (a URL's
 	// password, a token): redacted as render's are, and check has no
 	// reason to show them.

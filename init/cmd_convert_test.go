@@ -16,7 +16,7 @@ import (
 	"github.com/berth-node/berth/internal/golden"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite testdata/convert")
+var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/ (convert, seed)")
 
 // TestConvertAL2: `berth convert` of each AL2 shape (and of Bottlerocket
 // settings) prints a NodeConfig

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/nocloud"
 	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/internal/redact"
@@ -35,6 +37,9 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 // cmdRender shows an operator exactly what a node would get, offline: the
 // same load, merge, validation and plan as boot, written under --out.
+// With --seed DIR the node's user data is a NoCloud seed's, and what the
+// seed's meta-data and network-config decide is printed first
+// (nocloud.Inspection.Describe) and goes into the plan's inputs.
 func cmdRender(e env, args []string) int {
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -48,13 +53,32 @@ func cmdRender(e env, args []string) int {
 	nodeIP := fs.String("node-ip", "", "override the node IP from instance metadata")
 	describe := fs.String("describe-cluster", "", "EKS DescribeCluster's answer as JSON (aws eks describe-cluster --name NAME), for user data that leaves the cluster's endpoint and CA to it; with --imds, render asks EKS as the node would")
 	showSecrets := fs.Bool("show-secrets", false, "show secret values (registry auth, tokens, Authorization headers, env values with secret-looking names) in what is printed and in plan.txt")
+	seed := fs.String("seed", "", "render a node booted from the NoCloud seed in this directory (user-data, meta-data, network-config, as on a cidata volume): its user-data is the node's; what its meta-data and network-config decide (node name, network) is printed first; with --metadata, not --imds or --config")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: berth render [--config FILE]... [--imds URL | --metadata FILE] [--manifest FILE] [--show-secrets] --out DIR")
+		fmt.Fprintln(e.stderr, "usage: berth render [--config FILE]... [--imds URL | --metadata FILE] [--manifest FILE] [--show-secrets] --out DIR\n       berth render --seed DIR --metadata FILE [--manifest FILE] [--show-secrets] --out DIR")
 		fmt.Fprint(e.stderr, renderSecretsHelp)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *seed != "" {
+		// The seed is the node's user data; IMDS and more files would be
+		// another node's.
+		var why string
+		switch {
+		case len(configs) > 0:
+			why = "--config: the seed's user-data is the node's user data; give one or the other"
+		case *imdsURL != "":
+			why = "--imds: a node booted from a seed has no IMDS; give the instance facts the plan needs as --metadata FILE"
+		case *metadata == "":
+			why = "no --metadata FILE: the plan takes the instance ID, type, zone and region from instance metadata, which a seed does not hold"
+		}
+		if why != "" {
+			fmt.Fprintf(e.stderr, "berth render: --seed %s with %s\n", *seed, why)
+			fs.Usage()
+			return 2
+		}
 	}
 	if *out == "" || fs.NArg() != 0 || (*imdsURL != "" && *metadata != "") || (*imdsURL == "" && *metadata == "") {
 		fs.Usage()
@@ -95,6 +119,30 @@ func cmdRender(e env, args []string) int {
 		if md, err = plan.ReadMetadataFile(*metadata); err != nil {
 			return fail(err)
 		}
+	}
+	host := plan.Host{CPUs: *cpus, NodeIP: *nodeIP}
+	if *seed != "" {
+		in, err := nocloud.InspectDir(*seed)
+		if err != nil {
+			return fail(err)
+		}
+		for _, p := range in.NodeConfigProblems() {
+			fmt.Fprintln(e.stderr, show(p.String()))
+		}
+		if n := len(in.Errors); n > 0 {
+			return fail(fmt.Errorf("seed %s: %d error(s), listed above", *seed, n))
+		}
+		e.stdout.Write(append(in.Describe(), '\n'))
+		srcs = in.Sources()
+		// What the seed decides wins over the metadata file, as it would
+		// on the node: its hostname names the node, its static address
+		// is the node's IP (unless --node-ip), its DNS servers are the
+		// host's.
+		seeded := *md
+		seeded.LocalHostname = cmp.Or(in.Seed.MetaData.LocalHostname, seeded.LocalHostname)
+		md = &seeded
+		host.NodeIP = cmp.Or(host.NodeIP, in.NodeIP())
+		host.Nameservers = in.Nameservers()
 	}
 	files, err := nodeconfig.FileSources(configs...)
 	if err != nil {
@@ -141,7 +189,7 @@ func cmdRender(e env, args []string) int {
 		Config:   res.Config,
 		Instance: md,
 		Manifest: man,
-		Host:     plan.Host{CPUs: *cpus, NodeIP: *nodeIP},
+		Host:     host,
 	}
 	if _, err := plan.RenderWith(in, *out, e.stdout, plan.RenderOptions{ShowSecrets: *showSecrets}); err != nil {
 		return fail(err)

@@ -20,5 +20,13 @@
 //     the line and the key path. NetworkConfig turns the result into the
 //     network package's Config.
 //
+// Read takes a seed for a booting node. Inspect is the view of `berth
+// check --seed` and `berth render --seed`: it reads every file whatever
+// the others hold, so that one run names every problem, refuses what a
+// node could not use (no user-data, or an empty one; a network-config
+// NetworkConfig refuses), hands user-data to nodeconfig as a source named
+// by its path, gives its problems as nodeconfig's (file, line, key path),
+// and describes what the seed decides (Inspection.Describe).
+//
 // Every problem is a Problem: file, line, key path and what is wrong.
 package nocloud

@@ -423,6 +423,23 @@ func CheckResult(opts Options, strict bool, files ...string) (res *Result, probl
 		}
 		srcs = append(srcs, s...)
 	}
+	return checkSources(&found, opts, strict, srcs)
+}
+
+// CheckSources is CheckResult for sources already read, each decoded as
+// a file is (Source.Name other than UserDataSource): `berth check --seed`
+// gives a NoCloud seed's user-data this way. No sources is an error, as
+// no files is for CheckResult.
+func CheckSources(opts Options, strict bool, srcs []Source) (res *Result, problems []Problem, ok bool) {
+	if len(srcs) == 0 {
+		return nil, []Problem{{Severity: SeverityError, Source: "berth check", Message: "no config sources given"}}, false
+	}
+	return checkSources(&problemList{}, opts, strict, srcs)
+}
+
+// checkSources loads srcs after the problems already found (files that
+// could not be read) and returns them all.
+func checkSources(found *problemList, opts Options, strict bool, srcs []Source) (res *Result, problems []Problem, ok bool) {
 	log := slog.New(slog.DiscardHandler)
 	res, _ = LoadWith(context.Background(), log, srcs, opts)
 	found.add(res.Problems...)

@@ -96,6 +96,25 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckSources: sources already read are checked as files are: named
+// by their Name, decoded as a file (MIME and all), strict as Check is.
+func TestCheckSources(t *testing.T) {
+	const name = "/seed/user-data"
+	mime := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: application/node.eks.aws\n\n" +
+		string(validDoc(t, "")) + "\n--B\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    flagz: []\n--B--\n"
+	res, ps, ok := CheckSources(Options{}, false, []Source{{Name: name, Data: []byte(mime)}})
+	want := "warning: " + name + " part 2 (application/node.eks.aws): spec.kubelet.flagz: unknown field"
+	if !ok || res == nil || len(res.Used) != 2 || len(ps) != 1 || ps[0].String() != want {
+		t.Errorf("ok=%v used=%v problems=%v, want one %q", ok, res.Used, strs(ps), want)
+	}
+	if _, ps, ok := CheckSources(Options{}, true, []Source{{Name: name, Data: []byte(mime)}}); ok || len(ps) != 1 || ps[0].Severity != SeverityError {
+		t.Errorf("strict: ok=%v %v", ok, strs(ps))
+	}
+	if _, ps, ok := CheckSources(Options{}, false, nil); ok || len(ps) != 1 {
+		t.Errorf("no sources: ok=%v %v", ok, strs(ps))
+	}
+}
+
 // TestLoadDecodeErrorAndCancel: a source that cannot be decoded is an
 // error naming it; a cancelled context stops Load.
 func TestLoadDecodeErrorAndCancel(t *testing.T) {

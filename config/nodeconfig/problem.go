@@ -2,6 +2,7 @@ package nodeconfig
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -51,6 +52,11 @@ type Problem struct {
 	// Source is the file path or user-data part the value came from, or
 	// MergedSource.
 	Source string `json:"source"`
+	// Line is the 1-based line in Source the problem is at, when the
+	// source is a file read line by line (a NoCloud seed's meta-data or
+	// network-config); 0 when not known, as for NodeConfig fields, which
+	// Path locates.
+	Line int `json:"line,omitempty"`
 	// Path is the field path, for example spec.cluster.apiServerEndpoint
 	// or spec.kubelet.flags[2]; empty when the whole document is at fault.
 	Path string `json:"path,omitempty"`
@@ -111,12 +117,17 @@ func promoteUnknown(p *Problem) {
 	}
 }
 
-// Error formats the problem as SOURCE: PATH: MESSAGE.
+// Error formats the problem as SOURCE: line N: PATH: MESSAGE, leaving out
+// the line and the path when they are not known.
 func (p Problem) Error() string {
-	if p.Path == "" {
-		return p.Source + ": " + p.Message
+	s := p.Source + ": "
+	if p.Line > 0 {
+		s += "line " + strconv.Itoa(p.Line) + ": "
 	}
-	return p.Source + ": " + p.Path + ": " + p.Message
+	if p.Path == "" {
+		return s + p.Message
+	}
+	return s + p.Path + ": " + p.Message
 }
 
 // String is Error prefixed with the severity, for printing lists.

@@ -259,7 +259,15 @@ func TestProblemFormat(t *testing.T) {
 	if got, want := p.String(), "error: f.yaml: spec.cluster.cidr: bad"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
+	p.Line = 7
+	if got, want := p.Error(), "f.yaml: line 7: spec.cluster.cidr: bad"; got != want {
+		t.Errorf("Error() with a line = %q, want %q", got, want)
+	}
 	p.Path = ""
+	if got, want := p.Error(), "f.yaml: line 7: bad"; got != want {
+		t.Errorf("Error() with a line, without path = %q, want %q", got, want)
+	}
+	p.Line = 0
 	if got, want := p.Error(), "f.yaml: bad"; got != want {
 		t.Errorf("Error() without path = %q, want %q", got, want)
 	}
