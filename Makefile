@@ -300,6 +300,15 @@ test-qemu: $(TEST_QEMU_DEPS)
 	@BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
 	  tools/qemu-suite.sh test-qemu $(ARCH_BUILD)/qemu-tests.log $(ARCH_BUILD)/qemu-logs $(QEMU_TEST_TIMEOUT) '' '$(QEMU_LAST)'
 
+## test-cluster: TestCluster with its workloads (BERTH_CLUSTER_WORKLOADS=1:
+## pods, Service, DNS, NodePort, kubectl across two nodes), which make
+## test leaves out for CI's time; log in build/test-cluster.log, consoles
+## in build/qemu-logs-cluster/.
+.PHONY: test-cluster
+test-cluster: $(TEST_QEMU_DEPS)
+	@BERTH_CLUSTER_WORKLOADS=1 BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
+	  tools/qemu-suite.sh test-cluster $(ARCH_BUILD)/test-cluster.log $(ARCH_BUILD)/qemu-logs-cluster 40m '^TestCluster$$'
+
 # make test's third step: the builds beside the amd64 QEMU suite, the
 # arm64 half and then the e2e suite, one at a time (-j1 here; each Go
 # build fills both cores by itself). They wait (order-only) until the
