@@ -46,7 +46,7 @@ type options struct {
 	components, image                             string
 	out, skips, doc, subset, shard, parts         string
 	reruns                                        []string
-	focus, skip                                   string
+	focus, skip, cni                              string
 	n, procs, merge                               int
 	upTimeout, suiteTimeout                       time.Duration
 }
@@ -74,6 +74,7 @@ func main() {
 	flag.IntVar(&o.merge, "merge", 0, "N: run nothing; record the parts of -focus's run in N parts run under -out (OUT/shard-K-of-N, -shard's) in -parts, put the parts recorded there together, and with -doc rewrite the doc from them")
 	flag.StringVar(&o.parts, "parts", "", "where each part of a run in parts is recorded (docs/conformance-parts, kept in the repository so that parts run in different sessions add up); default: -out, the parts' folder")
 	flag.IntVar(&o.n, "n", 1, "number of nodes")
+	flag.StringVar(&o.cni, "cni", "flannel", "the cluster's CNI (the cluster command's -cni): flannel, or install-cni (each node's pods on its own bridge: enough for one node, and lighter under TCG)")
 	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes (specs mostly wait for pods: more than the cores)")
 	flag.DurationVar(&o.upTimeout, "up-timeout", 30*time.Minute, "how long the cluster may take to come up")
 	flag.DurationVar(&o.suiteTimeout, "timeout", 4*time.Hour, "ginkgo --timeout for the whole suite")
@@ -223,7 +224,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("creating the cluster's log: %w", err)
 	}
 	defer logf.Close()
-	cl := exec.Command(o.cluster, "-n", strconv.Itoa(o.n), "-out", clusterOut, "-e2e-images", o.e2eImages,
+	cl := exec.Command(o.cluster, "-n", strconv.Itoa(o.n), "-cni", o.cni, "-out", clusterOut, "-e2e-images", o.e2eImages,
 		"-components", o.components, "-image", o.image)
 	cl.Stdout = io.MultiWriter(logf, prefixed(out, "cluster: "))
 	cl.Stderr = cl.Stdout
