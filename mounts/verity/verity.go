@@ -22,6 +22,7 @@ package verity
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -241,4 +242,31 @@ func readAll(ctx context.Context, dev string, f io.ReaderAt) error {
 			return &CorruptError{Dev: dev, Offset: bad, Err: err}
 		}
 	}
+}
+
+// hashesPerBlock is how many sha256 digests a 4096-byte hash block holds.
+const hashesPerBlock = BlockSize / sha256.Size
+
+// TreeLevels is the block count of each level of the dm-verity hash tree
+// over n data blocks, level 0 (the one that hashes the data) first, as
+// veritysetup lays it out and image/verity builds it (the host side
+// keeps its own count: PID 1 links none of the image builder): level i has
+// ceil(n / 128^(i+1)) blocks, up to a level of one block, whose hash is
+// the root hash. One data block needs no tree: its own hash is the root.
+func TreeLevels(n uint64) []uint64 {
+	var lv []uint64
+	for c := n; c > 1; {
+		c = (c + hashesPerBlock - 1) / hashesPerBlock
+		lv = append(lv, c)
+	}
+	return lv
+}
+
+// TreeBlocks is the hash tree's size in blocks over n data blocks.
+func TreeBlocks(n uint64) uint64 {
+	var s uint64
+	for _, c := range TreeLevels(n) {
+		s += c
+	}
+	return s
 }

@@ -9,6 +9,7 @@ import (
 
 	iverity "github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/mounts/partition"
+	"github.com/berth-node/berth/mounts/verity"
 	"github.com/berth-node/berth/update/bootcount"
 	"github.com/berth-node/berth/update/repo"
 	"github.com/berth-node/berth/update/status"
@@ -28,7 +29,7 @@ func version(t *testing.T, s string) repo.Version {
 // baseInput is a node running 1.0 from slot a, offered 2.0 whose root
 // image is 300 data blocks and their tree.
 func baseInput(t *testing.T) Input {
-	rootLen := int64(300+treeBlocks(300)) * 4096
+	rootLen := int64(300+verity.TreeBlocks(300)) * 4096
 	return Input{
 		Running: status.Status{Version: "1.0", Slot: "a", Boot: status.BootSystemdBoot, Entry: "berth-1.0.efi", State: "good"},
 		Arch:    "amd64",
@@ -179,10 +180,10 @@ func TestRefused(t *testing.T) {
 // and dataBlocksFor finds exactly the lengths slot images have.
 func TestLayout(t *testing.T) {
 	for _, n := range []uint64{1, 2, 127, 128, 129, 300, 16384, 16385, 128*128*128 + 1, 1 << 30, 1<<40 + 3} {
-		if got, want := len(treeLevels(n)), iverity.Levels(n); got != want {
+		if got, want := len(verity.TreeLevels(n)), iverity.Levels(n); got != want {
 			t.Errorf("%d data blocks: %d levels, image/verity %d", n, got, want)
 		}
-		if got, want := int64(treeBlocks(n))*4096, iverity.HashSize(n, false); got != want {
+		if got, want := int64(verity.TreeBlocks(n))*4096, iverity.HashSize(n, false); got != want {
 			t.Errorf("%d data blocks: a %d-byte tree, image/verity %d", n, got, want)
 		}
 		length := int64(n)*4096 + iverity.HashSize(n, false)
@@ -193,7 +194,7 @@ func TestLayout(t *testing.T) {
 	// Every length up to 20000 blocks: a slot image's or none.
 	images := map[uint64]uint64{}
 	for n := uint64(1); n <= 20000; n++ {
-		images[n+treeBlocks(n)] = n
+		images[n+verity.TreeBlocks(n)] = n
 	}
 	for total := uint64(0); total <= 20000; total++ {
 		got, ok := dataBlocksFor(int64(total) * 4096)

@@ -12,37 +12,11 @@ import (
 	"github.com/berth-node/berth/mounts/verity"
 )
 
-// hashesPerBlock is how many sha256 digests a 4096-byte hash block holds.
-const hashesPerBlock = verity.BlockSize / sha256.Size
-
-// treeLevels is the block count of each level of the dm-verity hash tree
-// over n data blocks, level 0 (the one that hashes the data) first, as
-// veritysetup lays it out and image/verity builds it: level i has
-// ceil(n / 128^(i+1)) blocks, up to a level of one block, whose hash is
-// the root hash. One data block needs no tree: its own hash is the root.
-func treeLevels(n uint64) []uint64 {
-	var lv []uint64
-	for c := n; c > 1; {
-		c = (c + hashesPerBlock - 1) / hashesPerBlock
-		lv = append(lv, c)
-	}
-	return lv
-}
-
-// treeBlocks is the hash tree's size in blocks over n data blocks.
-func treeBlocks(n uint64) uint64 {
-	var s uint64
-	for _, c := range treeLevels(n) {
-		s += c
-	}
-	return s
-}
-
 // dataBlocksFor is how many data blocks a slot image of length bytes
 // holds: the image is the data followed at once by its hash tree (no
 // superblock), as image/disk writes slot a, so length is 4096 × (n +
-// treeBlocks(n)) for exactly one n when the image is one at all. n +
-// treeBlocks(n) grows with n, so a binary search finds it.
+// verity.TreeBlocks(n)) for exactly one n when the image is one at all. n +
+// verity.TreeBlocks(n) grows with n, so a binary search finds it.
 func dataBlocksFor(length int64) (uint64, bool) {
 	if length <= 0 || length%verity.BlockSize != 0 {
 		return 0, false
@@ -51,7 +25,7 @@ func dataBlocksFor(length int64) (uint64, bool) {
 	lo, hi := uint64(1), total
 	for lo <= hi {
 		n := lo + (hi-lo)/2
-		switch t := n + treeBlocks(n); {
+		switch t := n + verity.TreeBlocks(n); {
 		case t == total:
 			return n, true
 		case t < total:
@@ -112,7 +86,7 @@ func verifySlot(ctx context.Context, r io.ReaderAt, p verity.Param) (int64, erro
 		return 0, fmt.Errorf("verity parameters %s: the tree at block %d overlaps the %d data blocks", p, p.HashStartBlock, p.DataBlocks)
 	}
 	v := &verifier{ctx: ctx, r: r, salt: salt, h: sha256.New(), buf: make([]byte, verifyChunk*verity.BlockSize), root: p.RootHash}
-	levels := treeLevels(p.DataBlocks)
+	levels := verity.TreeLevels(p.DataBlocks)
 	// Levels sit top first from the hash start: offs[i] is level i's.
 	offs := make([]int64, len(levels))
 	off := int64(p.HashStartBlock) * verity.BlockSize

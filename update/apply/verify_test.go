@@ -28,7 +28,7 @@ func TestVerifySlot(t *testing.T) {
 		}
 		// One byte changed in each block of the tree, and in a few data
 		// blocks.
-		levels := treeLevels(uint64(n))
+		levels := verity.TreeLevels(uint64(n))
 		type at struct {
 			level int
 			block uint64
