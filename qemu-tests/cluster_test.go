@@ -35,9 +35,10 @@ const clusterTimeout = 6 * time.Minute
 // with no CNI, and stay NotReady ("cni plugin not initialized") until
 // flannel's DaemonSet, from its upstream manifest, copies its plugin into
 // /opt/cni/bin, writes its conflist and builds its vxlan; then kube-proxy
-// (iptables mode, Debian's iptables in its image) and CoreDNS (EKS's
-// Corefile) run from images containerd pulls from the registry stand-in
-// there. Across the nodes: a pod on each resolves cluster names (CoreDNS
+// (iptables mode, Debian's iptables in its image) runs and each host
+// reaches the kubernetes Service's ClusterIP through its rules, and
+// CoreDNS (EKS's Corefile) runs, all from images containerd pulls from
+// the registry stand-in there. Across the nodes: a pod on each resolves cluster names (CoreDNS
 // runs on one of them), fetches a Service whose only backend is on
 // node-a, and the other node's pod by its pod IP; node-b's host network
 // fetches the Service; the host reaches the NodePort through each node's
@@ -47,13 +48,13 @@ const clusterTimeout = 6 * time.Minute
 // gateway. The nodes reach each other directly; a connection to an
 // address outside the machine is refused at once, and the network
 // records it. Last, node-b fails (nodeFailure: power cut, node NotReady,
-// its pod moved to node-a). The workloads (the pods, the Service, DNS,
-// NodePort and kubectl) run only with BERTH_CLUSTER_WORKLOADS=1 (make
+// its pod moved to node-a). CoreDNS and the workloads (the pods, the
+// Service, DNS, NodePort and kubectl) run only with BERTH_CLUSTER_WORKLOADS=1 (make
 // test-cluster): on make test's two cores they alone took 10 to 17
 // minutes, which CI's 90 cannot hold.
 func TestCluster(t *testing.T) {
 	tc := startRigControlPlane(t, clusterOptions{noCNI: true})
-	if err := tc.images.Require("kube-proxy.tar", "coredns.tar", "busybox.tar"); err != nil {
+	if err := tc.images.Require("kube-proxy.tar", "busybox.tar"); err != nil {
 		t.Fatal(err)
 	}
 	info := tc.Info()
@@ -91,7 +92,7 @@ func TestCluster(t *testing.T) {
 
 	// 2. The add-ons, as a new EKS cluster has them, with flannel as the
 	// CNI (from its upstream manifest) where EKS has aws-node.
-	tc.applyAddons(t, addonChoice{flannel: true, kubeProxy: true, coreDNS: true})
+	tc.applyAddons(t, addonChoice{flannel: true, kubeProxy: true, coreDNS: clusterWorkloads()})
 	for _, nd := range nodes {
 		waitNodeReady(t, nd.vm, a, nd.nodeName)
 	}
@@ -133,56 +134,61 @@ func TestCluster(t *testing.T) {
 		t.Errorf("both nodes have pod CIDR %q: the controller-manager gives each its own", podCIDRs["node-a"])
 	}
 
-	// 3. kube-proxy programs Services in each host's iptables; CoreDNS
-	// becomes Ready behind kube-dns.
+	// 3. kube-proxy programs Services in each host's iptables: the
+	// kubernetes Service (its endpoint, the API server, is there from the
+	// start) is answered through its ClusterIP from each host.
 	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout="+clusterTimeout.String()); err != nil {
 		t.Fatalf("kube-proxy: %v\nnode-a:\n%s\nnode-b:\n%s", err, nodes[0].vm.ConsoleTail(30), nodes[1].vm.ConsoleTail(30))
 	} else {
 		t.Log(strings.TrimSpace(out))
 	}
 	figure(t, "QEMU start to kube-proxy Running on both nodes: %.1f s", since())
-	// Available, not rollout status: the Deployment was made before the
-	// nodes booted, and on a loaded host its progress deadline (upstream's
-	// 600 s) can pass before its pod starts, which rollout status takes as
-	// a failure although the pod is about to run.
-	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "wait", "--for=condition=Available", "deployment/coredns", "--timeout="+clusterTimeout.String()); err != nil {
+	var kubeSvc struct {
+		Spec struct {
+			ClusterIP string `json:"clusterIP"`
+		} `json:"spec"`
+	}
+	if err := a.do("GET", "/api/v1/namespaces/default/services/kubernetes", nil, &kubeSvc); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		waitServiceRules(t, tc, nd, "default/kubernetes:https")
+		// Without kube-proxy's DNAT the connection would go to the
+		// gateway, which refuses it.
+		out, err := nd.vm.Shell("nc "+kubeSvc.Spec.ClusterIP+" 443 </dev/null 2>&1; echo rc=$?", shellTimeout)
+		if err != nil || !strings.Contains(out, "rc=0") {
+			t.Errorf("%s: the kubernetes Service's ClusterIP %s:443 from the host: %v %q: want a connection, through kube-proxy's DNAT to the API server", nd.name, kubeSvc.Spec.ClusterIP, err, out)
+		}
+	}
+	figure(t, "QEMU start to kube-proxy's rules for the kubernetes Service on both nodes: %.1f s", since())
+
+	na, nb := nodes[0], nodes[1]
+	if !clusterWorkloads() {
+		t.Log("BERTH_CLUSTER_WORKLOADS unset: CoreDNS and the workloads (steps 4 to 8: pods across nodes, Service, DNS, NodePort, kubectl logs, exec and debug) not run; make test-cluster runs them")
+		clusterBase(t, tc, a, n, nodes)
+		return
+	}
+
+	// CoreDNS becomes Ready behind kube-dns. The pod's Ready condition, not
+	// the Deployment's Available: with one replica and maxUnavailable 1 a
+	// Deployment is Available with no pod ready at all. Its pod waits
+	// for flanneld's subnet (its first sandboxes fail until then) and
+	// then for its image's pull.
+	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "wait", "--for=condition=Ready", "pod", "-l", "k8s-app=kube-dns", "--timeout="+clusterTimeout.String()); err != nil {
 		desc, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "describe", "pods", "-l", "k8s-app=kube-dns")
 		t.Fatalf("CoreDNS: %v\n%s", err, desc)
 	} else {
 		t.Log(strings.TrimSpace(out))
 	}
 	figure(t, "QEMU start to CoreDNS Ready: %.1f s", since())
-	// kube-proxy has no readiness probe: Running is not synced. Its first
-	// sync waits for its informers, which on a loaded TCG guest took more
-	// than a minute once (the chain made, still empty); on failure its
-	// own log says where it is.
 	for _, nd := range nodes {
-		var rules string
-		var err error
-		ok := false
-		for start := time.Now(); !ok && time.Since(start) < clusterTimeout; time.Sleep(time.Second) {
-			rules, err = nd.vm.Shell("iptables -t nat -S KUBE-SERVICES", shellTimeout)
-			ok = err == nil && strings.Contains(rules, "kube-system/kube-dns:dns")
-		}
-		if !ok {
-			logs, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "logs", "--tail=40", "-l", "k8s-app=kube-proxy", "--prefix")
-			pods, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "get", "pods", "-o", "wide")
-			t.Fatalf("%s: kube-proxy's KUBE-SERVICES rules for kube-dns not in the host's iptables within %s; last seen: %v\n%s\nkube-system's pods:\n%s\nkube-proxy's log:\n%s",
-				nd.name, clusterTimeout, err, rules, pods, logs)
-		}
+		waitServiceRules(t, tc, nd, "kube-system/kube-dns:dns")
 	}
 	dnsNode, err := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns", "-o", "jsonpath={.items[0].spec.nodeName}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("CoreDNS runs on %s: the other node's pods resolve across nodes", dnsNode)
-
-	na, nb := nodes[0], nodes[1]
-	if !clusterWorkloads() {
-		t.Log("BERTH_CLUSTER_WORKLOADS unset: the workloads (steps 4 to 8: pods across nodes, Service, DNS, NodePort, kubectl logs, exec and debug) not run; make test-cluster runs them")
-		clusterBase(t, tc, a, n, nodes)
-		return
-	}
 
 	// 4. A demo pod on each node, node-a's pulled from the registry and
 	// the only backend of a NodePort Service; a sink on node-a for the
@@ -622,4 +628,28 @@ func expectKubeletReach(t *testing.T, c *testCluster, vm *qemu.VM, node, pod str
 func lastLine(s string) string {
 	lines := regexp.MustCompile(`\r?\n`).Split(strings.TrimSpace(s), -1)
 	return lines[len(lines)-1]
+}
+
+// waitServiceRules waits until kube-proxy has written the nat rule of the
+// Service port named by comment (namespace/name:port) into nd's
+// KUBE-SERVICES chain, which it does only once it knows an endpoint.
+// kube-proxy has no readiness probe: Running is not synced. On failure,
+// the Service's EndpointSlices say whether kube-proxy or the endpoint is
+// late, and kube-proxy's log where it is.
+func waitServiceRules(t *testing.T, tc *testCluster, nd *rigNode, comment string) {
+	t.Helper()
+	var rules string
+	var err error
+	for start := time.Now(); time.Since(start) < clusterTimeout; time.Sleep(time.Second) {
+		rules, err = nd.vm.Shell("iptables -t nat -S KUBE-SERVICES", shellTimeout)
+		if err == nil && strings.Contains(rules, `"`+comment+` cluster IP"`) {
+			return
+		}
+	}
+	ns, name, _ := strings.Cut(strings.Split(comment, ":")[0], "/")
+	eps, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", ns, "get", "endpointslices", "-l", "kubernetes.io/service-name="+name, "-o", "yaml")
+	logs, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-system", "logs", "--tail=40", "-l", "k8s-app=kube-proxy", "--prefix")
+	pods, _ := kubectl(t, tc.Cluster, kubectlTimeout, "get", "pods", "-A", "-o", "wide")
+	t.Fatalf("%s: kube-proxy's KUBE-SERVICES rule for %s not in the host's iptables within %s; last seen: %v\n%s\nthe Service's EndpointSlices:\n%s\npods:\n%s\nkube-proxy's log:\n%s",
+		nd.name, comment, clusterTimeout, err, rules, eps, pods, logs)
 }
