@@ -112,6 +112,17 @@ func ReadMountInfo() ([]MountInfo, error) {
 	return m, nil
 }
 
+// TopAt is the mount visible at exactly target: mountinfo lists a mount
+// after the one it covers, so the last entry for target is on top.
+func TopAt(ms []MountInfo, target string) (MountInfo, bool) {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Target == target {
+			return ms[i], true
+		}
+	}
+	return MountInfo{}, false
+}
+
 // mountedTargets is the set of mount points in a mount table.
 func mountedTargets(ms []MountInfo) map[string]bool {
 	out := make(map[string]bool, len(ms))

@@ -155,7 +155,7 @@ func hcRows() []hcRow {
 				return err
 			}
 			// As systemd mounts it: only root may pin BPF objects there.
-			if m, ok := topMount(ms, hostfs.BPFDir); !ok || m.FSType != "bpf" || !strings.Contains(","+m.SuperOptions+",", ",mode=700,") {
+			if m, ok := mounts.TopAt(ms, hostfs.BPFDir); !ok || m.FSType != "bpf" || !strings.Contains(","+m.SuperOptions+",", ",mode=700,") {
 				return fmt.Errorf("%s in PID 1's mountinfo: %+v, want bpf with mode=700", hostfs.BPFDir, m)
 			}
 			return h.podRow("bpffs")
@@ -167,7 +167,7 @@ func hcRows() []hcRow {
 			}
 			var errs []string
 			for _, p := range h.sharedMounts() {
-				m, ok := topMount(ms, p)
+				m, ok := mounts.TopAt(ms, p)
 				switch {
 				case !ok:
 					errs = append(errs, p+" is not a mount point")
@@ -175,7 +175,7 @@ func hcRows() []hcRow {
 					errs = append(errs, fmt.Sprintf("%s is not shared (%+v)", p, m))
 				}
 			}
-			if _, ok := topMount(ms, hostfs.KubeletPlugins+"/berth-probe"); !ok {
+			if _, ok := mounts.TopAt(ms, hostfs.KubeletPlugins+"/berth-probe"); !ok {
 				errs = append(errs, "the pod's mount under the Bidirectional hostPath /var/lib/kubelet/plugins did not propagate to the host")
 			}
 			if _, err := h.sh("test -d " + hostfs.PluginsRegistry + " && test -d " + hostfs.KubeletPlugins); err != nil {
@@ -359,17 +359,6 @@ func (h *hcNode) mountInfo() ([]mounts.MountInfo, error) {
 		return nil, fmt.Errorf("PID 1's mountinfo: %w", err)
 	}
 	return ms, nil
-}
-
-// topMount is the visible mount at target: mountinfo lists a mount after
-// the one it covers.
-func topMount(ms []mounts.MountInfo, target string) (mounts.MountInfo, bool) {
-	for i := len(ms) - 1; i >= 0; i-- {
-		if ms[i].Target == target {
-			return ms[i], true
-		}
-	}
-	return mounts.MountInfo{}, false
 }
 
 // sharedMounts are the mount points that must be shared on this node:

@@ -212,7 +212,7 @@ func childReadOnlyRoot(dir string) error {
 	if err != nil {
 		return err
 	}
-	bpf, ok := top(ms, filepath.Join(r, BPFDir))
+	bpf, ok := mounts.TopAt(ms, filepath.Join(r, BPFDir))
 	if !ok || bpf.FSType != "bpf" || !strings.Contains(bpf.SuperOptions, "mode=700") {
 		return fmt.Errorf("bpffs at %s: %+v", filepath.Join(r, BPFDir), bpf)
 	}

@@ -223,7 +223,7 @@ func Build(f Facts) Plan {
 	}
 
 	bpf := at(BPFDir)
-	if m, ok := top(f.Mounts, bpf); !ok || m.FSType != "bpf" {
+	if m, ok := mounts.TopAt(f.Mounts, bpf); !ok || m.FSType != "bpf" {
 		// As systemd mounts it: only root may pin BPF objects there.
 		p.Mounts = append(p.Mounts, mounts.Mount{Source: "bpf", Target: bpf, FSType: "bpf",
 			Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, Data: "mode=700", Mode: 0o700})
@@ -307,16 +307,6 @@ func containing(ms []mounts.MountInfo, p string) (mounts.MountInfo, bool) {
 		}
 	}
 	return best, found
-}
-
-// top is the mount on top at exactly p.
-func top(ms []mounts.MountInfo, p string) (mounts.MountInfo, bool) {
-	for i := len(ms) - 1; i >= 0; i-- {
-		if ms[i].Target == p {
-			return ms[i], true
-		}
-	}
-	return mounts.MountInfo{}, false
 }
 
 // under says p is dir or lies under it.

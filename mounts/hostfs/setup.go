@@ -218,7 +218,7 @@ func Gather(o Options) (Facts, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	_, f.VarRun.MountPoint = top(ms, vr)
+	_, f.VarRun.MountPoint = mounts.TopAt(ms, vr)
 	return f, errors.Join(errs...)
 }
 
