@@ -290,3 +290,18 @@ func FuzzParseMountInfo(f *testing.F) {
 		}
 	})
 }
+
+func TestTopAt(t *testing.T) {
+	ms := []MountInfo{
+		{Target: "/run", FSType: "tmpfs"},
+		{Target: "/sys/fs/bpf", FSType: "tmpfs"},
+		{Target: "/sys/fs/bpf", FSType: "bpf"},
+		{Target: "/sys/fs/bpf/sub", FSType: "bpf"},
+	}
+	if m, ok := TopAt(ms, "/sys/fs/bpf"); !ok || m.FSType != "bpf" {
+		t.Errorf("TopAt(/sys/fs/bpf) = %+v, %v: want the bpf mount listed last, which covers the tmpfs", m, ok)
+	}
+	if m, ok := TopAt(ms, "/sys/fs"); ok {
+		t.Errorf("TopAt(/sys/fs) = %+v: want none (no mount at exactly that path)", m)
+	}
+}
