@@ -226,17 +226,6 @@ func (e *eksNode) checkECRPull(t *testing.T, vm *qemu.VM, a api, node string) {
 	// Gone before the power button: kubelet's graceful shutdown of one
 	// more pod cost this boot's power-off 20 s (it waits out its volume
 	// unmounts per priority group), and the power-off checks only the
-	// order. A grace period of 1 s, not 0: with 0 the API forgets the pod
-	// at once and kubelet stops it after, maybe during the power-off.
-	for _, name := range []string{"from-ecr", "preloaded-after-ecr"} {
-		if err := a.do("DELETE", "/api/v1/namespaces/default/pods/"+name+"?gracePeriodSeconds=1", nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"from-ecr", "preloaded-after-ecr"} {
-		waitFor(t, vm, "the "+name+" pod deleted", 2*time.Minute, func() (bool, string) {
-			err := a.do("GET", "/api/v1/namespaces/default/pods/"+name, nil, nil)
-			return err != nil && strings.Contains(err.Error(), "404"), fmt.Sprint(err)
-		})
-	}
+	// order.
+	deletePods(t, vm, a, "from-ecr", "preloaded-after-ecr")
 }

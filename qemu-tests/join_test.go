@@ -239,6 +239,25 @@ func waitPodRunning(t *testing.T, vm *qemu.VM, a api, name string) {
 	})
 }
 
+// deletePods deletes pods default/names and waits until the API no
+// longer has them. A grace period of 1 s, not 0: with 0 the API forgets a
+// pod at once and kubelet stops it after, maybe during a power-off that
+// follows.
+func deletePods(t *testing.T, vm *qemu.VM, a api, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := a.do("DELETE", "/api/v1/namespaces/default/pods/"+name+"?gracePeriodSeconds=1", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names {
+		waitFor(t, vm, "the "+name+" pod deleted", 2*time.Minute, func() (bool, string) {
+			err := a.do("GET", "/api/v1/namespaces/default/pods/"+name, nil, nil)
+			return err != nil && strings.Contains(err.Error(), "404"), fmt.Sprint(err)
+		})
+	}
+}
+
 type condition struct {
 	Type   string `json:"type"`
 	Status string `json:"status"`

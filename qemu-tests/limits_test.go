@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/qemu-tests/qemu"
@@ -155,17 +154,7 @@ func hostLimits(t *testing.T, cluster *testCluster, vm *qemu.VM, rep map[string]
 	// kubelet waits out each pod's volume unmounts in its priority group,
 	// and two more pods there cost the power-off seconds it checks
 	// nothing with.
-	for _, name := range []string{"limits", "limits-privileged"} {
-		if err := a.do("DELETE", "/api/v1/namespaces/default/pods/"+name+"?gracePeriodSeconds=1", nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"limits", "limits-privileged"} {
-		waitFor(t, vm, "the "+name+" pod deleted", 2*time.Minute, func() (bool, string) {
-			err := a.do("GET", "/api/v1/namespaces/default/pods/"+name, nil, nil)
-			return err != nil && strings.Contains(err.Error(), "404"), fmt.Sprint(err)
-		})
-	}
+	deletePods(t, vm, a, "limits", "limits-privileged")
 }
 
 // procLimits is /proc/PID/limits in the guest, runs of spaces squeezed.
