@@ -220,20 +220,22 @@ func readSlots(reads []SlotRead, p verity.Param, open func(string) (*os.File, er
 		if reads[i].Err != nil {
 			continue
 		}
-		reads[i].Top, reads[i].Err = readTop(reads[i].Partition, p, open)
+		f, err := open(reads[i].Partition)
+		if err != nil {
+			reads[i].Err = fmt.Errorf("opening it: %w", err)
+			continue
+		}
+		reads[i].Top, reads[i].Err = ReadTop(f, p)
+		f.Close()
 	}
 }
 
-// readTop reads the block at p.TopOffset from dev.
-func readTop(dev string, p verity.Param, open func(string) (*os.File, error)) ([]byte, error) {
-	f, err := open(dev)
-	if err != nil {
-		return nil, fmt.Errorf("opening it: %w", err)
-	}
-	defer f.Close()
+// ReadTop reads the block at p.TopOffset from a root slot's partition:
+// the block whose hash ChooseSlot compares with the root hash.
+func ReadTop(r io.ReaderAt, p verity.Param) ([]byte, error) {
 	b := make([]byte, verity.BlockSize)
 	off := p.TopOffset()
-	n, err := f.ReadAt(b, off)
+	n, err := r.ReadAt(b, off)
 	switch {
 	case n == len(b):
 		return b, nil

@@ -69,7 +69,7 @@ func testReleases(t *testing.T) (a, b release) {
 }
 
 // ChooseSlot takes the slot whose tree top has the sealed root hash, read
-// from real slot images (image/verity's trees, read back by readTop), in
+// from real slot images (image/verity's trees, read back by readSlots), in
 // every arrangement of two releases and an empty slot; slot a when both
 // hold it; the hint's slot only when it holds it; and an error naming
 // each partition and what it holds otherwise.
@@ -86,7 +86,11 @@ func TestChooseSlot(t *testing.T) {
 	read := func(inA, inB string) []SlotRead {
 		reads := []SlotRead{{Slot: partition.SlotA, Partition: "/dev/nvme0n1p2"}, {Slot: partition.SlotB, Partition: "/dev/nvme0n1p3"}}
 		for i, what := range []string{inA, inB} {
-			reads[i].Top, reads[i].Err = readTop(files[what], p, os.Open)
+			reads[i].Partition = files[what]
+		}
+		readSlots(reads, p, os.Open)
+		for i := range reads {
+			reads[i].Partition = fmt.Sprintf("/dev/nvme0n1p%d", i+2)
 		}
 		return reads
 	}
@@ -194,7 +198,12 @@ func TestChooseSlotNamesHash(t *testing.T) {
 	dir := t.TempDir()
 	// B's tree top lies where A's would only if B were A's size; read B's
 	// slot where A's UKI looks.
-	top, err := readTop(slotFile(t, dir, "B", &relB), relA.param, os.Open)
+	f, err := os.Open(slotFile(t, dir, "B", &relB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	top, err := ReadTop(f, relA.param)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,25 +217,34 @@ func TestChooseSlotNamesHash(t *testing.T) {
 	}
 }
 
-// readTop reads the tree's top block from a real file, and says where a
+// readSlots reads the tree's top block from real files, and says where a
 // slot too short for the tree ends and what could not be opened.
-func TestReadTop(t *testing.T) {
+func TestReadSlots(t *testing.T) {
 	rel, _ := testReleases(t)
 	dir := t.TempDir()
-	got, err := readTop(slotFile(t, dir, "A", &rel), rel.param, os.Open)
-	off := rel.param.TopOffset()
-	if err != nil || !bytes.Equal(got, rel.image[off:off+verity.BlockSize]) {
-		t.Fatalf("readTop = %d bytes, %v; want the block at byte %d", len(got), err, off)
-	}
 	short := filepath.Join(dir, "short")
+	off := rel.param.TopOffset()
 	if err := os.WriteFile(short, rel.image[:off+100], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readTop(short, rel.param, os.Open); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("it ends before byte %d", off+verity.BlockSize)) {
-		t.Fatalf("short slot: err = %v", err)
+	reads := []SlotRead{
+		{Slot: "a", Partition: slotFile(t, dir, "A", &rel)},
+		{Slot: "b", Partition: short},
+		{Slot: "a", Partition: filepath.Join(dir, "none")},
+		{Slot: "b", Err: fmt.Errorf("no such partition on the boot disk")},
 	}
-	if _, err := readTop(filepath.Join(dir, "none"), rel.param, os.Open); err == nil || !strings.Contains(err.Error(), "opening it") {
-		t.Fatalf("missing slot: err = %v", err)
+	readSlots(reads, rel.param, os.Open)
+	if r := reads[0]; r.Err != nil || !bytes.Equal(r.Top, rel.image[off:off+verity.BlockSize]) {
+		t.Errorf("whole slot: %d bytes, %v; want the block at byte %d", len(r.Top), r.Err, off)
+	}
+	if r := reads[1]; r.Top != nil || r.Err == nil || !strings.Contains(r.Err.Error(), fmt.Sprintf("it ends before byte %d", off+verity.BlockSize)) {
+		t.Errorf("short slot: %d bytes, %v", len(r.Top), r.Err)
+	}
+	if r := reads[2]; r.Top != nil || r.Err == nil || !strings.Contains(r.Err.Error(), "opening it") {
+		t.Errorf("missing slot: %d bytes, %v", len(r.Top), r.Err)
+	}
+	if r := reads[3]; r.Top != nil || r.Err.Error() != "no such partition on the boot disk" {
+		t.Errorf("a slot not found was read: %d bytes, %v", len(r.Top), r.Err)
 	}
 }
 
