@@ -18,8 +18,8 @@
 // tree position; berth boots from the slot whose tree has that root
 // hash), so Apply reads that first: it checks it names the release's root
 // hash and the slot image's layout (and the other slot, where an older
-// UKI names one with berth.slot=) before writing anything, verifies the written slot in user space
-// with those very parameters, and, when it stages the UKI (fetched again,
+// UKI names one with berth.slot=) before writing anything, verifies the
+// written slot in user space with those very parameters, and, when it stages the UKI (fetched again,
 // whole, its hash checked), refuses to commit one whose command line is
 // not the one it checked.
 package apply
