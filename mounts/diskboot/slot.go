@@ -202,6 +202,15 @@ func findSlots(ctx context.Context, classBlock string, wait, grace time.Duration
 		case some && now.After(graceEnd):
 			return reads, nil
 		case !some && now.After(deadline):
+			var nodeless []string
+			for _, r := range reads {
+				if r.Partition != "" {
+					nodeless = append(nodeless, r.Partition)
+				}
+			}
+			if len(nodeless) > 0 {
+				return nil, fmt.Errorf("root slot partitions %s have no device node after %s", strings.Join(nodeless, ", "), wait)
+			}
 			return nil, fmt.Errorf("no partition named %s or %s appeared within %s (is the disk attached, and its driver (nvme) in the image?)",
 				partition.SlotA.PartName(), partition.SlotB.PartName(), wait)
 		}

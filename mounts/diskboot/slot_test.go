@@ -30,7 +30,7 @@ type release struct {
 	param verity.Param
 }
 
-func newRelease(t *testing.T, blocks int, seed byte) release {
+func newRelease(t testing.TB, blocks int, seed byte) release {
 	t.Helper()
 	data := make([]byte, blocks*verity.BlockSize)
 	r := rand.New(rand.NewChaCha8([32]byte{seed, 9}))
@@ -64,7 +64,7 @@ func slotFile(t *testing.T, dir, name string, rel *release) string {
 
 // The two releases of the tests: of different sizes, so their trees lie
 // at different blocks, and each with its own salt.
-func testReleases(t *testing.T) (a, b release) {
+func testReleases(t testing.TB) (a, b release) {
 	return newRelease(t, 300, 1), newRelease(t, 400, 2)
 }
 
@@ -283,6 +283,11 @@ func TestFindSlots(t *testing.T) {
 		disks:    map[string][]string{"nvme0n1": {partition.NameESP, "berth-root-a", "berth-root-a", partition.NameData}},
 		wantErrs: []string{"2 partitions named berth-root-a (/dev/nvme0n1p2, /dev/nvme0n1p3): not choosing one"},
 	}, {
+		name:     "no device nodes",
+		disks:    map[string][]string{"nvme0n1": slotDisk},
+		ready:    func(string) bool { return false },
+		wantErrs: []string{"root slot partitions /dev/nvme0n1p2, /dev/nvme0n1p3 have no device node after 100ms"},
+	}, {
 		name:     "none",
 		disks:    map[string][]string{"nvme0n1": {partition.NameESP, partition.NameData}},
 		wantErrs: []string{"no partition named berth-root-a or berth-root-b appeared within 100ms"},
@@ -380,4 +385,46 @@ func TestFindRoot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Whatever the slots hold and whatever the hint, ChooseSlot never panics,
+// and a slot it chooses is one it was given whose top block hashes to the
+// root hash: it never picks a slot it cannot verify.
+func FuzzChooseSlot(f *testing.F) {
+	relA, relB := testReleases(f)
+	topA := relA.image[relA.param.TopOffset():][:verity.BlockSize]
+	topB := relB.image[relA.param.TopOffset():][:verity.BlockSize]
+	f.Add(topA, topB, "", false)
+	f.Add(topB, topA, "", false)
+	f.Add(topA, topA, "b", false)
+	f.Add(topB, topB, "a", true)
+	f.Add([]byte{}, topA, "c", false)
+	f.Fuzz(func(t *testing.T, a, b []byte, hint string, bErr bool) {
+		reads := []SlotRead{{Slot: partition.SlotA, Partition: "/dev/vda2", Top: a}, {Slot: partition.SlotB, Partition: "/dev/vda3", Top: b}}
+		if bErr {
+			reads[1] = SlotRead{Slot: partition.SlotB, Err: fmt.Errorf("unreadable")}
+		}
+		c, err := ChooseSlot(reads, relA.param, hint)
+		if err != nil {
+			return
+		}
+		var top []byte
+		switch c.Slot {
+		case partition.SlotA:
+			top = a
+		case partition.SlotB:
+			top = b
+			if bErr {
+				t.Fatalf("chose slot b, which could not be read")
+			}
+		default:
+			t.Fatalf("chose slot %q", c.Slot)
+		}
+		if h, err := relA.param.TopHash(top); err != nil || h != relA.param.RootHash {
+			t.Fatalf("chose slot %s, whose top hashes to %s (%v), not %s", c.Slot, h, err, relA.param.RootHash)
+		}
+		if hint != "" && string(c.Slot) != hint {
+			t.Fatalf("hint %q, chose slot %s", hint, c.Slot)
+		}
+	})
 }
