@@ -1,11 +1,11 @@
 // Package diskboot boots a node from the berth disk image (disk.raw, see
 // image/disk and the table in mounts/partition): it finds the root slot
 // (berth-root-a or berth-root-b) whose dm-verity tree has the root hash
-// the command line seals, sets up dm-verity on it, reads it whole so that a tampered
-// block stops the boot, switches root onto it, and then grows, formats
-// when blank and mounts the berth-data partition of the same disk and
-// binds /var/lib/kubelet and /var/log onto it, so that kubelet's state and
-// the logs survive a reboot. A berth-data partition on any other disk (an
+// the command line seals (ChooseSlot), sets up dm-verity on it, reads it
+// whole so that a tampered block stops the boot, switches root onto it,
+// and then grows, formats when blank and mounts the berth-data partition
+// of the same disk and binds /var/lib/kubelet and /var/log onto it, so
+// that kubelet's state and the logs survive a reboot. A berth-data partition on any other disk (an
 // attached volume, another node's snapshot) is left alone.
 //
 // It is PID 1's root phase on a disk boot (berth.verity= on the kernel
