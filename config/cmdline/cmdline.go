@@ -33,10 +33,10 @@
 //	    not match the hash stops the boot: berth never boots a root it
 //	    cannot verify.
 //	berth.slot=a|b
-//	    Disk boot, optional: the root slot the root is in. Images no longer
-//	    seal it (a release's one UKI boots from either slot); an older
-//	    image's UKI has it, and berth then boots that slot only if it holds
-//	    berth.verity='s root, and stops the boot otherwise.
+//	    Disk boot, optional: the root slot the root is in. The image build
+//	    does not seal it (a release's one UKI boots from either slot); an
+//	    older image's UKI has it, and berth then boots that slot only if
+//	    it holds berth.verity='s root, and stops the boot otherwise.
 //	berth.loglevel=debug|info|warn|error
 //	    Lowest level printed on the console and /dev/kmsg. Default info.
 //	berth.exec="PROG ARG..."

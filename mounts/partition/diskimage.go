@@ -36,10 +36,11 @@ const (
 )
 
 // SlotKey is the kernel command line key that names the root slot a disk
-// boot mounts. Images no longer seal it: a release has one UKI, which
-// boots from slot a on one node and slot b on another, and berth finds the
-// slot by the root hash berth.verity= seals. An older image's UKI has it,
-// and berth then checks that the slot it names holds that root.
+// boot mounts. The image build does not seal it: a release has one UKI,
+// which boots from slot a on one node and slot b on another, and berth
+// finds the slot by the root hash berth.verity= seals. An older image's
+// UKI has it, and berth then checks that the slot it names holds that
+// root.
 const SlotKey = "berth.slot"
 
 // Slot is one of the disk image's two root slots.
