@@ -11,7 +11,6 @@ import (
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/hostfs"
 	"github.com/berth-node/berth/mounts/localstorage"
-	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/update/status"
 )
 
@@ -126,17 +125,22 @@ func firmwareState(ctx context.Context, b *boot, log *slog.Logger) *efivar.Firmw
 // whether systemd-boot started it on trial, from what firmwareState just
 // read: no other file or variable is read for it.
 func updateStatus(ctx context.Context, b *boot, log *slog.Logger) *status.Status {
-	slot, _ := b.cl.Get(partition.SlotKey)
+	// The slot the root phase found by hash, not berth.slot=: a release's
+	// one UKI boots from either slot, and an older one's hint was checked.
+	var slot, slotBy string
+	if r, ok := b.rep.Root.(*mounts.SwitchResult); ok && r.Verity != nil {
+		slot, slotBy = r.Verity.Slot, r.Verity.SlotBy
+	}
 	var version string
 	if m := b.node.manifest; m != nil {
 		version = m.BerthVersion
 	}
-	s := status.Of(status.Facts{Firmware: b.rep.Firmware, Slot: slot, Version: version})
+	s := status.Of(status.Facts{Firmware: b.rep.Firmware, Slot: slot, SlotBy: slotBy, Version: version})
 	level := slog.LevelInfo
 	if s.Error != "" {
 		level = slog.LevelWarn
 	}
-	log.Log(ctx, level, "update state", "version", s.Version, "slot", s.Slot, "boot", s.Boot, "entry", s.Entry,
+	log.Log(ctx, level, "update state", "version", s.Version, "slot", s.Slot, "slot_by", s.SlotBy, "boot", s.Boot, "entry", s.Entry,
 		"trial", s.Trial, "tries_left", s.TriesLeft, "tries_done", s.TriesDone, "err", s.Error)
 	return &s
 }

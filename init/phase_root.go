@@ -71,8 +71,9 @@ func rootDisk(m *manifest.Manifest) *manifest.Root {
 	return m.Root
 }
 
-// switchToVerityRoot is phaseRoot on a disk boot (berth.verity=value and
-// berth.slot=slot) or, with serial, on the manifest's root disk:
+// switchToVerityRoot is phaseRoot on a disk boot (berth.verity=value; slot
+// is berth.slot=, a hint an older image's UKI carries, "" when none) or,
+// with serial, on the manifest's root disk:
 // mounts/diskboot does the work, with PID 1's module loading, reaper and
 // manifest tools.
 func switchToVerityRoot(ctx context.Context, b *boot, log *slog.Logger, value, slot, serial string) error {

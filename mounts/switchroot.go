@@ -87,7 +87,11 @@ type VerityRoot struct {
 	Partition string `json:"partition"` // e.g. /dev/nvme0n1p2
 	// Slot is the disk image's root slot ("a" or "b") the partition is;
 	// empty for a direct-kernel boot's root disk.
-	Slot     string `json:"slot,omitempty"`
+	Slot string `json:"slot,omitempty"`
+	// SlotBy says how the slot was found: "hash" (its tree has the
+	// sealed root hash) or "hint" (the command line's berth.slot=, which
+	// older images seal, named it, and its tree has the root hash).
+	SlotBy   string `json:"slotBy,omitempty"`
 	Device   string `json:"device"` // e.g. /dev/dm-0
 	RootHash string `json:"rootHash"`
 	// Verified says the whole device was read once before the switch, so

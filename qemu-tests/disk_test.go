@@ -165,10 +165,12 @@ func uefiConfig(t *testing.T, img string) qemu.Config {
 }
 
 // TestDiskBoot boots the disk image through OVMF from NVMe, as EC2 boots an
-// AMI: berth finds the berth-root partition, verifies it through
-// dm-verity and switches to it; the report says so and / is erofs on the
-// dm device. Then one flipped byte inside the root filesystem must stop the
-// boot with the verity error instead of booting a tampered node.
+// AMI: berth finds the root slot whose hash tree has the UKI's root hash
+// (slot a), verifies it through dm-verity and switches to it; the report
+// says so and / is erofs on the dm device. The second boot finds the root
+// in slot b, as after an update, with the same UKI. A disk where no slot
+// holds the root, and one flipped byte inside the root filesystem, must
+// each stop the boot with an error instead of booting an unverified node.
 func TestDiskBoot(t *testing.T) {
 	dir := qemu.ImageDir(t)
 	img, res := testDisk(t, dir)
@@ -215,14 +217,18 @@ func TestDiskBoot(t *testing.T) {
 		if h, _ := field(ver, "rootHash"); h != res.RootHash {
 			t.Errorf("report's root hash %v, the disk's %s", h, res.RootHash)
 		}
-		// Slot a, the second partition, as the UKI's berth.slot= says;
-		// slot b is never opened.
+		// Slot a, the second partition: a new disk's root is there, and
+		// the UKI, which names no slot, finds it by its root hash (slot b,
+		// empty, does not match).
 		part, _ := field(ver, "partition")
 		if p, _ := part.(string); !regexp.MustCompile(`^/dev/nvme\d+n\d+p2$`).MatchString(p) {
 			t.Errorf("verity partition %v, want partition 2 (berth-root-a) of the NVMe disk", part)
 		}
 		if s, _ := field(ver, "slot"); s != "a" {
 			t.Errorf("report's root slot %v, want a", s)
+		}
+		if by, _ := field(ver, "slotBy"); by != "hash" {
+			t.Errorf("report's root slot found by %v, want hash", by)
 		}
 		// Secure Boot was on: the firmware verified systemd-boot and
 		// systemd-boot had it verify the UKI, named for the version.
@@ -236,7 +242,7 @@ func TestDiskBoot(t *testing.T) {
 		// it, slot a, and no trial.
 		upV, _ := field(rep, "update")
 		up, _ := upV.(map[string]any)
-		if up["boot"] != "systemd-boot" || up["slot"] != "a" || up["entry"] != filepath.Base(res.UKI) ||
+		if up["boot"] != "systemd-boot" || up["slot"] != "a" || up["slotBy"] != "hash" || up["entry"] != filepath.Base(res.UKI) ||
 			up["state"] != "good" || up["trial"] != false || up["error"] != nil {
 			t.Errorf("report's update section %v: want systemd-boot's %s from slot a, good, not on trial", upV, filepath.Base(res.UKI))
 		}
@@ -254,10 +260,13 @@ func TestDiskBoot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range append(qemu.ImageManifest(t, dir).KernelArgs, "berth.slot=a", "berth.verity=sha256:"+res.RootHash) {
+		for _, a := range append(qemu.ImageManifest(t, dir).KernelArgs, "berth.verity=sha256:"+res.RootHash) {
 			if !strings.Contains(cl, a) {
 				t.Errorf("/proc/cmdline %q lacks %s", strings.TrimSpace(cl), a)
 			}
+		}
+		if strings.Contains(cl, "berth.slot=") {
+			t.Errorf("/proc/cmdline %q names a slot; a release's one UKI must boot from either", strings.TrimSpace(cl))
 		}
 		if first, ms, ok := firstBerthLine(vm); ok {
 			figure(t, "UEFI boot: QEMU start to berth's first line %.1f s wall (guest boot clock %d ms)", first.At.Seconds(), ms)
@@ -288,6 +297,11 @@ func TestDiskBoot(t *testing.T) {
 		}
 	})
 
+	// The second boot is also the first from slot b: the root moves there,
+	// as an update into b leaves it, and slot a holds another root. The
+	// same UKI (it names no slot) must find b by its root hash.
+	moveRootToSlotB(t, big, res)
+
 	t.Run("second boot", func(t *testing.T) {
 		vm := qemu.Start(t, uefiConfig(t, big))
 		rep, err := vm.Report(bootTimeout)
@@ -299,6 +313,22 @@ func TestDiskBoot(t *testing.T) {
 		}
 		rootV, _ := field(rep, "root")
 		root, _ := rootV.(map[string]any)
+		verV, _ := field(root, "verity")
+		ver, _ := verV.(map[string]any)
+		part, _ := field(ver, "partition")
+		if s, _ := field(ver, "slot"); s != "b" || !regexp.MustCompile(`^/dev/nvme\d+n\d+p3$`).MatchString(fmt.Sprint(part)) {
+			t.Errorf("report's root slot %v on %v, want b, partition 3 (berth-root-b)", s, part)
+		}
+		if by, _ := field(ver, "slotBy"); by != "hash" {
+			t.Errorf("report's root slot found by %v, want hash", by)
+		}
+		if v, _ := field(ver, "verified"); v != true {
+			t.Errorf("report's verity root not verified: %v", ver)
+		}
+		upV, _ := field(rep, "update")
+		if up, _ := upV.(map[string]any); up["slot"] != "b" || up["slotBy"] != "hash" {
+			t.Errorf("report's update section %v: want slot b, found by hash", upV)
+		}
 		data := dataReport(t, root)
 		if data["grown"] != false || data["formatted"] != false {
 			t.Errorf("second boot: data partition %v, want neither grown nor formatted", data)
@@ -309,6 +339,28 @@ func TestDiskBoot(t *testing.T) {
 		got, err := vm.Shell("cat /var/log/berth-disk-test", shellTimeout)
 		if err != nil || strings.TrimSpace(got) != "kept" {
 			t.Errorf("file written on the first boot: %q (%v), want %q", got, err, "kept")
+		}
+	})
+
+	t.Run("no slot holds the root", func(t *testing.T) {
+		// Neither slot's tree has the UKI's root hash at its top: slot a's
+		// top block zeroed, slot b empty.
+		bad := copyDisk(t, img, res.Layout.Size())
+		zeroTreeTop(t, bad, res, partition.SlotA)
+		vm := qemu.Start(t, uefiConfig(t, bad))
+		l, err := vm.ExpectLine(regexp.MustCompile(`FATAL.*no root slot holds the root this UKI seals \(root hash `+res.RootHash+`\)`), bootTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"berth-root-a (/dev/nvme", "berth-root-b (/dev/nvme", "its tree's top hashes to "} {
+			if !strings.Contains(l.Text, want) {
+				t.Errorf("the error does not say %q: %s", want, l.Text)
+			}
+		}
+		for _, l := range vm.Lines() {
+			if strings.Contains(l.Text, "switched root") || strings.Contains(l.Text, "dm-verity device ready") {
+				t.Errorf("berth went on without a slot holding its root: %s", l.Text)
+			}
 		}
 	})
 
@@ -351,6 +403,52 @@ func TestDiskBoot(t *testing.T) {
 			}
 		}
 	})
+}
+
+// moveRootToSlotB copies slot a's partition whole into slot b of disk
+// image img, then zeroes slot a's tree top: the disk as an update into b
+// leaves it, slot a holding a root other than the UKI's.
+func moveRootToSlotB(t *testing.T, img string, res disk.Result) {
+	t.Helper()
+	a, _, okA := res.Layout.Find(partition.SlotA.PartName())
+	b, _, okB := res.Layout.Find(partition.SlotB.PartName())
+	if !okA || !okB || a.Size() != b.Size() {
+		t.Fatalf("disk layout %s: want two root slots of one size", res.Layout)
+	}
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(io.NewOffsetWriter(f, b.Offset()), io.NewSectionReader(f, a.Offset(), a.Size())); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zeroTreeTop(t, img, res, partition.SlotA)
+}
+
+// zeroTreeTop zeroes the block of slot's partition where the UKI's root
+// hash tree has its top (the first block at the hash start): berth then
+// finds no root in that slot.
+func zeroTreeTop(t *testing.T, img string, res disk.Result, slot partition.Slot) {
+	t.Helper()
+	p, _, ok := res.Layout.Find(slot.PartName())
+	if !ok {
+		t.Fatalf("disk layout %s has no %s", res.Layout, slot.PartName())
+	}
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, 4096), p.Offset()+res.Verity.TopOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // otherDataDisk makes a raw disk of size bytes whose GPT has one blank

@@ -20,19 +20,23 @@
 //	    behind dm-verity; an image whose manifest names none loop-mounts
 //	    /root.erofs. berth.root=none stays on the initramfs (tests, rescue).
 //	berth.verity=sha256:ROOTHASH:SALT:DATABLOCKS:HASHSTARTBLOCK
-//	    Disk boot (make disk): the root is the GPT partition of the slot
-//	    berth.slot= names, holding the erofs image followed by its
-//	    dm-verity hash tree. berth sets up a verity device over it with
-//	    these parameters (4096-byte blocks), reads it whole once, and
-//	    switches to it; berth.root is then ignored. The image build appends
-//	    it to the UKI's command line. A malformed value, a missing partition
-//	    or a block that does not match the hash stops the boot: berth never
-//	    boots a root it cannot verify.
+//	    Disk boot (make disk): the root is the root slot partition
+//	    (berth-root-a or berth-root-b, on the boot disk) holding the erofs
+//	    image followed by its dm-verity hash tree whose top block hashes
+//	    to ROOTHASH: berth reads that block of each slot (at
+//	    HASHSTARTBLOCK) and takes the slot that matches, slot a when both
+//	    do. It sets up a verity device over it with these parameters
+//	    (4096-byte blocks), reads it whole once, and switches to it;
+//	    berth.root is then ignored. The image build appends it to the
+//	    UKI's command line. A malformed value, no slot holding this root
+//	    (the error names each slot and what it holds) or a block that does
+//	    not match the hash stops the boot: berth never boots a root it
+//	    cannot verify.
 //	berth.slot=a|b
-//	    Disk boot: the root slot, partition berth-root-a or berth-root-b,
-//	    that berth.verity= describes. The image build seals it into the
-//	    UKI's command line beside berth.verity=; a disk boot without it
-//	    stops. berth never mounts the other slot.
+//	    Disk boot, optional: the root slot the root is in. The image build
+//	    does not seal it (a release's one UKI boots from either slot); an
+//	    older image's UKI has it, and berth then boots that slot only if
+//	    it holds berth.verity='s root, and stops the boot otherwise.
 //	berth.loglevel=debug|info|warn|error
 //	    Lowest level printed on the console and /dev/kmsg. Default info.
 //	berth.exec="PROG ARG..."

@@ -97,11 +97,12 @@ type Disk struct {
 	Path   string `json:"path"` // file name beside the manifest, disk.raw
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
-	// Cmdline is the command line in the UKI, berth.slot= and
-	// berth.verity= included.
+	// Cmdline is the command line in the UKI, berth.verity= included.
+	// It names no root slot: berth boots from the slot whose dm-verity
+	// tree has the root hash.
 	Cmdline string `json:"cmdline"`
 	// UKI is the UKI's path on the ESP (EFI/Linux/berth-<version>.efi),
-	// and Slot the root slot its command line names.
+	// and Slot the root slot the disk image holds the root in (a).
 	UKI  string `json:"uki,omitempty"`
 	Slot string `json:"slot,omitempty"`
 	// SignedBy is the certificate systemd-boot and the UKI are signed

@@ -118,7 +118,8 @@ type Result struct {
 	SHA256   string // of the whole disk image
 	// UKI is the UKI's path on the ESP (UKIPath).
 	UKI string
-	// Slot is the root slot the UKI boots.
+	// Slot is the root slot the root was written to (a new disk's is a);
+	// the UKI finds it by its root hash.
 	Slot partition.Slot
 	// Signed says the ESP's EFI binaries were signed (Inputs.Sign).
 	Signed bool
@@ -176,10 +177,12 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 		return fail(fmt.Errorf("root filesystem %s: %w", in.RootFS, err))
 	}
 	param := mverity.Param{DataBlocks: tree.DataBlocks, HashStartBlock: tree.HashStartBlock(size), RootHash: tree.RootHashHex(), Salt: tree.SaltHex()}
-	// New disks boot slot a; the slot and the root hash are sealed
-	// together in the one command line the signature covers.
+	// A new disk's root is in slot a. The command line seals the root
+	// hash but no slot: the release's one UKI boots from either slot (an
+	// update writes the other), and berth finds the slot whose tree has
+	// this root hash.
 	slot := partition.SlotA
-	cmdline := strings.TrimSpace(in.Cmdline + " " + partition.SlotKey + "=" + string(slot) + " " + mverity.ParamKey + "=" + param.String())
+	cmdline := strings.TrimSpace(in.Cmdline + " " + mverity.ParamKey + "=" + param.String())
 
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".disk-")
 	if err != nil {

@@ -455,7 +455,7 @@ func TestUpdateSectionsAreOfs(t *testing.T) {
 			continue
 		}
 		n++
-		want := status.Of(status.Facts{Firmware: b.Report.Firmware, Slot: u.Slot, Version: u.Version})
+		want := status.Of(status.Facts{Firmware: b.Report.Firmware, Slot: u.Slot, SlotBy: u.SlotBy, Version: u.Version})
 		want.LastUpdate = u.LastUpdate
 		if *u != want {
 			t.Errorf("%s: update section %+v, but update/status makes %+v of its firmware", f, *u, want)
@@ -464,6 +464,9 @@ func TestUpdateSectionsAreOfs(t *testing.T) {
 			v, _ := root["verity"].(map[string]any)
 			if slot, _ := v["slot"].(string); slot != u.Slot {
 				t.Errorf("%s: update slot %q, root.verity.slot %q", f, u.Slot, slot)
+			}
+			if by, _ := v["slotBy"].(string); by != u.SlotBy {
+				t.Errorf("%s: update slotBy %q, root.verity.slotBy %q", f, u.SlotBy, by)
 			}
 		}
 	}

@@ -110,6 +110,12 @@ func bootChain(r *report.Report) string {
 		if v, ok := root["verity"].(map[string]any); ok {
 			if slot, ok := v["slot"].(string); ok && slot != "" {
 				sb += "; root slot " + slot
+				switch by, _ := v["slotBy"].(string); by {
+				case "hash":
+					sb += " (found by its root hash)"
+				case "hint":
+					sb += " (named by berth.slot=, root hash checked)"
+				}
 			}
 		}
 	}

@@ -1,11 +1,11 @@
 // Package diskboot boots a node from the berth disk image (disk.raw, see
-// image/disk and the table in mounts/partition): it finds the root slot's
-// partition the command line names (berth.slot=a: berth-root-a), sets up
-// dm-verity on it, reads it whole so that a tampered
-// block stops the boot, switches root onto it, and then grows, formats
-// when blank and mounts the berth-data partition of the same disk and
-// binds /var/lib/kubelet and /var/log onto it, so that kubelet's state and
-// the logs survive a reboot. A berth-data partition on any other disk (an
+// image/disk and the table in mounts/partition): it finds the root slot
+// (berth-root-a or berth-root-b) whose dm-verity tree has the root hash
+// the command line seals (ChooseSlot), sets up dm-verity on it, reads it
+// whole so that a tampered block stops the boot, switches root onto it,
+// and then grows, formats when blank and mounts the berth-data partition
+// of the same disk and binds /var/lib/kubelet and /var/log onto it, so
+// that kubelet's state and the logs survive a reboot. A berth-data partition on any other disk (an
 // attached volume, another node's snapshot) is left alone.
 //
 // It is PID 1's root phase on a disk boot (berth.verity= on the kernel
@@ -50,9 +50,11 @@ type Options struct {
 	// Verity is the berth.verity= value: the root partition's dm-verity
 	// parameters (verity.ParseParam).
 	Verity string
-	// Slot is the berth.slot= value: which root slot's partition holds
-	// the root (partition.ParseSlot). A disk boot needs it; a
-	// direct-kernel boot's root disk (Serial) has none.
+	// Slot is the berth.slot= value, "" when the command line has none:
+	// a hint, sealed by older images, naming the root slot, which must
+	// then hold the root. Without it the root is the slot whose dm-verity
+	// tree has the sealed root hash (ChooseSlot). A direct-kernel boot's
+	// root disk (Serial) has no slots.
 	Slot string
 	// LoadModules loads kernel modules: dm_verity before the root is set
 	// up (an error stops the boot), ext4 before the data partition is
@@ -111,16 +113,11 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, opts Options) (*mounts.Sw
 	if opts.Serial != "" {
 		return switchToRootDisk(ctx, log, opts, p)
 	}
-	// The slot comes from the same signed command line as the root hash;
-	// without it there is no telling which slot the hash is for.
-	slot, err := partition.ParseSlot(opts.Slot)
-	if err != nil {
-		return nil, fmt.Errorf("disk boot: the command line must name the root slot beside %s: %w", verity.ParamKey, err)
-	}
-	part, err := partition.WaitNamed(ctx, opts.classBlock(), slot.PartName(), DiskWait)
+	choice, err := findRoot(ctx, log, opts.classBlock(), p, opts.Slot, DiskWait, SlotGrace, devNodeReady, os.Open)
 	if err != nil {
 		return nil, fmt.Errorf("disk boot: %w", err)
 	}
+	slot, part := choice.Slot, choice.Partition
 	if opts.LoadModules != nil {
 		if err := opts.LoadModules(ctx, "dm_verity"); err != nil {
 			return nil, fmt.Errorf("disk boot: loading dm_verity: %w", err)
@@ -141,7 +138,7 @@ func SwitchRoot(ctx context.Context, log *slog.Logger, opts Options) (*mounts.Sw
 		}
 		return nil, fmt.Errorf("disk boot: verifying root partition %s: %w", part, err)
 	}
-	vr := &mounts.VerityRoot{Partition: part, Slot: string(slot), Device: dev, RootHash: p.RootHash, Verified: true,
+	vr := &mounts.VerityRoot{Partition: part, Slot: string(slot), SlotBy: choice.By, Device: dev, RootHash: p.RootHash, Verified: true,
 		SetupMs: setup.Milliseconds(), VerifyMs: time.Since(vstart).Milliseconds(), DataBytes: int64(p.DataBlocks) * verity.BlockSize}
 	log.Info("root verified", "slot", slot, "partition", part, "dev", dev, "setup_ms", vr.SetupMs, "verify_ms", vr.VerifyMs, "bytes", vr.DataBytes)
 	res, err := mounts.SwitchRoot(ctx, log, mounts.SwitchRootOptions{

@@ -36,15 +36,17 @@ const (
 )
 
 // SlotKey is the kernel command line key that names the root slot a disk
-// boot mounts. The image build seals it into each UKI beside
-// berth.verity=, so the signed UKI alone decides which partition is the
-// root: berth never looks at the other slot.
+// boot mounts. The image build does not seal it: a release has one UKI,
+// which boots from slot a on one node and slot b on another, and berth
+// finds the slot by the root hash berth.verity= seals. An older image's
+// UKI has it, and berth then checks that the slot it names holds that
+// root.
 const SlotKey = "berth.slot"
 
 // Slot is one of the disk image's two root slots.
 type Slot string
 
-// The root slots. A new disk boots from SlotA; SlotB is where the next
+// The root slots. A new disk's root is in SlotA; SlotB is where the next
 // version goes.
 const (
 	SlotA Slot = "a"

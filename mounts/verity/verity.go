@@ -270,3 +270,36 @@ func TreeBlocks(n uint64) uint64 {
 	}
 	return s
 }
+
+// TopOffset is the byte offset, from the root partition's start, of the
+// block whose hash is the root hash: the hash tree's top level, a single
+// block, which veritysetup's layout puts first at the hash start (levels
+// are stored top down). With one data block there is no tree, and that
+// block is the data block itself.
+func (p Param) TopOffset() int64 {
+	if len(TreeLevels(p.DataBlocks)) == 0 {
+		return 0
+	}
+	return int64(p.HashStartBlock) * BlockSize
+}
+
+// TopHash is the hash that block, read at TopOffset, gives under p's salt
+// as the kernel's verity target (format 1) computes it: sha256(salt ||
+// block), in hex. A partition holds p's root exactly when this equals
+// p.RootHash (and, below it, every block matches the tree, which the
+// kernel checks as the device is read).
+func (p Param) TopHash(block []byte) (string, error) {
+	if len(block) != BlockSize {
+		return "", fmt.Errorf("a verity tree's top block is %d bytes; got %d", BlockSize, len(block))
+	}
+	h := sha256.New()
+	if p.Salt != "-" {
+		salt, err := hex.DecodeString(p.Salt)
+		if err != nil {
+			return "", fmt.Errorf("verity salt %q: %w", p.Salt, err)
+		}
+		h.Write(salt)
+	}
+	h.Write(block)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -8,17 +8,18 @@
 //
 // Apply never writes the running slot (it compares the devices, not
 // their names) and writes the ESP only through package esp (a temporary
-// file, then a rename). Until the rename no UKI on the ESP names the slot
-// it writes, so a cut at any point (power lost, context cancelled, a
+// file, then a rename). Until the rename no UKI on the ESP boots the slot
+// it writes (by name, or by a root hash that slot holds), so a cut at any point (power lost, context cancelled, a
 // write failing) leaves a machine that boots the running version; after
 // it, systemd-boot tries the new one three times and then falls back.
 //
 // What dm-verity will accept at the next boot is what the new UKI's
-// command line says (berth.slot= and berth.verity=: root hash, salt,
-// data blocks, hash tree position), so Apply reads that first: it checks
-// it names the other slot, the release's root hash and the slot image's
-// layout before writing anything, verifies the written slot in user space
-// with those very parameters, and, when it stages the UKI (fetched again,
+// command line says (berth.verity=: root hash, salt, data blocks, hash
+// tree position; berth boots from the slot whose tree has that root
+// hash), so Apply reads that first: it checks it names the release's root
+// hash and the slot image's layout (and the other slot, where an older
+// UKI names one with berth.slot=) before writing anything, verifies the
+// written slot in user space with those very parameters, and, when it stages the UKI (fetched again,
 // whole, its hash checked), refuses to commit one whose command line is
 // not the one it checked.
 package apply
@@ -38,6 +39,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-node/berth/config/cmdline"
+	"github.com/berth-node/berth/mounts/diskboot"
 	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/mounts/verity"
 	"github.com/berth-node/berth/update/bootcount"
@@ -335,11 +337,15 @@ func checkUKI(info ukiInfo, p Plan) (verity.Param, error) {
 		return bad("its os-release has VERSION_ID %q, the release is %s: systemd-boot would order it by the wrong version", v, p.To)
 	}
 	cl := cmdline.Parse(info.Cmdline)
-	s, _ := cl.Get(partition.SlotKey)
-	if slot, err := partition.ParseSlot(s); err != nil {
-		return bad("its command line: %v", err)
-	} else if slot != p.Slot {
-		return bad("its command line boots slot %s (%s=%s), but the update writes slot %s (the node runs from %s)", slot, partition.SlotKey, s, p.Slot, p.RunningSlot)
+	// A UKI finds its root slot by the root hash it seals; one built
+	// before that also names the slot (berth.slot=), which must then be
+	// the one the update writes.
+	if s, ok := cl.Get(partition.SlotKey); ok {
+		if slot, err := partition.ParseSlot(s); err != nil {
+			return bad("its command line: %v", err)
+		} else if slot != p.Slot {
+			return bad("its command line boots slot %s (%s=%s), but the update writes slot %s (the node runs from %s)", slot, partition.SlotKey, s, p.Slot, p.RunningSlot)
+		}
 	}
 	v, ok := cl.Get(verity.ParamKey)
 	if !ok {
@@ -399,10 +405,49 @@ func (r *runner) checkStays(en bootcount.Entry) (int64, error) {
 	if err != nil {
 		return sc.n, refuse(ReasonESP, "%s stays on the ESP, and which slot it boots cannot be told: %v", path, err)
 	}
-	if s, _ := cmdline.Parse(info.Cmdline).Get(partition.SlotKey); partition.Slot(s) == r.plan.Slot {
-		return sc.n, refuse(ReasonESP, "%s stays on the ESP and boots slot %s (%s=%s), which the update would write", path, s, partition.SlotKey, s)
+	cl := cmdline.Parse(info.Cmdline)
+	hint, _ := cl.Get(partition.SlotKey)
+	if partition.Slot(hint) == r.plan.Slot {
+		return sc.n, refuse(ReasonESP, "%s stays on the ESP and boots slot %s (%s=%s), which the update would write", path, hint, partition.SlotKey, hint)
+	}
+	v, ok := cl.Get(verity.ParamKey)
+	if !ok {
+		return sc.n, nil // not a disk boot: no slot at all
+	}
+	param, err := verity.ParseParam(v)
+	if err != nil {
+		return sc.n, nil // berth refuses to boot it: no slot either
+	}
+	// Which slot it boots is what berth will choose from what the slots
+	// hold, and the target's top block stays as it is until the tree is
+	// written, after the data: choose now, as a cut mid-write would
+	// leave it.
+	reads, err := r.slotReads(param)
+	if err != nil {
+		return sc.n, err
+	}
+	if c, err := diskboot.ChooseSlot(reads, param, hint); err == nil && c.Slot == r.plan.Slot {
+		return sc.n, refuse(ReasonESP, "%s stays on the ESP and boots slot %s, which holds its root hash %s and which the update would write", path, c.Slot, param.RootHash)
 	}
 	return sc.n, nil
+}
+
+// slotReads reads the top block, at p's position, of the running slot
+// (Request.Running) and the target (already open), for
+// diskboot.ChooseSlot: what a UKI sealing p would find at the next boot.
+func (r *runner) slotReads(p verity.Param) ([]diskboot.SlotRead, error) {
+	run, err := os.Open(r.req.Running)
+	if err != nil {
+		return nil, fmt.Errorf("opening the running slot's device %s: %w", r.req.Running, err)
+	}
+	defer run.Close()
+	reads := []diskboot.SlotRead{
+		{Slot: r.plan.RunningSlot, Partition: r.req.Running},
+		{Slot: r.plan.Slot, Partition: r.req.Target},
+	}
+	reads[0].Top, reads[0].Err = diskboot.ReadTop(run, p)
+	reads[1].Top, reads[1].Err = diskboot.ReadTop(r.f, p)
+	return reads, nil
 }
 
 // writeRoot streams the root image into the slot from offset 0 (the slot

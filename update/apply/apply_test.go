@@ -41,7 +41,7 @@ func newWorld(t testing.TB, mut func(*release)) *world {
 	t.Helper()
 	img := newSlotImage(t, dataBlocks, 2)
 	rel := release{arch: "amd64", version: newVersion, image: img,
-		uki: ukiSpec{cmdline: diskCmdline("b", img.param), osrel: disk.OSRelease(newVersion)}}
+		uki: ukiSpec{cmdline: diskCmdline(img.param), osrel: disk.OSRelease(newVersion)}}
 	if mut != nil {
 		mut(&rel)
 	}
@@ -117,7 +117,7 @@ func TestApply(t *testing.T) {
 	w := newWorld(t, nil)
 	// An older version's UKI, for slot b: it must be gone before slot b
 	// is written.
-	old := buildUKI(t, ukiSpec{cmdline: diskCmdline("b", newSlotImage(t, 10, 9).param), osrel: disk.OSRelease("0.9")})
+	old := buildUKI(t, ukiSpec{cmdline: slotCmdline("b", newSlotImage(t, 10, 9).param), osrel: disk.OSRelease("0.9")})
 	n := newNode(t, map[string][]byte{"berth-0.9.efi": old, "loader.txt": []byte("not a UKI")})
 	var logs syncbuf.Buffer
 	lu, err := Apply(context.Background(), slog.New(slog.NewTextHandler(&logs, nil)), w.request(t, n))
@@ -152,6 +152,34 @@ func TestApply(t *testing.T) {
 	if bytesOf(StepWriteRoot) != rootLen || bytesOf(StepVerifyRoot) != rootLen || bytesOf(StepStageUKI) != ukiLen {
 		t.Errorf("steps moved %+v; root image %d bytes, UKI %d", lu.Steps, rootLen, ukiLen)
 	}
+}
+
+// A release whose UKI was built before UKIs stopped naming their slot
+// (berth.slot=b, the slot the update writes) is applied as one that
+// names none.
+func TestApplyOlderUKINamingSlot(t *testing.T) {
+	w := newWorld(t, func(r *release) { r.uki.cmdline = slotCmdline("b", r.image.param) })
+	n := newNode(t, nil)
+	lu, err := Apply(context.Background(), discard, w.request(t, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.checkStaged(t, n, lu)
+}
+
+// The same release in both slots (the running one and the target, as an
+// earlier update may leave them): the running UKI, which stays, boots
+// slot a by its root hash (berth takes a when both hold it), so slot b
+// may be written.
+func TestApplyBothSlotsHoldRunning(t *testing.T) {
+	w := newWorld(t, nil)
+	n := newNode(t, nil)
+	n.putSlotB(t, runningImage(t).bytes)
+	lu, err := Apply(context.Background(), discard, w.request(t, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.checkStaged(t, n, lu)
 }
 
 // cutFetcher cancels the context once the call-th fetch of kind has
@@ -358,7 +386,7 @@ func equalFiles(a, b map[string][]byte) bool {
 func TestApplyRefuses(t *testing.T) {
 	img := newSlotImage(t, dataBlocks, 2)
 	other := newSlotImage(t, dataBlocks, 3)
-	forSlotB := diskCmdline("b", img.param)
+	forAnySlot := diskCmdline(img.param)
 	for _, c := range []struct {
 		name string
 		rel  func(*release)
@@ -369,11 +397,11 @@ func TestApplyRefuses(t *testing.T) {
 		want        string
 		slotWritten bool
 	}{
-		{name: "UKI for the running slot", rel: func(r *release) { r.uki.cmdline = diskCmdline("a", img.param) },
+		{name: "older UKI naming the running slot", rel: func(r *release) { r.uki.cmdline = slotCmdline("a", img.param) },
 			reason: ReasonUKI, want: "boots slot a (berth.slot=a), but the update writes slot b"},
-		{name: "UKI without a slot", rel: func(r *release) { r.uki.cmdline = "console=ttyS0 berth.verity=" + img.param.String() },
+		{name: "older UKI naming no slot", rel: func(r *release) { r.uki.cmdline = slotCmdline("", img.param) },
 			reason: ReasonUKI, want: `berth.slot="": want "a" or "b"`},
-		{name: "UKI sealing another root hash", rel: func(r *release) { r.uki.cmdline = diskCmdline("b", other.param) },
+		{name: "UKI sealing another root hash", rel: func(r *release) { r.uki.cmdline = diskCmdline(other.param) },
 			reason: ReasonUKI, want: "seals root hash " + other.param.RootHash + ", the release's is " + img.param.RootHash},
 		{name: "UKI of another version", rel: func(r *release) { r.uki.osrel = disk.OSRelease("2.1") },
 			reason: ReasonUKI, want: `VERSION_ID "2.1", the release is 2.0`},
@@ -382,7 +410,7 @@ func TestApplyRefuses(t *testing.T) {
 		{name: "UKI with another layout", rel: func(r *release) {
 			p := img.param
 			p.DataBlocks, p.HashStartBlock = 299, 300
-			r.uki.cmdline = diskCmdline("b", p)
+			r.uki.cmdline = diskCmdline(p)
 		}, reason: ReasonUKI, want: "has 299 data blocks with the hash tree at block 300; the 1245184-byte root image holds 300 data blocks"},
 		{name: "target is the running slot", req: func(t *testing.T, n *node, w *world, r *Request) { r.Target = n.slotA },
 			reason: ReasonTarget, want: "is the running slot's device"},
@@ -408,9 +436,13 @@ func TestApplyRefuses(t *testing.T) {
 		}, reason: ReasonTarget, want: "has 1048576 bytes; the root image needs 1245184"},
 		{name: "target is a directory", req: func(t *testing.T, n *node, w *world, r *Request) { r.Target = n.esp },
 			reason: ReasonTarget, want: "is a directory, neither a block device nor a file"},
-		{name: "a UKI that stays boots the target slot", extra: func(t *testing.T) map[string][]byte {
-			return map[string][]byte{"berth-1.0+0-3.efi": buildUKI(t, ukiSpec{cmdline: diskCmdline("b", other.param), osrel: disk.OSRelease(runningVersion)})}
-		}, reason: ReasonESP, want: "berth-1.0+0-3.efi stays on the ESP and boots slot b"},
+		{name: "a UKI that stays names the target slot", extra: func(t *testing.T) map[string][]byte {
+			return map[string][]byte{"berth-1.0+0-3.efi": buildUKI(t, ukiSpec{cmdline: slotCmdline("b", other.param), osrel: disk.OSRelease(runningVersion)})}
+		}, reason: ReasonESP, want: "berth-1.0+0-3.efi stays on the ESP and boots slot b (berth.slot=b)"},
+		{name: "a UKI that stays boots the target slot by its root hash", extra: func(t *testing.T) map[string][]byte {
+			return map[string][]byte{"berth-1.0+0-3.efi": buildUKI(t, ukiSpec{cmdline: diskCmdline(other.param), osrel: disk.OSRelease(runningVersion)})}
+		}, req: func(t *testing.T, n *node, w *world, r *Request) { n.putSlotB(t, other.bytes) },
+			reason: ReasonESP, want: "berth-1.0+0-3.efi stays on the ESP and boots slot b, which holds its root hash " + other.param.RootHash + " and which the update would write"},
 		{name: "a UKI that stays cannot be read", extra: func(t *testing.T) map[string][]byte {
 			return map[string][]byte{"berth-1.0+0-3.efi": []byte("MZ torn")}
 		}, reason: ReasonESP, want: "which slot it boots cannot be told: not a PE file"},
@@ -429,7 +461,7 @@ func TestApplyRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorld(t, func(r *release) {
 				r.image = img
-				r.uki.cmdline = forSlotB
+				r.uki.cmdline = forAnySlot
 				if c.rel != nil {
 					c.rel(r)
 				}

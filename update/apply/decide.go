@@ -83,7 +83,7 @@ func refuse(reason Reason, format string, args ...any) *Refusal {
 // Input is what Decide weighs.
 type Input struct {
 	// Running is this boot's update status (status.Of): the version, the
-	// root slot the command line names and the UKI systemd-boot started.
+	// root slot the root was found in and the UKI systemd-boot started.
 	Running status.Status
 	// Arch is the node's architecture (GOARCH).
 	Arch string

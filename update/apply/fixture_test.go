@@ -134,8 +134,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// diskCmdline is the command line image/disk seals into a UKI for slot.
-func diskCmdline(slot string, p verity.Param) string {
+// diskCmdline is the command line image/disk seals into a UKI: the root
+// hash, no slot (berth boots from the slot whose tree has the root hash).
+func diskCmdline(p verity.Param) string {
+	return "console=ttyS0 berth.verity=" + p.String()
+}
+
+// slotCmdline is the command line of a UKI built before that, which also
+// names its slot.
+func slotCmdline(slot string, p verity.Param) string {
 	return "console=ttyS0 berth.slot=" + slot + " berth.verity=" + p.String()
 }
 
@@ -255,6 +262,9 @@ type node struct {
 	slotABefore            []byte
 }
 
+// runningImage is the root image the node runs, in slot a.
+func runningImage(t testing.TB) slotImage { return newSlotImage(t, 200, 1) }
+
 // newNode makes a node running runningVersion from slot a, its UKI the
 // ESP's only one (plus extra files), slot b holding an older version's
 // leftovers.
@@ -262,8 +272,8 @@ func newNode(t testing.TB, extra map[string][]byte) *node {
 	t.Helper()
 	dir := t.TempDir()
 	n := &node{dir: dir, slotA: filepath.Join(dir, "slot-a"), slotB: filepath.Join(dir, "slot-b"), esp: filepath.Join(dir, "esp")}
-	running := newSlotImage(t, 200, 1)
-	n.runningUKI = buildUKI(t, ukiSpec{cmdline: diskCmdline("a", running.param), osrel: disk.OSRelease(runningVersion)})
+	running := runningImage(t)
+	n.runningUKI = buildUKI(t, ukiSpec{cmdline: diskCmdline(running.param), osrel: disk.OSRelease(runningVersion)})
 	n.slotABefore = append(slices.Clone(running.bytes), make([]byte, slotSize-len(running.bytes))...)
 	n.slotBBefore = bytes.Repeat([]byte{0xee}, slotSize)
 	files := map[string][]byte{runningEntry: n.runningUKI}
@@ -348,4 +358,13 @@ func (n *node) readSlotB(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// putSlotB writes b at the start of slot b, as an earlier release left it.
+func (n *node) putSlotB(t testing.TB, b []byte) {
+	t.Helper()
+	copy(n.slotBBefore, b)
+	if err := os.WriteFile(n.slotB, n.slotBBefore, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -40,9 +40,16 @@ type Facts struct {
 	// Firmware is what the UEFI variables say (efivar.State); nil on a
 	// boot without UEFI.
 	Firmware *efivar.Firmware
-	// Slot is the kernel command line's berth.slot= value; empty when the
-	// command line names none (a root in the initramfs, berth.root=).
+	// Slot is the root slot a disk boot mounted its root from
+	// (mounts.VerityRoot.Slot): the one whose dm-verity tree has the root
+	// hash the UKI seals. Empty when the root is not a slot of the disk
+	// (a root in the initramfs, berth.root=, a direct-kernel boot's root
+	// disk).
 	Slot string
+	// SlotBy says how that slot was found (mounts.VerityRoot.SlotBy):
+	// "hash", or "hint" when the command line named it (berth.slot=,
+	// which older images seal) and its tree has the root hash.
+	SlotBy string
 	// Version is the image's version (its manifest's berthVersion, which
 	// also names its UKI); empty when the manifest could not be read.
 	Version string
@@ -52,9 +59,14 @@ type Facts struct {
 type Status struct {
 	// Version is the image version running; empty when unknown.
 	Version string `json:"version,omitempty"`
-	// Slot is the root slot the kernel command line names ("a" or "b");
-	// empty when the root is not a slot of the disk.
+	// Slot is the root slot the node runs from ("a" or "b"): the one
+	// whose dm-verity tree has the root hash the UKI seals. Empty when the
+	// root is not a slot of the disk.
 	Slot string `json:"slot,omitempty"`
+	// SlotBy says how Slot was found: "hash", or "hint" (the command
+	// line's berth.slot=, sealed by older images, named it and its tree
+	// has the root hash).
+	SlotBy string `json:"slotBy,omitempty"`
 	// Boot is what started the kernel.
 	Boot Boot `json:"boot"`
 	// Entry is the booted UKI's file name on the ESP now, its boot
@@ -131,7 +143,7 @@ type Step struct {
 // goes into Status.Error, beside what it can, since the report is read
 // most when something is off.
 func Of(f Facts) Status {
-	s := Status{Version: f.Version, Slot: f.Slot, Boot: BootDirect}
+	s := Status{Version: f.Version, Slot: f.Slot, SlotBy: f.SlotBy, Boot: BootDirect}
 	var errs []string
 	if f.Slot != "" {
 		if _, err := partition.ParseSlot(f.Slot); err != nil {

@@ -103,8 +103,8 @@ func TestJSON(t *testing.T) {
 		},
 		"trial": {
 			s: Of(Facts{Firmware: &efivar.Firmware{UEFI: true, Loader: loader, Entry: "berth-0.3.2+3.efi",
-				BootCountPath: `\EFI\Linux\berth-0.3.2+2-1.efi`}, Slot: "b", Version: "0.3.2"}),
-			want: `{"version":"0.3.2","slot":"b","boot":"systemd-boot","entry":"berth-0.3.2+2-1.efi","state":"indeterminate","trial":true,"triesLeft":2,"triesDone":1}`,
+				BootCountPath: `\EFI\Linux\berth-0.3.2+2-1.efi`}, Slot: "b", SlotBy: "hash", Version: "0.3.2"}),
+			want: `{"version":"0.3.2","slot":"b","slotBy":"hash","boot":"systemd-boot","entry":"berth-0.3.2+2-1.efi","state":"indeterminate","trial":true,"triesLeft":2,"triesDone":1}`,
 		},
 		"last update": {
 			s: Status{Version: "0.3.1", Slot: "a", Boot: BootSystemdBoot, Entry: "berth-0.3.1.efi", State: "good",

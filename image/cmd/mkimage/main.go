@@ -62,7 +62,7 @@ func run(log *slog.Logger, args []string) error {
 	rootInInitramfs := fs.Bool("root-in-initramfs", false, "put the root image in the initramfs (/root.erofs) instead of root.erofs for a root disk")
 	sysroot := fs.String("sysroot", "", "read the spec's absolute host paths under this directory (another architecture's packages unpacked); / when empty")
 	hostFiles := fs.Bool("host-files", false, "print the host files the spec's layers copy, one a line, and build nothing")
-	diskCmdline := fs.String("disk-cmdline", assemble.DefaultDiskCmdline, "the disk's kernel command line (berth.slot= and berth.verity= are appended)")
+	diskCmdline := fs.String("disk-cmdline", assemble.DefaultDiskCmdline, "the disk's kernel command line (berth.verity= is appended)")
 	keysDir := fs.String("keys", "", "sign the disk's EFI binaries with this Secure Boot key set's db key (make keys); unsigned when empty")
 	enroll := fs.Bool("enroll", true, "with -keys: put the key set's .auth files on the ESP for systemd-boot to enroll on a machine in setup mode")
 	components := map[string]string{}
