@@ -558,7 +558,7 @@ E2E_APT_PKGS    := busybox-static bash curl bind9-dnsutils bind9-host netcat-ope
   libpcre2-8-0 libssl3 zlib1g libcrypt1 dash coreutils grep iptables ipset nftables kmod
 
 .PHONY: e2e-images e2e-deps e2e-nginx e2e-repo-list test-e2e-images
-## e2e-images: the e2e suite's images for its [NodeConformance] specs and the aggregator's, in build/components/e2e-images/.
+## e2e-images: the e2e suite's images for its [NodeConformance] specs, the aggregator's and the sig-node and sig-network specs', in build/components/e2e-images/.
 e2e-images: $(E2E_IMAGE_TARS)
 ## e2e-repo-list: the KUBE_TEST_REPO_LIST file mapping the suite's registries to registry.berth.test.
 e2e-repo-list: $(E2E_REPO_LIST)
@@ -768,8 +768,10 @@ $(E2E_REPO_LIST): $(filter-out %_test.go,$(wildcard image/oci/e2erepo/*.go image
 	$(GO) run ./image/oci/cmd/e2erepolist -registry registry.berth.test -out $@
 
 ## test-e2e-images: checks each e2e image tarball (name, upstream entrypoint, architecture, ELF machines)
-## against the list e2e.test prints, that the repo-list file leaves no image outside registry.berth.test,
-## and that make conformance's by-name patterns (the subset, the skip list) select exactly what they name in e2e.test's own dry run.
+## against the list e2e.test prints, runs in each (unpacked and chrooted into, as root) the commands the suite
+## runs in it (image/oci/imagespec/testdata/e2e-commands.yaml), checks that the repo-list file leaves no image
+## outside registry.berth.test, and that make conformance's by-name patterns (the subset, the skip list)
+## select exactly what they name in e2e.test's own dry run.
 test-e2e-images: e2e e2e-images e2e-repo-list
 	BERTH_E2E_DIR=$(E2E_DIR) BERTH_E2E_IMAGES_DIR=$(E2E_IMAGES_DIR) BERTH_E2E_REPO_LIST=$(E2E_REPO_LIST) \
 	  BERTH_E2E_IMAGE_REFS='$(E2E_IMAGE_REFS)' BERTH_ARCH=$(ARCH) \
