@@ -590,7 +590,7 @@ $(E2E_NGINX_ROOT)/.built: | $(ARCH_BUILD)/.e2e-deps-stamp
 # agnhost, nonewprivs' nnp and regression-issue-74839, from the e2e tools
 # module, for the node's ARCH; after kubelet's build (order only), whose
 # packages agnhost shares.
-$(E2E_BIN_DIR)/.built: components/e2e/go.mod components/e2e/go.sum | $(KUBELET_DIR)/.built
+$(E2E_BIN_DIR)/.built: components/e2e/go.mod components/e2e/go.sum components/e2e/tools.go | $(KUBELET_DIR)/.built
 	@grep -Eq '^(require )?[[:space:]]*k8s.io/kubernetes $(KUBE_VERSION)$$' components/e2e/go.mod || \
 	  { echo "e2e-bin: components/e2e/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION)"; exit 1; }
 	@rm -rf $(E2E_BIN_DIR).tmp && mkdir -p $(E2E_BIN_DIR).tmp
