@@ -91,13 +91,15 @@ type e2eBackground struct {
 }
 
 // e2eVars are the names a row may use: the test's HTTP server on
-// 127.0.0.1 (which answers every path with HTTP_BODY), its UDP server's
+// 127.0.0.1 (which answers every path with HTTP_BODY), a TCP listener on
+// [::1] (ss -46, as the suite runs it, lists IPv6 sockets only), its UDP
+// server's
 // port on 127.0.0.1, a free UDP port for a client's source port, and the
-// process standing for the node's PID 1 in host-exec rows, the test
-// itself (the builder's own PID 1 may be out of reach, a container's
+// process standing for the node's PID 1 in host-exec rows, one the test
+// starts (the builder's own PID 1 may be out of reach, a container's
 // init in another user namespace), with its mount namespace (readlink
 // /proc/PID/ns/mnt).
-var e2eVars = []string{"HTTP", "HTTP_PORT", "HTTP_BODY", "UDP_PORT", "UDP_SRC_PORT", "NODE_PID", "NODE_MNTNS"}
+var e2eVars = []string{"HTTP", "HTTP_PORT", "HTTP_BODY", "LISTEN6_PORT", "UDP_PORT", "UDP_SRC_PORT", "NODE_PID", "NODE_MNTNS"}
 
 func loadE2ECommands(t *testing.T) []e2eCommand {
 	t.Helper()
@@ -160,7 +162,7 @@ func (r e2eCommand) text() string {
 
 // e2eVarRef is ${NAME}; a shell's other $ forms ($(...), $?, $2) are
 // left to the shell.
-var e2eVarRef = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
+var e2eVarRef = regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*)\}`)
 
 // expandE2E replaces ${NAME} by vars[NAME] (by "" when vars is nil, to
 // check a pattern compiles), quoted for a regexp when quote is set.
@@ -258,13 +260,31 @@ func e2eServers(t *testing.T) map[string]string {
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	pid := strconv.Itoa(os.Getpid())
+	// The node's PID 1 stands in a process of the builder's own: not the
+	// test's, whose main thread may be the one a row's namespaces were
+	// made on.
+	node := exec.Command("sleep", "3600")
+	if err := node.Start(); err != nil {
+		t.Fatalf("starting the process standing for the node's PID 1: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = node.Process.Kill()
+		_ = node.Wait()
+	})
+	pid := strconv.Itoa(node.Process.Pid)
 	mntns, err := os.Readlink("/proc/" + pid + "/ns/mnt")
 	if err != nil {
-		t.Fatalf("reading the test's mount namespace: %v", err)
+		t.Fatalf("reading the mount namespace of the process standing for the node's PID 1: %v", err)
 	}
+	l6, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Fatalf("listening on [::1] (the builder needs IPv6 loopback for the ss row): %v", err)
+	}
+	t.Cleanup(func() { _ = l6.Close() })
 	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return map[string]string{"HTTP": l.Addr().String(), "HTTP_PORT": port, "HTTP_BODY": body, "NODE_PID": pid, "NODE_MNTNS": mntns}
+	_, port6, _ := net.SplitHostPort(l6.Addr().String())
+	return map[string]string{"HTTP": l.Addr().String(), "HTTP_PORT": port, "HTTP_BODY": body, "LISTEN6_PORT": port6,
+		"NODE_PID": pid, "NODE_MNTNS": mntns}
 }
 
 // unpackImage writes the image's one layer into a directory as a
@@ -349,7 +369,7 @@ func runE2ECommand(t *testing.T, img builtImage, root string, r e2eCommand, base
 			t.Fatal(err)
 		}
 	}
-	err := inNamespaces(r.Netns, r.HostProc, root, func() error { return runE2ERow(img, root, r, vars, udp) })
+	err := inNamespaces(r, root, func() error { return runE2ERow(img, root, r, vars, udp) })
 	if err != nil {
 		t.Errorf("%s (from %s): %v", describeRow(r), r.Source, err)
 	}
@@ -571,13 +591,14 @@ func imageCommand(ctx context.Context, img builtImage, root string, argv, env []
 	return cmd, nil
 }
 
-// inNamespaces runs f on a thread of its own in a new network namespace
-// with lo up (netns) and a new mount namespace with the builder's /proc
-// at root/rootfs/proc (hostProc): what f starts or dials there is in
-// them. The thread is never handed back to the runtime, so it ends with
-// f and no other goroutine runs in its namespaces.
-func inNamespaces(netns, hostProc bool, root string, f func() error) error {
-	if !netns && !hostProc {
+// inNamespaces runs f on a thread of its own in the namespaces the row
+// asks for: a new network namespace with lo up (Netns), and a new mount
+// namespace with the builder's /proc at root/rootfs/proc (HostProc). What f starts or dials there is in them.
+// The thread is never handed back to the runtime, so it ends with f and
+// no other goroutine runs in its namespaces.
+func inNamespaces(r e2eCommand, root string, f func() error) error {
+	netns, mounts := r.Netns, r.HostProc
+	if !netns && !mounts {
 		return f()
 	}
 	errc := make(chan error, 1)
@@ -588,7 +609,7 @@ func inNamespaces(netns, hostProc bool, root string, f func() error) error {
 			if netns {
 				flags |= unix.CLONE_NEWNET
 			}
-			if hostProc {
+			if mounts {
 				flags |= unix.CLONE_NEWNS
 			}
 			if err := unix.Unshare(flags); err != nil {
@@ -599,7 +620,7 @@ func inNamespaces(netns, hostProc bool, root string, f func() error) error {
 					return err
 				}
 			}
-			if hostProc {
+			if mounts {
 				if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 					return fmt.Errorf("making / private in the test's mount namespace: %w", err)
 				}
