@@ -548,16 +548,17 @@ E2E_IMAGE_REFS  := $(E2E_PROMOTER)/agnhost:2.59 $(E2E_PROMOTER)/agnhost:2.55 $(E
   $(E2E_PROMOTER)/nginx:1.14-4 $(E2E_PROMOTER)/nginx:1.15-4 registry.k8s.io/pause:3.10.1 \
   $(E2E_PROMOTER)/nonroot:1.4 $(E2E_PROMOTER)/nonewprivs:1.3 $(E2E_PROMOTER)/kitten:1.7 \
   $(E2E_PROMOTER)/nautilus:1.7 $(E2E_PROMOTER)/ipc-utils:1.3 $(E2E_PROMOTER)/jessie-dnsutils:1.7 \
-  $(E2E_PROMOTER)/sample-apiserver:1.29.2 registry.k8s.io/etcd:3.6.6-0
+  $(E2E_PROMOTER)/sample-apiserver:1.29.2 registry.k8s.io/etcd:3.6.6-0 \
+  $(E2E_PROMOTER)/regression-issue-74839:1.4 registry.k8s.io/build-image/distroless-iptables:v0.8.9
 # Each reference's tarball: REPO-TAG.tar (agnhost-2.59.tar).
 E2E_IMAGE_TARS  := $(foreach r,$(E2E_IMAGE_REFS),$(E2E_IMAGES_DIR)/$(subst :,-,$(notdir $(r))).tar)
 # The Debian packages whose programs the specs copy from this host (nginx
 # is unpacked instead: see e2e-nginx).
 E2E_APT_PKGS    := busybox-static bash curl bind9-dnsutils bind9-host netcat-openbsd iproute2 iperf util-linux \
-  libpcre2-8-0 libssl3 zlib1g libcrypt1
+  libpcre2-8-0 libssl3 zlib1g libcrypt1 dash coreutils grep iptables ipset nftables kmod
 
 .PHONY: e2e-images e2e-deps e2e-nginx e2e-repo-list test-e2e-images
-## e2e-images: the e2e suite's images for its [NodeConformance] specs and the aggregator's, in build/components/e2e-images/.
+## e2e-images: the e2e suite's images for its [NodeConformance] specs, the aggregator's and the sig-node and sig-network specs', in build/components/e2e-images/.
 e2e-images: $(E2E_IMAGE_TARS)
 ## e2e-repo-list: the KUBE_TEST_REPO_LIST file mapping the suite's registries to registry.berth.test.
 e2e-repo-list: $(E2E_REPO_LIST)
@@ -586,19 +587,22 @@ $(E2E_NGINX_ROOT)/.built: | $(ARCH_BUILD)/.e2e-deps-stamp
 	@ls $(E2E_NGINX_ROOT).tmp/.debs > $(E2E_NGINX_ROOT).tmp/.packages && rm -rf $(E2E_NGINX_ROOT).tmp/.debs
 	@rm -rf $(E2E_NGINX_ROOT) && mv $(E2E_NGINX_ROOT).tmp $(E2E_NGINX_ROOT) && touch $@
 
-# agnhost and nonewprivs' nnp, from the e2e tools module, for the node's
-# ARCH; after kubelet's build (order only), whose packages agnhost shares.
-$(E2E_BIN_DIR)/.built: components/e2e/go.mod components/e2e/go.sum | $(KUBELET_DIR)/.built
+# agnhost, nonewprivs' nnp and regression-issue-74839, from the e2e tools
+# module, for the node's ARCH; after kubelet's build (order only), whose
+# packages agnhost shares.
+$(E2E_BIN_DIR)/.built: components/e2e/go.mod components/e2e/go.sum components/e2e/tools.go | $(KUBELET_DIR)/.built
 	@grep -Eq '^(require )?[[:space:]]*k8s.io/kubernetes $(KUBE_VERSION)$$' components/e2e/go.mod || \
 	  { echo "e2e-bin: components/e2e/go.mod does not require k8s.io/kubernetes $(KUBE_VERSION)"; exit 1; }
 	@rm -rf $(E2E_BIN_DIR).tmp && mkdir -p $(E2E_BIN_DIR).tmp
 	cd components/e2e && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags "-s -w -X 'main.Version=$(E2E_AGNHOST_VERSION)'" \
 	  -o $(E2E_BIN_DIR).tmp/agnhost k8s.io/kubernetes/test/images/agnhost && \
-	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_BIN_DIR).tmp/nnp k8s.io/kubernetes/test/images/nonewprivs
+	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_BIN_DIR).tmp/nnp k8s.io/kubernetes/test/images/nonewprivs && \
+	  CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath -ldflags '-s -w' -o $(E2E_BIN_DIR).tmp/regression-issue-74839 \
+	  k8s.io/kubernetes/test/images/regression-issue-74839
 ifeq ($(ARCH),amd64)
 	@$(E2E_BIN_DIR).tmp/agnhost --version 2>&1 | grep '$(E2E_AGNHOST_VERSION)' >/dev/null || { echo "e2e-bin: agnhost --version is not $(E2E_AGNHOST_VERSION)"; exit 1; }
 else
-	@$(call CHECK_CROSS,e2e-bin,$(E2E_BIN_DIR).tmp/agnhost $(E2E_BIN_DIR).tmp/nnp)
+	@$(call CHECK_CROSS,e2e-bin,$(E2E_BIN_DIR).tmp/agnhost $(E2E_BIN_DIR).tmp/nnp $(E2E_BIN_DIR).tmp/regression-issue-74839)
 endif
 	@rm -rf $(E2E_BIN_DIR) && mv $(E2E_BIN_DIR).tmp $(E2E_BIN_DIR) && touch $@
 
@@ -651,6 +655,29 @@ else
 endif
 	@rm -rf $(E2E_ETCD_DIR) && mv $(E2E_ETCD_DIR).tmp $(E2E_ETCD_DIR) && touch $@
 
+# agnhost's /coredns: the cluster's CoreDNS (COREDNS_VERSION, its tools
+# module) with the hosts plugin added, which the suite's Corefile for it
+# names (components/coredns/e2e/main.go says why not upstream's 1.6.2
+# release); after the cluster's build (order only), whose packages it
+# shares.
+E2E_COREDNS_DIR := $(ARCH_COMPONENTS_DIR)/e2e-coredns-$(COREDNS_VERSION)
+.PHONY: e2e-coredns
+e2e-coredns: $(E2E_COREDNS_DIR)/.built
+$(E2E_COREDNS_DIR)/.built: components/coredns/go.mod components/coredns/go.sum components/coredns/e2e/main.go | $(COREDNS_DIR)/.built
+	@rm -rf $(E2E_COREDNS_DIR).tmp && mkdir -p $(E2E_COREDNS_DIR).tmp
+	cd components/coredns && CGO_ENABLED=0 $(GO_CROSS)$(NICE) $(GO) build -trimpath \
+	  -ldflags '-s -w -X github.com/coredns/coredns/coremain.GitCommit=$(COREDNS_VERSION)' \
+	  -o $(E2E_COREDNS_DIR).tmp/coredns ./e2e
+	@if readelf -l $(E2E_COREDNS_DIR).tmp/coredns | grep INTERP >/dev/null; then echo "e2e-coredns: coredns is not statically linked"; exit 1; fi
+ifeq ($(ARCH),amd64)
+	@$(E2E_COREDNS_DIR).tmp/coredns -plugins | grep -x 'hosts' >/dev/null || { echo "e2e-coredns: -plugins lists no hosts"; exit 1; }
+else
+	@$(call CHECK_CROSS,e2e-coredns,$(E2E_COREDNS_DIR).tmp/coredns)
+endif
+	@$(GO) version -m $(E2E_COREDNS_DIR).tmp/coredns | grep -P '^\tdep\tgithub.com/coredns/coredns\t$(COREDNS_VERSION)\t' >/dev/null || \
+	  { echo "e2e-coredns: not built from github.com/coredns/coredns $(COREDNS_VERSION)"; exit 1; }
+	@rm -rf $(E2E_COREDNS_DIR) && mv $(E2E_COREDNS_DIR).tmp $(E2E_COREDNS_DIR) && touch $@
+
 # The busybox image's busybox: upstream BusyBox, the version of the Docker
 # library image the suite's busybox is FROM (busybox:1.37.0), built static
 # from busybox's defconfig as that image is (tc left out: it needs CBQ
@@ -701,10 +728,13 @@ E2E_MKOCI = @mkdir -p $(E2E_IMAGES_DIR) && $(GO) run ./image/oci/cmd/mkoci -spec
   -var KUBE_VERSION=$(KUBE_VERSION) -var E2E_BIN_DIR=$(E2E_BIN_DIR) -var E2E_NGINX_ROOT=$(E2E_NGINX_ROOT) $(2)$(MKOCI_ARCH)$(if $(SYSROOT), -sysroot $(SYSROOT)) -out $@
 E2E_SPEC_DEPS = $(MKOCI_SRCS) $(ARCH_BUILD)/.e2e-deps-stamp
 
-# agnhost's fake registry serves the suite's pause image as pause:testing.
+# agnhost's fake registry serves the suite's pause image as pause:testing;
+# its busybox is the busybox image's (Alpine's is upstream's 1.37.0), its
+# /coredns e2e-coredns.
 $(E2E_IMAGES_DIR)/agnhost-%.tar: image/oci/images/e2e/agnhost.yaml $(E2E_BIN_DIR)/.built $(wildcard image/oci/images/e2e/files/localhost.*) \
-  $(E2E_IMAGES_DIR)/pause-3.10.1.tar $(E2E_SPEC_DEPS)
-	$(call E2E_MKOCI,agnhost,-var AGNHOST_TAG=$* -var PAUSE_TARBALL=$(E2E_IMAGES_DIR)/pause-3.10.1.tar)
+  $(E2E_IMAGES_DIR)/pause-3.10.1.tar $(E2E_BUSYBOX_DIR)/.built $(E2E_COREDNS_DIR)/.built $(E2E_SPEC_DEPS)
+	$(call E2E_MKOCI,agnhost,-var AGNHOST_TAG=$* -var PAUSE_TARBALL=$(E2E_IMAGES_DIR)/pause-3.10.1.tar \
+	  -var E2E_BUSYBOX=$(E2E_BUSYBOX_DIR)/busybox -var E2E_COREDNS_DIR=$(E2E_COREDNS_DIR))
 $(E2E_IMAGES_DIR)/nginx-%.tar: image/oci/images/e2e/nginx.yaml $(E2E_NGINX_ROOT)/.built $(E2E_SPEC_DEPS)
 	$(call E2E_MKOCI,nginx,-var NGINX_TAG=$*)
 $(E2E_IMAGES_DIR)/kitten-%.tar: image/oci/images/e2e/webserver.yaml $(E2E_BIN_DIR)/.built $(wildcard image/oci/images/e2e/files/kitten.*) $(E2E_SPEC_DEPS)
@@ -724,6 +754,10 @@ $(E2E_IMAGES_DIR)/ipc-utils-1.3.tar: image/oci/images/e2e/ipc-utils.yaml $(E2E_S
 	$(call E2E_MKOCI,ipc-utils)
 $(E2E_IMAGES_DIR)/jessie-dnsutils-1.7.tar: image/oci/images/e2e/jessie-dnsutils.yaml $(E2E_SPEC_DEPS)
 	$(call E2E_MKOCI,jessie-dnsutils)
+$(E2E_IMAGES_DIR)/regression-issue-74839-1.4.tar: image/oci/images/e2e/regression-issue-74839.yaml $(E2E_BIN_DIR)/.built $(E2E_SPEC_DEPS)
+	$(call E2E_MKOCI,regression-issue-74839)
+$(E2E_IMAGES_DIR)/distroless-iptables-v0.8.9.tar: image/oci/images/e2e/distroless-iptables.yaml $(E2E_SPEC_DEPS)
+	$(call E2E_MKOCI,distroless-iptables)
 
 $(E2E_IMAGES_DIR)/sample-apiserver-1.29.2.tar: image/oci/images/e2e/sample-apiserver.yaml $(E2E_SAMPLE_APISERVER_DIR)/.built $(MKOCI_SRCS)
 	$(call E2E_MKOCI,sample-apiserver,-var E2E_SAMPLE_APISERVER_DIR=$(E2E_SAMPLE_APISERVER_DIR))
@@ -734,8 +768,10 @@ $(E2E_REPO_LIST): $(filter-out %_test.go,$(wildcard image/oci/e2erepo/*.go image
 	$(GO) run ./image/oci/cmd/e2erepolist -registry registry.berth.test -out $@
 
 ## test-e2e-images: checks each e2e image tarball (name, upstream entrypoint, architecture, ELF machines)
-## against the list e2e.test prints, that the repo-list file leaves no image outside registry.berth.test,
-## and that make conformance's by-name patterns (the subset, the skip list) select exactly what they name in e2e.test's own dry run.
+## against the list e2e.test prints, runs in each (unpacked and chrooted into, as root) the commands the suite
+## runs in it (image/oci/imagespec/testdata/e2e-commands.yaml), checks that the repo-list file leaves no image
+## outside registry.berth.test, and that make conformance's by-name patterns (the subset, the skip list)
+## select exactly what they name in e2e.test's own dry run.
 test-e2e-images: e2e e2e-images e2e-repo-list
 	BERTH_E2E_DIR=$(E2E_DIR) BERTH_E2E_IMAGES_DIR=$(E2E_IMAGES_DIR) BERTH_E2E_REPO_LIST=$(E2E_REPO_LIST) \
 	  BERTH_E2E_IMAGE_REFS='$(E2E_IMAGE_REFS)' BERTH_ARCH=$(ARCH) \

@@ -5,8 +5,9 @@
 // (components/kube), so the conformance specs test the kubelet berth ships.
 // components.mk builds e2e.test with `go test -c k8s.io/kubernetes/test/e2e`:
 // its suites are imported by e2e_test.go, a test file, whose imports go mod
-// tidy does not follow in a dependency, so they are listed here. agnhost
-// and nonewprivs' nnp are the e2e images' programs. A separate module from
+// tidy does not follow in a dependency, so they are listed here. agnhost,
+// nonewprivs' nnp and regression-issue-74839 are the e2e images' programs
+// (components.mk rebuilds them when this list changes). A separate module from
 // components/kube: adding the suite's requirements there would change
 // go.mod and rebuild the cached kubelet and control plane. k8s.io/kubernetes
 // replaces its staging modules with local paths, so every staging module is
@@ -50,5 +51,6 @@ import (
 	_ "k8s.io/kubernetes/test/fixtures"
 	_ "k8s.io/kubernetes/test/images/agnhost"
 	_ "k8s.io/kubernetes/test/images/nonewprivs"
+	_ "k8s.io/kubernetes/test/images/regression-issue-74839"
 	_ "k8s.io/kubernetes/test/utils/format"
 )

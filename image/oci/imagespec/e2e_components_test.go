@@ -96,8 +96,8 @@ func upstreamRun() map[string]upstreamImage {
 	return map[string]upstreamImage{
 		"agnhost": {[]string{"/agnhost"}, []string{"pause"}, "",
 			[]string{"/agnhost-2", "/localhost.crt", "/localhost.key", "/bin/sh", "/bin/bash", "/usr/bin/curl",
-				"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/nc", "/sbin/ip", "/usr/bin/iperf", "/usr/local/bin/iperf",
-				"/var/registry/pause/manifests/testing"}, ""},
+				"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/nc", "/sbin/ip", "/usr/bin/ss", "/usr/bin/iperf", "/usr/local/bin/iperf",
+				"/coredns", "/bin/nsenter", "/bin/wget", "/var/registry/pause/manifests/testing"}, ""},
 		"busybox":         {nil, []string{"sh"}, "", []string{"/bin/sh", "/bin/ls", "/bin/wget", "/bin/nslookup", "/bin/sleep", "/bin/cat"}, ""},
 		"nginx":           {[]string{"/docker-entrypoint.sh"}, []string{"nginx", "-g", "daemon off;"}, "", []string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/bin/sh"}, ""},
 		"pause":           {[]string{"/pause"}, nil, "65535:65535", nil, ""},
@@ -111,6 +111,13 @@ func upstreamRun() map[string]upstreamImage {
 		// cluster/images/etcd on distroless/static, whose user is 0).
 		"sample-apiserver": {[]string{"/sample-apiserver"}, nil, "", []string{"/bin/sh"}, ""},
 		"etcd":             {nil, nil, "0", []string{"/usr/local/bin/etcdctl", "/usr/local/bin/etcdutl"}, "/usr/local/bin/etcd"},
+		// test/images/regression-issue-74839 on debian-base.
+		"regression-issue-74839": {[]string{"/regression-issue-74839"}, nil, "", []string{"/bin/sh"}, ""},
+		// kubernetes/release's distroless-iptables: FROM scratch, so no
+		// program and no user; the KubeProxy spec's pod runs sleep 600.
+		"distroless-iptables": {nil, nil, "", []string{"/bin/sh", "/bin/cat", "/bin/grep", "/usr/sbin/iptables",
+			"/usr/sbin/iptables-save", "/usr/sbin/iptables-restore", "/usr/sbin/ip6tables", "/usr/sbin/iptables-legacy",
+			"/usr/sbin/ipset", "/usr/sbin/nft", "/sbin/modprobe"}, "/bin/sleep"},
 	}
 }
 
