@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/berth-node/berth/update/agent"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -263,6 +264,7 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	if id, err := os.ReadFile(bootIDPath); err == nil {
 		b.rep.BootID = strings.TrimSpace(string(id))
 	}
+	upd := b.updateOptions(b.log.With("phase", "update"))
 	b.node.releaseInputs()
 	// Boot's garbage (user data, rendered files, image import buffers,
 	// JSON) is dead by now; hand its pages back to the kernel at once
@@ -321,9 +323,16 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 		b.goSafe(dlog, "debugshell", func() { debugShell(sctx, dlog, b.reaper, b.cfg.DebugShell) })
 	}
 	if fatal != nil {
+		// A version on trial that cannot boot is rolled back now,
+		// whatever berth.onfail says: the previous one can.
+		if upd != nil && agent.FailTrial(ctx, *upd, fatal.Error()) {
+			b.onFail(ctx, cmdline.OnFail{Action: cmdline.Reboot, Delay: trialFailDelay})
+			return
+		}
 		b.onFail(ctx, b.cfg.OnFail)
 		return
 	}
+	b.startUpdates(ctx, upd)
 	if len(b.cfg.Exec) > 0 && b.reaper != nil {
 		hlog := b.log.With("phase", "hooks")
 		b.goSafe(hlog, "hooks", func() { runHooks(ctx, hlog, b.reaper, b.console, b.cfg.Exec) })
