@@ -129,7 +129,7 @@ TEST_JOBS ?= 2
 test-build: deps
 	+$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=line test-build-all
 test-build-all: test-build-amd64 test-build-arm64
-test-build-amd64: image-test etcd cluster-images pause-images $(TEST_COMPONENTS)
+test-build-amd64: image-test update-test-images etcd cluster-images pause-images $(TEST_COMPONENTS)
 test-build-arm64: kube etcd
 	+$(ARM64_TEST_BUILD)
 # The e2e suite and its images (test-conformance's), at nice 19 as the
@@ -258,6 +258,21 @@ publish:
 image-test: build kernel sysroot node-components
 	$(MKIMAGE) -variant test -out $(ARCH_BUILD)/image-test
 
+## update-test-images: the releases TestUpdate publishes in its update
+## repository, built from the test image's inputs with release versions:
+## build/update-test/1.0.1/ (a good one) and build/update-test/1.0.2/ (its
+## kubelet is ctr under kubelet's name: it boots, but kubelet never starts,
+## so its trial must fail). Made before test-qemu, with image-test.
+UPDATE_TEST_DIR := $(ARCH_BUILD)/update-test
+.PHONY: update-test-images
+update-test-images: $(UPDATE_TEST_DIR)/1.0.1/manifest.json $(UPDATE_TEST_DIR)/1.0.2/manifest.json
+$(UPDATE_TEST_DIR)/1.0.1/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
+	$(MKIMAGE) -variant test -version 1.0.1 -out $(UPDATE_TEST_DIR)/1.0.1
+$(UPDATE_TEST_DIR)/1.0.2/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
+	@rm -rf $(UPDATE_TEST_DIR)/node-broken && mkdir -p $(UPDATE_TEST_DIR) && cp -a $(NODE_COMPONENTS_DIR)/. $(UPDATE_TEST_DIR)/node-broken/
+	@rm -f $(UPDATE_TEST_DIR)/node-broken/kubelet && cp $(NODE_COMPONENTS_DIR)/ctr $(UPDATE_TEST_DIR)/node-broken/kubelet
+	$(MKIMAGE) -variant test -version 1.0.2 -var NODE_COMPONENTS=$(UPDATE_TEST_DIR)/node-broken -out $(UPDATE_TEST_DIR)/1.0.2
+
 # TEST_COMPONENTS_DIR is the components directory (BERTH_COMPONENTS_DIR)
 # that test-qemu, test-qemu-arm64, demo, bench and soak give a node
 # joining the host's cluster: the host's control plane and etcd, with the
@@ -295,7 +310,7 @@ QEMU_LAST ?= ^TestCluster$$
 ## once more (tools/qemu-suite.sh); both runs are printed, the second's
 ## logs end in .again. ARCH=arm64: build/arm64/image-test
 ## with the arm64 node images (TEST_COMPONENTS_DIR), under qemu-system-aarch64.
-TEST_QEMU_DEPS := image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
+TEST_QEMU_DEPS := image-test update-test-images etcd test-components-node test-components-images $(TEST_COMPONENTS)
 test-qemu: $(TEST_QEMU_DEPS)
 	@BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
 	  tools/qemu-suite.sh test-qemu $(ARCH_BUILD)/qemu-tests.log $(ARCH_BUILD)/qemu-logs $(QEMU_TEST_TIMEOUT) '' '$(QEMU_LAST)'
