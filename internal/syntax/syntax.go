@@ -364,8 +364,9 @@ const MaxURL = 2048
 
 // HTTPURL checks a base URL berth fetches from (an update repository): an
 // http:// or https:// URL with a host, no credentials (they would be
-// shown wherever the URL is), no query or fragment (a base URL gets paths
-// appended), no control characters or spaces, at most MaxURL bytes.
+// shown wherever the URL is; the error quotes the URL with its password
+// redacted), no query or fragment (a base URL gets paths appended), no
+// control characters or spaces, at most MaxURL bytes.
 func HTTPURL(s string) error {
 	if len(s) > MaxURL {
 		return fmt.Errorf("%q is not a URL berth takes: %d bytes, at most %d", s, len(s), MaxURL)
@@ -387,7 +388,8 @@ func HTTPURL(s string) error {
 	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
 		return fmt.Errorf("%q: no host", s)
 	case u.User != nil:
-		return fmt.Errorf("%q: credentials do not belong in the URL", s)
+		// The one error that does not quote the value: it holds a secret.
+		return fmt.Errorf("%q: credentials do not belong in the URL", u.Redacted())
 	case u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#"):
 		return fmt.Errorf("%q: a query or fragment is not allowed in a base URL", s)
 	}
