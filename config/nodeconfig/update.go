@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/internal/syntax"
-	"github.com/berth-node/berth/update/trial"
 )
 
 // berth's annotations for in-place updates (package update/repo's
@@ -44,9 +43,23 @@ func UpdateAnnotations() []string {
 	return []string{UpdateRepositoryAnnotation, UpdateTargetsURLAnnotation, UpdateTrialSoakAnnotation, UpdateTrialReadyDeadlineAnnotation}
 }
 
+// The trial timings' defaults and bounds: update/trial's (Default*,
+// Config.Validate), which config/ may not import (update/ is a layer
+// above); a test holds the two to the same values.
+const (
+	DefaultTrialSoak          = 3 * time.Minute
+	MinTrialSoak              = time.Second
+	MaxTrialSoak              = time.Hour
+	DefaultTrialReadyDeadline = 10 * time.Minute
+	MinTrialReadyDeadline     = 10 * time.Second
+	MaxTrialReadyDeadline     = 2 * time.Hour
+)
+
 // UpdateSettings are what user data says about in-place updates; a zero
 // field was not set: the image's default repository, the repository's own
-// targets/, update/trial's default timings.
+// targets/, update/trial's default timings (trial.Config takes a zero
+// field as its default, so the caller passes Soak and ReadyDeadline as
+// they are).
 type UpdateSettings struct {
 	// Repository and TargetsURL are http or https URLs
 	// (syntax.HTTPURL).
@@ -54,12 +67,6 @@ type UpdateSettings struct {
 	// Soak and ReadyDeadline are a trial's timings, within
 	// trial.Config.Validate's bounds.
 	Soak, ReadyDeadline time.Duration
-}
-
-// Trial is the trial boot's configuration: the settings' timings, the
-// defaults for those not set.
-func (u UpdateSettings) Trial() trial.Config {
-	return trial.Config{Soak: u.Soak, ReadyDeadline: u.ReadyDeadline}.WithDefaults()
 }
 
 // UpdateSettingsOf reads the update annotations of a NodeConfig. Errors
@@ -92,31 +99,27 @@ func updateFrom(ann map[string]string) (UpdateSettings, error) {
 		*f.to = v
 	}
 	for _, f := range []struct {
-		key string
-		to  *time.Duration
-		cfg func(time.Duration) trial.Config
-		def time.Duration
+		key           string
+		to            *time.Duration
+		def, min, max time.Duration
 	}{
-		{UpdateTrialSoakAnnotation, &u.Soak, func(d time.Duration) trial.Config { return trial.Config{Soak: d} }, trial.DefaultSoak},
-		{UpdateTrialReadyDeadlineAnnotation, &u.ReadyDeadline, func(d time.Duration) trial.Config { return trial.Config{ReadyDeadline: d} }, trial.DefaultReadyDeadline},
+		{UpdateTrialSoakAnnotation, &u.Soak, DefaultTrialSoak, MinTrialSoak, MaxTrialSoak},
+		{UpdateTrialReadyDeadlineAnnotation, &u.ReadyDeadline, DefaultTrialReadyDeadline, MinTrialReadyDeadline, MaxTrialReadyDeadline},
 	} {
 		v, ok := ann[f.key]
 		if !ok {
 			continue
 		}
 		d, err := time.ParseDuration(v)
-		if err != nil {
+		switch {
+		case err != nil:
 			bad(f.key, fmt.Errorf("%q is not a duration: want a Go duration such as 90s, 5m or 1h30m", cut(v, 64)))
 			continue
-		}
-		if d <= 0 {
+		case d <= 0:
 			bad(f.key, fmt.Errorf("%q: want a positive duration (leave the annotation out for the default, %v)", v, f.def))
 			continue
-		}
-		// update/trial owns the bounds; checked one setting at a time
-		// so that each error sits at its own annotation.
-		if err := f.cfg(d).Validate(); err != nil {
-			bad(f.key, err)
+		case d < f.min || d > f.max:
+			bad(f.key, fmt.Errorf("%q: want %v to %v (default %v)", v, f.min, f.max, f.def))
 			continue
 		}
 		*f.to = d

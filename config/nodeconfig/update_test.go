@@ -29,15 +29,9 @@ func TestUpdateSettingsOf(t *testing.T) {
 	if got != want {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
-	if tc := got.Trial(); tc.Soak != 90*time.Second || tc.ReadyDeadline != 15*time.Minute {
-		t.Errorf("trial config %+v", tc)
-	}
 	none, err := UpdateSettingsOf(withAnnotations(t, nil))
 	if err != nil || none != (UpdateSettings{}) {
 		t.Errorf("no annotations: %+v %v", none, err)
-	}
-	if tc := none.Trial(); tc.Soak != trial.DefaultSoak || tc.ReadyDeadline != trial.DefaultReadyDeadline {
-		t.Errorf("no annotations: trial config %+v, want update/trial's defaults", tc)
 	}
 	if ps := ValidateDocument("user-data", cfg); slices.ContainsFunc(ps, func(p Problem) bool { return strings.Contains(p.Path, "berth.dev/update") }) {
 		t.Errorf("good update annotations have problems: %q", strs(ps))
@@ -65,9 +59,10 @@ func TestUpdateSettingsErrors(t *testing.T) {
 		{UpdateTrialSoakAnnotation, "5", s + `: "5" is not a duration: want a Go duration such as 90s`},
 		{UpdateTrialSoakAnnotation, "0s", s + `: "0s": want a positive duration (leave the annotation out for the default, 3m0s)`},
 		{UpdateTrialSoakAnnotation, "-1m", s + `: "-1m": want a positive duration`},
-		{UpdateTrialSoakAnnotation, "2h", s + `: update.trial.soak: 2h0m0s: want 1s to 1h`},
-		{UpdateTrialReadyDeadlineAnnotation, "5s", d + `: update.trial.readyDeadline: 5s: want 10s to 2h`},
-		{UpdateTrialReadyDeadlineAnnotation, "3h", d + `: update.trial.readyDeadline: 3h0m0s: want 10s to 2h`},
+		{UpdateTrialSoakAnnotation, "2h", s + `: "2h": want 1s to 1h0m0s (default 3m0s)`},
+		{UpdateTrialSoakAnnotation, "500ms", s + `: "500ms": want 1s to 1h0m0s`},
+		{UpdateTrialReadyDeadlineAnnotation, "5s", d + `: "5s": want 10s to 2h0m0s (default 10m0s)`},
+		{UpdateTrialReadyDeadlineAnnotation, "3h", d + `: "3h": want 10s to 2h0m0s`},
 		{UpdateTrialReadyDeadlineAnnotation, "ten minutes", d + `: "ten minutes" is not a duration`},
 	} {
 		ann := map[string]string{tc.key: tc.value}
@@ -137,5 +132,33 @@ seed = 42
 	if BottlerocketSettings()[UpdateRepositoryAnnotation] != "settings.updates.metadata-base-url" ||
 		BottlerocketSettings()[UpdateTargetsURLAnnotation] != "settings.updates.targets-base-url" {
 		t.Error("BottlerocketSettings does not name the settings the update annotations come from")
+	}
+}
+
+// TestTrialBoundsAreUpdateTrials: nodeconfig's copy of the trial timings'
+// defaults and bounds is update/trial's: what berth check accepts, the
+// trial accepts, and the other way round.
+func TestTrialBoundsAreUpdateTrials(t *testing.T) {
+	if DefaultTrialSoak != trial.DefaultSoak || DefaultTrialReadyDeadline != trial.DefaultReadyDeadline {
+		t.Errorf("defaults %v %v, update/trial's %v %v", DefaultTrialSoak, DefaultTrialReadyDeadline, trial.DefaultSoak, trial.DefaultReadyDeadline)
+	}
+	for _, b := range []struct {
+		name     string
+		min, max time.Duration
+		cfg      func(time.Duration) trial.Config
+	}{
+		{"soak", MinTrialSoak, MaxTrialSoak, func(d time.Duration) trial.Config { return trial.Config{Soak: d} }},
+		{"ready deadline", MinTrialReadyDeadline, MaxTrialReadyDeadline, func(d time.Duration) trial.Config { return trial.Config{ReadyDeadline: d} }},
+	} {
+		for _, d := range []time.Duration{b.min, b.max} {
+			if err := b.cfg(d).Validate(); err != nil {
+				t.Errorf("%s %v: nodeconfig takes it, update/trial refuses it: %v", b.name, d, err)
+			}
+		}
+		for _, d := range []time.Duration{b.min - time.Nanosecond, b.max + time.Nanosecond} {
+			if err := b.cfg(d).Validate(); err == nil {
+				t.Errorf("%s %v: nodeconfig refuses it, update/trial takes it", b.name, d)
+			}
+		}
 	}
 }

@@ -4,7 +4,7 @@
 // the image's architecture and version, signed with the TUF keys `make
 // keys` keeps in KEYS_DIR/update. A repository directory that does not
 // exist yet is started from that key set's root.json, the one images
-// built with the same keys carry (update/repo.AddImage):
+// built with the same keys carry (image/release.AddImage):
 //
 //	go run ./image/cmd/updaterepo -image build/image -keys build/keys/update -repo build/update-repo
 //	go run ./image/cmd/updaterepo -refresh -keys build/keys/update -repo build/update-repo
@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/berth-node/berth/image/release"
 	"github.com/berth-node/berth/update/repo"
 )
 
@@ -69,7 +70,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		log.Info("update repository refreshed", "repo", *dir)
 		return nil
 	}
-	rel, created, err := repo.AddImage(ctx, *dir, *keys, *image, repo.ImageOptions{Version: *version, AllowUnsigned: *unsigned}, repo.Options{})
+	rel, created, err := release.AddImage(ctx, *dir, *keys, *image, release.ImageOptions{Version: *version, AllowUnsigned: *unsigned}, repo.Options{})
 	if err != nil {
 		return err
 	}

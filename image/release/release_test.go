@@ -1,4 +1,4 @@
-package repo
+package release
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/verity"
 	mverity "github.com/berth-node/berth/mounts/verity"
+	"github.com/berth-node/berth/update/repo"
 )
 
 // fakeImage writes an image directory as mkimage -disk leaves it: a root
@@ -72,13 +73,13 @@ func fakeImage(t *testing.T, version string, blocks int, edit func(*manifest.Man
 func TestAddImage(t *testing.T) {
 	ctx := context.Background()
 	keysDir := filepath.Join(t.TempDir(), "update")
-	ks, err := SetUpKeys(keysDir, false, Options{})
+	ks, err := repo.SetUpKeys(keysDir, false, repo.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	repoDir := filepath.Join(t.TempDir(), "update-repo")
 	img := fakeImage(t, "1.2.0", 300, nil)
-	rel, created, err := AddImage(ctx, repoDir, keysDir, img, ImageOptions{Version: "1.2.0"}, Options{})
+	rel, created, err := AddImage(ctx, repoDir, keysDir, img, ImageOptions{Version: "1.2.0"}, repo.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,16 +92,16 @@ func TestAddImage(t *testing.T) {
 	// A second build goes into the same repository; the same version again
 	// is refused.
 	img2 := fakeImage(t, "1.3.0", 40, nil)
-	if _, created, err := AddImage(ctx, repoDir, keysDir, img2, ImageOptions{}, Options{}); err != nil || created {
+	if _, created, err := AddImage(ctx, repoDir, keysDir, img2, ImageOptions{}, repo.Options{}); err != nil || created {
 		t.Fatalf("second release: %v (created %v)", err, created)
 	}
-	if _, _, err := AddImage(ctx, repoDir, keysDir, img, ImageOptions{}, Options{}); !errors.Is(err, ErrReleaseExists) {
+	if _, _, err := AddImage(ctx, repoDir, keysDir, img, ImageOptions{}, repo.Options{}); !errors.Is(err, repo.ErrReleaseExists) {
 		t.Fatalf("the same release again: %v", err)
 	}
 
 	srv := httptest.NewServer(http.FileServer(http.Dir(repoDir)))
 	defer srv.Close()
-	c, err := NewClient(ClientConfig{TrustedRoot: ks.TrustedRoot, MetadataURL: srv.URL, CacheDir: t.TempDir(), Running: "1.1",
+	c, err := repo.NewClient(repo.ClientConfig{TrustedRoot: ks.TrustedRoot, MetadataURL: srv.URL, CacheDir: t.TempDir(), Running: "1.1",
 		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestAddImage(t *testing.T) {
 	if latest.Version.String() != "1.3.0" || latest.RootHash != m.Root.RootHash {
 		t.Fatalf("latest %s root hash %s, want 1.3.0 with %s", latest.Version, latest.RootHash, m.Root.RootHash)
 	}
-	for k, file := range map[Kind]string{KindUKI: "berth.efi", KindRoot: ImageRoot} {
+	for k, file := range map[repo.Kind]string{repo.KindUKI: "berth.efi", repo.KindRoot: ImageRoot} {
 		var got bytes.Buffer
 		if err := c.Fetch(ctx, latest, k, &got); err != nil {
 			t.Fatal(err)
@@ -126,7 +127,7 @@ func TestAddImage(t *testing.T) {
 		}
 		// update/apply takes a slot image of n data blocks and their tree
 		// right after, nothing else.
-		if k == KindRoot {
+		if k == repo.KindRoot {
 			if n := uint64(got.Len() / verity.BlockSize); got.Len()%verity.BlockSize != 0 || n != 40+mverity.TreeBlocks(40) {
 				t.Errorf("the root image is %d bytes, not 40 data blocks and their tree", got.Len())
 			}

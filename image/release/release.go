@@ -1,4 +1,9 @@
-package repo
+// Package release reads the release an image directory holds (what `make
+// disk` built: manifest.json, the signed UKI berth.efi, root.erofs) and
+// adds it to an update repository (package update/repo) for `make
+// update-repo`. It is host-side, beside the image builder: it checks the
+// build with the image's own verity code, which PID 1 does not link.
+package release
 
 import (
 	"bytes"
@@ -16,6 +21,7 @@ import (
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/image/verity"
 	mverity "github.com/berth-node/berth/mounts/verity"
+	"github.com/berth-node/berth/update/repo"
 )
 
 // Files of an image directory (image/cmd/mkimage -disk) a release is made
@@ -46,11 +52,11 @@ type ImageOptions struct {
 // the UKI is the one the manifest describes and carries the root hash on
 // its command line, and root.erofs hashes to that root hash with its tree
 // right after the filesystem.
-func ReleaseFromImage(dir string, opts ImageOptions) (NewRelease, error) {
+func ReleaseFromImage(dir string, opts ImageOptions) (repo.NewRelease, error) {
 	what := "reading the release in the image directory " + dir
-	fail := func(err error) (NewRelease, error) { return NewRelease{}, fmt.Errorf("%s: %w", what, err) }
+	fail := func(err error) (repo.NewRelease, error) { return repo.NewRelease{}, fmt.Errorf("%s: %w", what, err) }
 	if opts.Version != "" {
-		if _, err := ParseVersion(opts.Version); err != nil {
+		if _, err := repo.ParseVersion(opts.Version); err != nil {
 			return fail(fmt.Errorf("%w: a repository holds releases only; build and add one with `make disk update-repo VERSION=1.2.3`", err))
 		}
 	}
@@ -58,7 +64,7 @@ func ReleaseFromImage(dir string, opts ImageOptions) (NewRelease, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if _, err := ParseVersion(m.BerthVersion); err != nil {
+	if _, err := repo.ParseVersion(m.BerthVersion); err != nil {
 		return fail(fmt.Errorf("the image was built as %q, which is not a release version (%w): a repository holds releases only; build and add one with `make disk update-repo VERSION=1.2.3`", m.BerthVersion, err))
 	}
 	if opts.Version != "" && opts.Version != m.BerthVersion {
@@ -97,7 +103,7 @@ func ReleaseFromImage(dir string, opts ImageOptions) (NewRelease, error) {
 	if err := checkRootImage(rootPath, r.Size, param); err != nil {
 		return fail(err)
 	}
-	return NewRelease{Arch: arch, Version: m.BerthVersion, RootHash: r.RootHash, UKI: ukiPath, Root: rootPath}, nil
+	return repo.NewRelease{Arch: arch, Version: m.BerthVersion, RootHash: r.RootHash, UKI: ukiPath, Root: rootPath}, nil
 }
 
 // cmdlineVerity is the berth.verity= parameter of a kernel command line.
@@ -187,26 +193,26 @@ func checkRootImage(path string, fsSize int64, param mverity.Param) error {
 // keys and trusted root). A repository that does not exist yet is made
 // from the key set's trusted root (InitFrom), the one images built with
 // these keys carry; created says so.
-func AddImage(ctx context.Context, repoDir, keysDir, imageDir string, img ImageOptions, opts Options) (rel NewRelease, created bool, err error) {
+func AddImage(ctx context.Context, repoDir, keysDir, imageDir string, img ImageOptions, opts repo.Options) (rel repo.NewRelease, created bool, err error) {
 	rel, err = ReleaseFromImage(imageDir, img)
 	if err != nil {
 		return rel, false, err
 	}
-	keys, err := LoadKeys(keysDir)
+	keys, err := repo.LoadKeys(keysDir)
 	if err != nil {
 		return rel, false, fmt.Errorf("loading the repository keys (make keys makes them): %w", err)
 	}
 	if _, err := os.Lstat(filepath.Join(repoDir, "root.json")); errors.Is(err, fs.ErrNotExist) {
-		root, err := os.ReadFile(filepath.Join(keysDir, TrustedRootFile))
+		root, err := os.ReadFile(filepath.Join(keysDir, repo.TrustedRootFile))
 		if err != nil {
 			return rel, false, fmt.Errorf("reading the trusted root to start the repository from (make keys makes it): %w", err)
 		}
-		if err := InitFrom(ctx, repoDir, keys, root, opts); err != nil {
+		if err := repo.InitFrom(ctx, repoDir, keys, root, opts); err != nil {
 			return rel, false, err
 		}
 		created = true
 	} else if err != nil {
 		return rel, false, fmt.Errorf("the repository in %s: %w", repoDir, err)
 	}
-	return rel, created, Add(ctx, repoDir, keys, rel, opts)
+	return rel, created, repo.Add(ctx, repoDir, keys, rel, opts)
 }
