@@ -32,8 +32,8 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// DefaultTimeout is the per-request timeout when Options.Timeout is 0.
-const DefaultTimeout = 15 * time.Second
+// defaultTimeout is the per-request timeout when Options.Timeout is 0.
+const defaultTimeout = 15 * time.Second
 
 // maxResponse bounds an API server response body; a Node is a few KiB.
 const maxResponse = 4 << 20
@@ -79,7 +79,7 @@ func New(o Options) (*Client, error) {
 	}
 	c := &Client{path: o.Kubeconfig, node: o.NodeName, timeout: o.Timeout, log: o.Log}
 	if c.timeout <= 0 {
-		c.timeout = DefaultTimeout
+		c.timeout = defaultTimeout
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -140,6 +140,9 @@ func (c *Client) current() (*conn, error) {
 	}
 	c.cn = cn
 	c.log.Debug("kubeconfig loaded", "path", c.path, "server", rc.server.String(), "credentials", rc.authDescription())
+	if rc.insecure {
+		c.log.Warn("kubeconfig skips verifying the API server's certificate (insecure-skip-tls-verify)", "path", c.path, "cluster", rc.clusterName)
+	}
 	return cn, nil
 }
 
@@ -191,7 +194,7 @@ func newConn(rc *restConfig, log *slog.Logger) (*conn, error) {
 		cn.dataCert = &cert
 	}
 	if rc.exec != nil {
-		cn.exec = &execPlugin{cfg: rc.exec, who: who, log: log, now: time.Now}
+		cn.exec = &execPlugin{cfg: rc.exec, who: who, log: log}
 		if rc.exec.ProvideClusterInfo {
 			cn.exec.cluster = &rc.execCluster
 		}

@@ -100,7 +100,6 @@ type execPlugin struct {
 	cluster *execCluster // nil unless provideClusterInfo
 	who     string
 	log     *slog.Logger
-	now     func() time.Time
 
 	mu    sync.Mutex
 	have  bool
@@ -122,7 +121,7 @@ const maxPluginOutput = 1 << 20
 func (p *execPlugin) credentials(ctx context.Context) (token string, cert *tls.Certificate, certChanged bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.have && (p.exp.IsZero() || p.now().Before(p.exp.Add(-execRefreshMargin))) {
+	if p.have && (p.exp.IsZero() || time.Now().Before(p.exp.Add(-execRefreshMargin))) {
 		return p.token, p.cert, false, nil
 	}
 	tok, c, exp, err := p.run(ctx)

@@ -1,16 +1,20 @@
 package nodeobject
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -582,6 +586,72 @@ func TestNewChecksOptions(t *testing.T) {
 	} {
 		if _, err := New(o.opts); err == nil || !strings.Contains(err.Error(), o.want) {
 			t.Errorf("New(%+v): %v, want %q", o.opts, err, o.want)
+		}
+	}
+}
+
+// TestResponses: a body over 4 MiB is refused, and an error body that is
+// no Status (a proxy's page) is quoted, shortened, on one line.
+func TestResponses(t *testing.T) {
+	e := setup(t)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/huge") {
+			w.Write(bytes.Repeat([]byte(" "), maxResponse+1))
+			return
+		}
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprintf(w, "<html>\n<body>%s</body>\n</html>\n", strings.Repeat("bad gateway ", 100))
+	}))
+	defer srv.Close()
+	kc := e.kubeconfig("kubeconfig", map[string]any{"server": srv.URL, "insecure-skip-tls-verify": true}, map[string]any{"token": "t"})
+	huge, err := New(Options{Kubeconfig: kc, NodeName: "huge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := huge.Get(context.Background()); err == nil || !strings.Contains(err.Error(), "the 200 OK response is larger than 4194304 bytes") {
+		t.Errorf("Get of a huge response: %v", err)
+	}
+	gw, err := New(Options{Kubeconfig: kc, NodeName: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gw.Get(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "502 Bad Gateway: <html> <body>bad gateway bad gateway") || strings.Contains(err.Error(), "\n") || len(err.Error()) > 400 {
+		t.Errorf("Get through a failing proxy: %v", err)
+	}
+}
+
+// TestConcurrentUse shares a Client between goroutines (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	e := setup(t)
+	is := e.ca.kubeletClient(e.node)
+	e.write("client.pem", append(is.certPEM, is.keyPEM...))
+	c := e.client(e.kubeconfig("kubeconfig", e.cluster(), map[string]any{"client-certificate": "client.pem", "client-key": "client.pem"}))
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := strconv.Itoa(i)
+			if err := c.Annotate(context.Background(), map[string]*string{"berth.dev/w" + v: &v}); err != nil {
+				errs <- err
+				return
+			}
+			if _, err := c.Get(context.Background()); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	n := e.mustGet(c)
+	for i := range 8 {
+		if v := strconv.Itoa(i); n.Annotations["berth.dev/w"+v] != v {
+			t.Errorf("annotation berth.dev/w%s = %q, want %q", v, n.Annotations["berth.dev/w"+v], v)
 		}
 	}
 }
