@@ -391,6 +391,8 @@ func TestExecPlugin(t *testing.T) {
 				map[string]any{"name": "NODEOBJECT_TEST_PLUGIN", "value": mode},
 				map[string]any{"name": "PLUGIN_STATE", "value": state},
 				map[string]any{"name": "PLUGIN_EXPIRES", "value": expires},
+				// Under -race the plugin would sleep a second at exit.
+				map[string]any{"name": "GORACE", "value": "atexit_sleep_ms=0"},
 			},
 			"interactiveMode": "Never",
 		}
@@ -399,6 +401,10 @@ func TestExecPlugin(t *testing.T) {
 		}
 		opts.Kubeconfig = e.kubeconfig(fmt.Sprintf("kubeconfig%d", n), e.cluster(), map[string]any{"exec": ex})
 		opts.NodeName = e.node
+		if opts.Timeout == 0 {
+			// Each run starts this test binary, slow on a busy host.
+			opts.Timeout = 2 * time.Minute
+		}
 		c, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
