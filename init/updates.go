@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"time"
 
+	"github.com/berth-node/berth/config/nodeconfig"
 	"github.com/berth-node/berth/init/power"
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/mounts"
@@ -31,9 +34,32 @@ const (
 )
 
 // updateSettings is the update repository and trial timings: the image's
-// default repository and trusted root, and what user data sets.
+// default repository and trusted root (its manifest), and what user data
+// sets (nodeconfig.UpdateSettingsOf), which wins.
 func updateSettings(b *boot) (agent.Repository, trial.Config, error) {
-	return agent.Repository{}, trial.Config{}, nil
+	var r agent.Repository
+	var tc trial.Config
+	if m := b.node.manifest; m != nil && m.Update != nil {
+		root, err := os.ReadFile(m.Update.TrustedRoot)
+		if err != nil {
+			return r, tc, fmt.Errorf("the image's trusted update root: %w", err)
+		}
+		r.TrustedRoot, r.MetadataURL = root, m.Update.Repository
+	}
+	if c := b.node.config; c != nil && c.Config != nil {
+		u, err := nodeconfig.UpdateSettingsOf(c.Config)
+		if err != nil {
+			return r, tc, err
+		}
+		if u.Repository != "" {
+			r.MetadataURL, r.TargetsURL = u.Repository, u.TargetsURL
+		}
+		tc = trial.Config{Soak: u.Soak, ReadyDeadline: u.ReadyDeadline}
+	}
+	if r.MetadataURL != "" && r.TrustedRoot == nil {
+		return agent.Repository{}, tc, fmt.Errorf("update repository %s named, but the image carries no trusted root.json (built without make keys' update root)", r.MetadataURL)
+	}
+	return r, tc, nil
 }
 
 // updateOptions gathers, before the node phases' inputs are released,
@@ -62,14 +88,43 @@ func (b *boot) updateOptions(log *slog.Logger) *agent.Options {
 		o.Repo, o.Trial = repo, tc
 	}
 	if p := b.rep.Plan; p != nil && p.NodeName != "" {
-		c, err := nodeobject.New(nodeobject.Options{Kubeconfig: kubelet.KubeconfigPath, NodeName: p.NodeName, Log: log})
-		if err != nil {
-			log.Warn("update: the Node's client", "err", err)
-		} else {
-			o.Node = c
-		}
+		o.Node = &lazyNode{o: nodeobject.Options{Kubeconfig: kubelet.KubeconfigPath, NodeName: p.NodeName, Log: log}}
 	}
 	return o
+}
+
+// lazyNode is the Node's client once kubelet has a kubeconfig: on a first
+// boot, kubelet writes it only when its TLS bootstrap is done, after boot.
+type lazyNode struct {
+	o nodeobject.Options
+	c *nodeobject.Client
+}
+
+func (l *lazyNode) client() (*nodeobject.Client, error) {
+	if l.c == nil {
+		c, err := nodeobject.New(l.o)
+		if err != nil {
+			return nil, err
+		}
+		l.c = c
+	}
+	return l.c, nil
+}
+
+func (l *lazyNode) Get(ctx context.Context) (nodeobject.Node, error) {
+	c, err := l.client()
+	if err != nil {
+		return nodeobject.Node{}, err
+	}
+	return c.Get(ctx)
+}
+
+func (l *lazyNode) Annotate(ctx context.Context, set map[string]*string) error {
+	c, err := l.client()
+	if err != nil {
+		return err
+	}
+	return c.Annotate(ctx, set)
 }
 
 // startUpdates runs the update agent for the node's life: it settles the

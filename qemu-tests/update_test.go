@@ -262,12 +262,20 @@ func logSteps(t *testing.T, vm *qemu.VM) {
 // test image trusts and serves it on the host's loopback.
 func startUpdateRepo(t *testing.T) *updateRepo {
 	t.Helper()
-	keys, err := repo.LoadKeys(filepath.Join(filepath.Dir(qemu.ImageDir(t)), "keys", "update"))
+	keysDir := filepath.Join(filepath.Dir(qemu.ImageDir(t)), "keys", "update")
+	keys, err := repo.LoadKeys(keysDir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	root, err := os.ReadFile(filepath.Join(keysDir, repo.TrustedRootFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := qemu.ImageManifest(t, qemu.ImageDir(t)); m.Update == nil {
+		t.Fatal("the test image carries no trusted update root (make image-test passes make keys' update/root.json)")
+	}
 	dir := t.TempDir()
-	if err := repo.Init(context.Background(), dir, keys, repo.Options{}); err != nil {
+	if err := repo.InitFrom(context.Background(), dir, keys, root, repo.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
