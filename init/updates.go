@@ -13,6 +13,7 @@ import (
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/partition"
+	"github.com/berth-node/berth/mounts/verity"
 	"github.com/berth-node/berth/runtime/kubelet"
 	"github.com/berth-node/berth/runtime/nodeobject"
 	"github.com/berth-node/berth/update/agent"
@@ -78,6 +79,9 @@ func (b *boot) updateOptions(log *slog.Logger) *agent.Options {
 			log.Warn("update: the boot disk", "err", err)
 		} else {
 			o.Disk = agent.BootDisk{ClassBlock: classBlock, Disk: disk, MountDir: espMountDir}
+			o.Verify = func(ctx context.Context, dev string, p verity.Param) (int64, error) {
+				return agent.VerifySlot(ctx, log, dev, p)
+			}
 		}
 	}
 	repo, tc, err := updateSettings(b)

@@ -111,7 +111,9 @@ func updateSection(t *testing.T, rep map[string]any) map[string]any {
 // the soak and is blessed. Then 1.0.2 (C), whose kubelet cannot start:
 // it boots on trial into slot a, is not Ready by the deadline, marks
 // itself bad and reboots; systemd-boot starts B again, which says on the
-// Node that C rolled back and why, and does not try C again.
+// Node that C rolled back and why, and does not try C again. C's staging
+// is cut off by QEMU's kill right after its commit, as a power loss
+// would: C must boot all the same.
 func TestUpdate(t *testing.T) {
 	releases := updateTestDir(t)
 	dirA := qemu.ImageDir(t)
@@ -198,11 +200,14 @@ func TestUpdate(t *testing.T) {
 	r.publish(t, filepath.Join(releases, "1.0.2"), cmdline)
 	start = time.Now()
 	patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("1.0.2"), agent.AnnotationAllowDowngrade: nil})
-	if _, err := vm.Expect(regexp.MustCompile(`update to 1\.0\.2 staged`), 10*time.Minute); err != nil {
+	// Power lost at the commit: QEMU killed as soon as the UKI's rename
+	// is logged, before berth records it or reboots in order. The rename
+	// was synced, so the next boot tries 1.0.2.
+	if _, err := vm.Expect(regexp.MustCompile(`update staged: the next boot tries it.*to=1\.0\.2`), 10*time.Minute); err != nil {
 		t.Fatalf("B did not stage 1.0.2: %v", err)
 	}
-	if err := vm.WaitExit(3 * time.Minute); err != nil {
-		t.Fatalf("B did not reboot after staging 1.0.2: %v", err)
+	if err := vm.Close(); err != nil {
+		t.Fatal(err)
 	}
 	logSteps(t, vm)
 

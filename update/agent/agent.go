@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/mounts/partition"
+	"github.com/berth-node/berth/mounts/verity"
 	"github.com/berth-node/berth/runtime/nodeobject"
 	"github.com/berth-node/berth/update/apply"
 	"github.com/berth-node/berth/update/bootcount"
@@ -104,6 +105,9 @@ type Options struct {
 	// Changed is called with the state whenever its outcome changes,
 	// for boot.json.
 	Changed func(State)
+	// Verify checks a written slot (apply.Request.Verify); nil checks it
+	// in user space. On a node, VerifySlot: the kernel's dm-verity.
+	Verify func(ctx context.Context, dev string, p verity.Param) (int64, error)
 	// Poll is how often the Node is read (default 10 s).
 	Poll time.Duration
 	Now  func() time.Time
@@ -423,7 +427,7 @@ func (a *agent) apply(ctx context.Context, t Trigger) (status.LastUpdate, error)
 	var last status.LastUpdate
 	err = a.withESP(ctx, func(dir string) error {
 		var err error
-		last, err = apply.Apply(ctx, a.log, apply.Request{Plan: plan, Fetcher: client, Target: tdev, Running: rdev, ESP: dir, Now: a.o.Now})
+		last, err = apply.Apply(ctx, a.log, apply.Request{Plan: plan, Fetcher: client, Target: tdev, Running: rdev, ESP: dir, Now: a.o.Now, Verify: a.o.Verify})
 		return err
 	})
 	if last.Result == "" {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-node/berth/mounts/partition"
+	"github.com/berth-node/berth/mounts/raid"
+	"github.com/berth-node/berth/mounts/verity"
 )
 
 // BootDisk is the disk the root was found on: its ESP and root slots, by
@@ -85,4 +88,31 @@ func (d BootDisk) MountESP(ctx context.Context) (string, func() error, error) {
 		}
 		return nil
 	}, nil
+}
+
+// verifyName is the dm-verity device an update's check sets up over the
+// slot it wrote; the root's own is diskboot.VerityName.
+const verifyName = "berth-update-verify"
+
+// VerifySlot checks slot dev through the kernel's dm-verity with p, as
+// the next boot will: a read-only verity device over it, read whole (a
+// block that does not match fails its read), then removed. It returns the
+// bytes of the slot image it vouches for (its data and hash tree).
+func VerifySlot(ctx context.Context, log *slog.Logger, dev string, p verity.Param) (n int64, err error) {
+	// A device left by a check that was cut off (berth restarted mid-way)
+	// goes first; its absence is not an error.
+	_ = raid.Remove(ctx, raid.ControlPath, verifyName)
+	vdev, err := verity.Setup(ctx, log, raid.ControlPath, verifyName, p.On(dev))
+	if err != nil {
+		return 0, fmt.Errorf("checking slot %s through dm-verity: %w", dev, err)
+	}
+	defer func() {
+		if rerr := raid.Remove(ctx, raid.ControlPath, verifyName); rerr != nil && err == nil {
+			err = fmt.Errorf("removing the check's dm-verity device over %s: %w", dev, rerr)
+		}
+	}()
+	if err := verity.ReadAll(ctx, vdev); err != nil {
+		return 0, fmt.Errorf("checking slot %s through dm-verity: %w", dev, err)
+	}
+	return int64(p.DataBlocks+verity.TreeBlocks(p.DataBlocks)) * verity.BlockSize, nil
 }
