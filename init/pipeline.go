@@ -264,7 +264,12 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	if id, err := os.ReadFile(bootIDPath); err == nil {
 		b.rep.BootID = strings.TrimSpace(string(id))
 	}
-	upd := b.updateOptions(b.log.With("phase", "update"))
+	// A boot that failed before the services phase has not started the
+	// update agent; on trial, it is rolled back below.
+	var upd *agent.Options
+	if fatal != nil {
+		upd = b.updateOptions(b.log.With("phase", "update"))
+	}
 	b.node.releaseInputs()
 	// Boot's garbage (user data, rendered files, image import buffers,
 	// JSON) is dead by now; hand its pages back to the kernel at once
@@ -332,7 +337,6 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 		b.onFail(ctx, b.cfg.OnFail)
 		return
 	}
-	b.startUpdates(ctx, upd)
 	if len(b.cfg.Exec) > 0 && b.reaper != nil {
 		hlog := b.log.With("phase", "hooks")
 		b.goSafe(hlog, "hooks", func() { runHooks(ctx, hlog, b.reaper, b.console, b.cfg.Exec) })
