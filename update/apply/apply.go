@@ -503,6 +503,9 @@ func (w *slotWriter) Write(p []byte) (int, error) {
 // as the kernel will read it at the next boot.
 func (r *runner) verifyRoot(ctx context.Context) (int64, error) {
 	if r.req.Verify != nil {
+		// The slot is written and synced; the kernel's verity target
+		// must claim the device, which our O_EXCL open would refuse it.
+		r.close()
 		return r.req.Verify(ctx, r.req.Target, r.param)
 	}
 	if err := unix.Fadvise(int(r.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {

@@ -572,6 +572,14 @@ func TestApplyVerifyHook(t *testing.T) {
 	var dev string
 	req.Verify = func(_ context.Context, d string, p verity.Param) (int64, error) {
 		dev, got = d, p
+		// The kernel's verity target must be able to claim the device:
+		// Apply holds it open with O_EXCL while writing, and must not now.
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			if l, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); l == d {
+				t.Errorf("the target %s is still open (fd %s) while it is verified", d, fd.Name())
+			}
+		}
 		return 0, &MismatchError{Offset: 4096, Level: -1, Block: 1, RootHash: p.RootHash}
 	}
 	lu, err := Apply(context.Background(), discard, req)
