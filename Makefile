@@ -294,16 +294,17 @@ update-repo:
 image-test: build kernel sysroot node-components keys
 	$(MKIMAGE) -variant test -out $(ARCH_BUILD)/image-test
 
-## update-test-images: the releases TestUpdate publishes in its update
-## repository, built from the test image's inputs with release versions:
-## build/update-test/1.0.1/ (a good one) and build/update-test/1.0.2/ (its
-## kubelet is ctr under kubelet's name: it boots, but kubelet never starts,
-## so its trial must fail). Made before test-qemu, with image-test.
+## update-test-images: the releases TestUpdate boots and publishes in its
+## update repository, built from the test image's inputs with release
+## versions: build/update-test/1.0.0/ (the node's first disk) and 1.0.1/
+## (good ones), and 1.0.2/ (its kubelet is ctr under kubelet's name: it
+## boots, but kubelet never starts, so its trial must fail). Made before
+## test-qemu, with image-test.
 UPDATE_TEST_DIR := $(ARCH_BUILD)/update-test
 .PHONY: update-test-images
-update-test-images: $(UPDATE_TEST_DIR)/1.0.1/manifest.json $(UPDATE_TEST_DIR)/1.0.2/manifest.json
-$(UPDATE_TEST_DIR)/1.0.1/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
-	$(MKIMAGE) -variant test -version 1.0.1 -out $(UPDATE_TEST_DIR)/1.0.1
+update-test-images: $(UPDATE_TEST_DIR)/1.0.0/manifest.json $(UPDATE_TEST_DIR)/1.0.1/manifest.json $(UPDATE_TEST_DIR)/1.0.2/manifest.json
+$(UPDATE_TEST_DIR)/1.0.%/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
+	$(MKIMAGE) -variant test -version 1.0.$* -out $(UPDATE_TEST_DIR)/1.0.$*
 $(UPDATE_TEST_DIR)/1.0.2/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
 	@rm -rf $(UPDATE_TEST_DIR)/node-broken && mkdir -p $(UPDATE_TEST_DIR) && cp -a $(NODE_COMPONENTS_DIR)/. $(UPDATE_TEST_DIR)/node-broken/
 	@rm -f $(UPDATE_TEST_DIR)/node-broken/kubelet && cp $(NODE_COMPONENTS_DIR)/ctr $(UPDATE_TEST_DIR)/node-broken/kubelet

@@ -104,8 +104,8 @@ func updateSection(t *testing.T, rep map[string]any) map[string]any {
 }
 
 // TestUpdate is one node's life through two updates, on the signed disk
-// with Secure Boot on and its root found by hash: the image under test
-// (A) joins; the Node's berth.dev/update-to asks for 1.0.1 (B) from a TUF
+// with Secure Boot on and its root found by hash: release 1.0.0 (A, the
+// test image built with that version) joins; the Node's berth.dev/update-to asks for 1.0.1 (B) from a TUF
 // repository the test serves; berth writes B into slot b, stages its UKI
 // with three tries and reboots; B boots on trial, joins, stays Ready for
 // the soak and is blessed. Then 1.0.2 (C), whose kubelet cannot start:
@@ -116,7 +116,7 @@ func updateSection(t *testing.T, rep map[string]any) map[string]any {
 // would: C must boot all the same.
 func TestUpdate(t *testing.T) {
 	releases := updateTestDir(t)
-	dirA := qemu.ImageDir(t)
+	dirA := filepath.Join(releases, "1.0.0")
 	cluster := startControlPlane(t)
 	r := startUpdateRepo(t)
 	// A deadline with room for a loaded 2-core host; C's is shorter (its
@@ -165,18 +165,16 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("refused", func(t *testing.T) {
 		// A version the repository does not have: refused, nothing written.
-		patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("9.9.9"), agent.AnnotationAllowDowngrade: ptr("true")})
+		patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("9.9.9")})
 		ann := waitUpdateState(t, vm, a, node, agent.StateRefused, 2*time.Minute)
 		if !strings.Contains(ann[agent.AnnotationReason], "9.9.9") || !strings.Contains(ann[agent.AnnotationReason], "no release") {
 			t.Errorf("reason for a version the repository lacks: %q", ann[agent.AnnotationReason])
 		}
 	})
 
-	// A runs no release (its version is git's), so only an explicit
-	// downgrade permission updates it: it cannot tell up from down.
 	r.publish(t, filepath.Join(releases, "1.0.1"), cmdline)
 	start := time.Now()
-	patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("1.0.1"), agent.AnnotationAllowDowngrade: ptr("true")})
+	patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("1.0.1"), agent.AnnotationAllowDowngrade: nil})
 	if _, err := vm.Expect(regexp.MustCompile(`update to 1\.0\.1 staged`), 10*time.Minute); err != nil {
 		t.Fatalf("A did not stage 1.0.1: %v", err)
 	}
@@ -203,10 +201,9 @@ func TestUpdate(t *testing.T) {
 		t.Error(err)
 	}
 
-	// C is a release newer than B: no permission needed.
 	r.publish(t, filepath.Join(releases, "1.0.2"), cmdline)
 	start = time.Now()
-	patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("1.0.2"), agent.AnnotationAllowDowngrade: nil})
+	patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("1.0.2")})
 	// Power lost at the commit: QEMU killed as soon as the UKI's rename
 	// is logged, before berth records it or reboots in order. The rename
 	// was synced, so the next boot tries 1.0.2.
