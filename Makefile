@@ -46,7 +46,7 @@ else
 $(error ARCH=$(ARCH): want amd64 or arm64)
 endif
 
-.PHONY: deps build kernel sysroot image image-test disk keys publish test test-unit test-qemu lint demo bench soak clean size help
+.PHONY: deps build kernel sysroot image image-test disk keys publish update-repo test test-unit test-qemu lint demo bench soak clean size help
 
 ## help: every target with its one-line purpose. Read from the "## target:"
 ## comments in Makefile and components.mk (tools/make-help.awk).
@@ -129,7 +129,7 @@ TEST_JOBS ?= 2
 test-build: deps
 	+$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=line test-build-all
 test-build-all: test-build-amd64 test-build-arm64
-test-build-amd64: image-test etcd cluster-images pause-images $(TEST_COMPONENTS)
+test-build-amd64: image-test update-test-images etcd cluster-images pause-images $(TEST_COMPONENTS)
 test-build-arm64: kube etcd
 	+$(ARM64_TEST_BUILD)
 # The e2e suite and its images (test-conformance's), at nice 19 as the
@@ -203,8 +203,16 @@ else
 	@rm -f $(SYSROOT).host-files.tmp
 endif
 
+# UPDATE_URL is the update repository an image's nodes ask by default
+# (recorded in its manifest); empty: none, user data names one
+# (berth.dev/update-repository). The image trusts the repository keys'
+# root.json (KEYS_DIR/update/root.json, make keys), placed in its root at
+# /usr/share/berth/update/root.json, when there is one.
+UPDATE_URL ?=
+UPDATE_ROOT = $(KEYS_DIR)/update/root.json
 MKIMAGE = $(GO) run ./image/cmd/mkimage -spec image/spec.yaml -arch $(ARCH) -berth $(ARCH_BUILD)/berth -version $(VERSION) -kernel $(KERNEL_DIR) \
-  -var NODE_COMPONENTS=$(NODE_COMPONENTS_DIR) $(if $(SYSROOT),-sysroot $(SYSROOT)) $(MKIMAGE_COMPONENTS)
+  -var NODE_COMPONENTS=$(NODE_COMPONENTS_DIR) $(if $(SYSROOT),-sysroot $(SYSROOT)) $(MKIMAGE_COMPONENTS) \
+  $(if $(wildcard $(UPDATE_ROOT)),-update-root $(UPDATE_ROOT)) $(if $(UPDATE_URL),-update-url $(UPDATE_URL))
 
 ## image: the node image in build/image/ (vmlinuz, initramfs.img, manifest.json, and root.erofs:
 ## the root filesystem and its dm-verity tree, attached read-only as a virtio disk with serial
@@ -218,8 +226,12 @@ image: build kernel sysroot node-components
 ## when there is none) and the keys to enroll in setup mode; root slots a
 ## (dm-verity root) and b (empty, for an update); growable data partition.
 ## Same spec as `image`; the manifest records the disk's sha256 and its
-## signer. UNSIGNED=1 builds it unsigned (it boots only with Secure Boot
-## off); ENROLL=0 leaves the keys off the ESP.
+## signer. The signed UKI is also written beside it as berth.efi, for
+## make update-repo. UNSIGNED=1 builds it unsigned (it boots only with
+## Secure Boot off); ENROLL=0 leaves the keys off the ESP. `image`, `disk`
+## and `image-test` carry KEYS_DIR/update/root.json, the update
+## repository's trusted root, when make keys has made it, and UPDATE_URL
+## as the default update repository.
 UNSIGNED ?=
 ENROLL   ?= 1
 disk: deps build kernel sysroot node-components $(if $(UNSIGNED),,keys)
@@ -235,12 +247,18 @@ KEYS_FORCE ?=
 ## keys: the UEFI Secure Boot keys the disk is signed with, in build/keys/
 ## (KEYS_DIR): PK, KEK and db (RSA-2048 .key and self-signed .crt), their
 ## signature lists (.esl), the signed variables that enroll them (.auth)
-## and EC2's uefi-data (register-image --uefi-data). Made once: an existing
-## set is kept and checked. KEYS_FROM=DIR takes your own PK/KEK/db .key and
-## .crt instead and adds what is missing; KEYS_FORCE=1 replaces an existing
-## set. Keep the .key files secret.
+## and EC2's uefi-data (register-image --uefi-data); in update/, the update
+## repository's TUF keys (tuf-<role>.pem) and the root.json images trust.
+## Made once: an existing set is kept and checked. KEYS_FROM=DIR takes your
+## own PK/KEK/db .key and .crt instead and adds what is missing;
+## KEYS_FORCE=1 replaces an existing set, update keys included. Keep the
+## .key and .pem files secret.
+# Under a lock: image-test and the arm64 half's disk both need the set,
+# and test-build makes them side by side (two makes), so two mkkeys must
+# not make two sets at once. flock is util-linux's, on every Debian.
 keys:
-	$(GO) run ./image/cmd/mkkeys -out $(KEYS_DIR) $(if $(KEYS_FROM),-from $(KEYS_FROM)) $(if $(KEYS_FORCE),-force)
+	@mkdir -p $(BUILD)
+	flock $(BUILD)/.keys.lock $(GO) run ./image/cmd/mkkeys -out $(KEYS_DIR) $(if $(KEYS_FROM),-from $(KEYS_FROM)) $(if $(KEYS_FORCE),-force)
 
 ## publish: make an AMI of the disk `make disk` built (build/image/disk.raw,
 ## ARCH=arm64: build/arm64/image/disk.raw) through the EBS direct APIs: no
@@ -254,9 +272,43 @@ publish:
 	  [ -f "$$f" ] || { echo "publish: $$f does not exist: run make disk first" >&2; exit 1; }; done
 	$(GO) run ./image/cmd/publish -image $(ARCH_BUILD)/image -uefi-data $(if $(wildcard $(KEYS_DIR)/uefi-data),$(KEYS_DIR)/uefi-data,none) $(PUBLISH_FLAGS)
 
-## image-test: the test image in build/image-test/ (adds busybox and test helpers).
-image-test: build kernel sysroot node-components
+## update-repo: adds the build `make disk` left in build/image (ARCH=arm64:
+## build/arm64/image) to the update repository UPDATE_REPO (build/update-repo;
+## made from KEYS_DIR/update/root.json when it does not exist): the signed
+## UKI and the root slot image for its architecture and version, signed
+## with KEYS_DIR/update's keys. The version must be a release version:
+## `make disk update-repo VERSION=1.2.3`. Serve the directory with any
+## static web server or bucket. UPDATE_REPO_FLAGS adds flags (-refresh
+## re-signs the metadata before the timestamp expires, and adds nothing).
+UPDATE_REPO       ?= $(BUILD)/update-repo
+UPDATE_REPO_FLAGS ?=
+update-repo:
+	@[ -f "$(UPDATE_ROOT)" ] || { echo "update-repo: $(UPDATE_ROOT) does not exist: run make keys first" >&2; exit 1; }
+	$(GO) run ./image/cmd/updaterepo -image $(ARCH_BUILD)/image -keys $(KEYS_DIR)/update -repo $(UPDATE_REPO) \
+	  $(if $(filter -refresh,$(UPDATE_REPO_FLAGS)),,-version $(VERSION)) $(UPDATE_REPO_FLAGS)
+
+## image-test: the test image in build/image-test/ (adds busybox and test
+## helpers), trusting KEYS_DIR/update's root.json (make keys is run first,
+## which keeps an existing set): the QEMU update tests sign their
+## repository with those keys.
+image-test: build kernel sysroot node-components keys
 	$(MKIMAGE) -variant test -out $(ARCH_BUILD)/image-test
+
+## update-test-images: the releases TestUpdate boots and publishes in its
+## update repository, built from the test image's inputs with release
+## versions: build/update-test/1.0.0/ (the node's first disk) and 1.0.1/
+## (good ones), and 1.0.2/ (its kubelet is ctr under kubelet's name: it
+## boots, but kubelet never starts, so its trial must fail). Made before
+## test-qemu, with image-test.
+UPDATE_TEST_DIR := $(ARCH_BUILD)/update-test
+.PHONY: update-test-images
+update-test-images: $(UPDATE_TEST_DIR)/1.0.0/manifest.json $(UPDATE_TEST_DIR)/1.0.1/manifest.json $(UPDATE_TEST_DIR)/1.0.2/manifest.json
+$(UPDATE_TEST_DIR)/1.0.%/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
+	$(MKIMAGE) -variant test -version 1.0.$* -out $(UPDATE_TEST_DIR)/1.0.$*
+$(UPDATE_TEST_DIR)/1.0.2/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
+	@rm -rf $(UPDATE_TEST_DIR)/node-broken && mkdir -p $(UPDATE_TEST_DIR) && cp -a $(NODE_COMPONENTS_DIR)/. $(UPDATE_TEST_DIR)/node-broken/
+	@rm -f $(UPDATE_TEST_DIR)/node-broken/kubelet && cp $(NODE_COMPONENTS_DIR)/ctr $(UPDATE_TEST_DIR)/node-broken/kubelet
+	$(MKIMAGE) -variant test -version 1.0.2 -var NODE_COMPONENTS=$(UPDATE_TEST_DIR)/node-broken -out $(UPDATE_TEST_DIR)/1.0.2
 
 # TEST_COMPONENTS_DIR is the components directory (BERTH_COMPONENTS_DIR)
 # that test-qemu, test-qemu-arm64, demo, bench and soak give a node
@@ -295,7 +347,7 @@ QEMU_LAST ?= ^TestCluster$$
 ## once more (tools/qemu-suite.sh); both runs are printed, the second's
 ## logs end in .again. ARCH=arm64: build/arm64/image-test
 ## with the arm64 node images (TEST_COMPONENTS_DIR), under qemu-system-aarch64.
-TEST_QEMU_DEPS := image-test etcd test-components-node test-components-images $(TEST_COMPONENTS)
+TEST_QEMU_DEPS := image-test update-test-images etcd test-components-node test-components-images $(TEST_COMPONENTS)
 test-qemu: $(TEST_QEMU_DEPS)
 	@BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
 	  tools/qemu-suite.sh test-qemu $(ARCH_BUILD)/qemu-tests.log $(ARCH_BUILD)/qemu-logs $(QEMU_TEST_TIMEOUT) '' '$(QEMU_LAST)'

@@ -45,6 +45,10 @@ const (
 // that the report has them. A service that fails keeps being restarted by
 // the supervisor; the report and the console say why.
 func phaseServices(ctx context.Context, b *boot, log *slog.Logger) error {
+	// The update agent first: a trial's deadline runs from the boot's
+	// start, and a kubelet that never gets healthy must not hold the
+	// verdict back until the wait below is over.
+	b.startUpdates(ctx, b.updateOptions(b.log.With("phase", "update")))
 	p := b.node.plan
 	if p == nil || len(p.Services) == 0 {
 		log.Info("skipped: no services planned")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/berth-node/berth/update/agent"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -263,6 +264,12 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 	if id, err := os.ReadFile(bootIDPath); err == nil {
 		b.rep.BootID = strings.TrimSpace(string(id))
 	}
+	// A boot that failed before the services phase has not started the
+	// update agent; on trial, it is rolled back below.
+	var upd *agent.Options
+	if fatal != nil {
+		upd = b.updateOptions(b.log.With("phase", "update"))
+	}
 	b.node.releaseInputs()
 	// Boot's garbage (user data, rendered files, image import buffers,
 	// JSON) is dead by now; hand its pages back to the kernel at once
@@ -321,6 +328,12 @@ func (b *boot) finish(ctx context.Context, fatal error) {
 		b.goSafe(dlog, "debugshell", func() { debugShell(sctx, dlog, b.reaper, b.cfg.DebugShell) })
 	}
 	if fatal != nil {
+		// A version on trial that cannot boot is rolled back now,
+		// whatever berth.onfail says: the previous one can.
+		if upd != nil && agent.FailTrial(ctx, *upd, fatal.Error()) {
+			b.onFail(ctx, cmdline.OnFail{Action: cmdline.Reboot, Delay: trialFailDelay})
+			return
+		}
 		b.onFail(ctx, b.cfg.OnFail)
 		return
 	}

@@ -188,7 +188,11 @@ var rowCases = map[string]rowCase{
 	"settings.oci-defaults":                   {doc: "[settings.oci-defaults.capabilities]\nsys-admin = true\n", path: "settings.oci-defaults"},
 	"settings.oci-hooks":                      {doc: "[settings.oci-hooks]\nlog4j-hotpatch-enabled = true\n", path: "settings.oci-hooks"},
 	"settings.pki":                            {doc: "[settings.pki.my-ca]\ndata = \"Zm9v\"\ntrusted = true\n", path: "settings.pki"},
-	"settings.updates":                        {doc: "[settings.updates]\nignore-waves = true\n", path: "settings.updates"},
+	"settings.updates.metadata-base-url":      {doc: "[settings.updates]\nmetadata-base-url = \"https://updates.example.com/berth\"\n", want: `{"instance":{"updateRepository":"https://updates.example.com/berth"}}`},
+	"settings.updates.targets-base-url":       {doc: "[settings.updates]\ntargets-base-url = \"https://cdn.example.com/targets/\"\n", want: `{"instance":{"updateTargetsURL":"https://cdn.example.com/targets/"}}`},
+	"settings.updates.seed":                   {doc: "[settings.updates]\nseed = 1234\n", path: "settings.updates.seed"},
+	"settings.updates.version-lock":           {doc: "[settings.updates]\nversion-lock = \"latest\"\n", path: "settings.updates.version-lock"},
+	"settings.updates.ignore-waves":           {doc: "[settings.updates]\nignore-waves = true\n", path: "settings.updates.ignore-waves"},
 }
 
 // TestTable reads, for each row of Table, a document that sets it:
@@ -319,6 +323,8 @@ func TestBadValues(t *testing.T) {
 		{"module name", "[settings.kernel.modules.\"a.b\"]\nallowed = false\n", `error: line 1: settings.kernel.modules."a.b": "a.b" is not a kernel module name: want up to 56 of a-z, A-Z, 0-9, '_', '-'`},
 		{"hostname", "[settings.network]\nhostname = \"a_b\"\n", `error: line 2: settings.network.hostname: "a_b" is not a hostname: label "a_b" has '_'; only letters, digits and '-' are allowed`},
 		{"ntp url", "[settings.ntp]\ntime-servers = [\"https://time.example.com\"]\n", `error: line 2: settings.ntp.time-servers[0]: "https://time.example.com" is not an NTP server: want a hostname or an IP address (label "https://time" has ':'; only letters, digits and '-' are allowed)`},
+		{"update url", "[settings.updates]\nmetadata-base-url = \"ftp://updates.example.com\"\n", `error: line 2: settings.updates.metadata-base-url: "ftp://updates.example.com": want an http:// or https:// URL`},
+		{"update targets number", "[settings.updates]\ntargets-base-url = 7\n", `error: line 2: settings.updates.targets-base-url: want a string, got 7`},
 		{"ntp mixed", "[settings.ntp]\ntime-servers = [\"a.example.com\", {address = \"b.example.com\"}]\n", `error: line 2: settings.ntp.time-servers: mixes server names and tables; use one form`},
 		{"ntp no address", "[settings.ntp]\ntime-servers = [{directive = \"pool\"}]\n", "error: line 2: settings.ntp.time-servers[0]: no address: want address = \"HOST\"\nwarning: line 2: settings.ntp.time-servers[0].directive: ignored: berth's NTP client takes no chrony directive; it asks the address on port 123"},
 		{"bootstrap mode", "[settings.bootstrap-commands.x]\nmode = \"sometimes\"\n", `error: line 2: settings.bootstrap-commands.x.mode: want one of "off", "once", "always", got "sometimes"`},

@@ -93,6 +93,10 @@ func httpsURL(s string) error {
 	return nil
 }
 
+// updateURL checks an update repository URL as berth's annotation takes
+// it (syntax.HTTPURL).
+func updateURL(s string) error { return syntax.HTTPURL(s) }
+
 // urlHost is the host of an https URL already checked, or "".
 func urlHost(s string) string {
 	u, err := url.Parse(s)

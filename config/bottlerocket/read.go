@@ -102,6 +102,8 @@ func (r *reader) settings(m map[string]any) {
 			each = r.networkKey
 		case "ntp":
 			each = r.ntpKey
+		case "updates":
+			each = r.updatesKey
 		case "host-containers":
 			each = r.hostContainer
 		case "bootstrap-containers", "bootstrap-commands":
@@ -646,6 +648,21 @@ func (r *reader) ntpKey(p, key string, v any) bool {
 		r.timeServers(p, v)
 	case "options", "logging":
 		r.fate(p, "settings.ntp."+key)
+	default:
+		return false
+	}
+	return true
+}
+
+// updatesKey reads one key of settings.updates.
+func (r *reader) updatesKey(p, key string, v any) bool {
+	switch key {
+	case "metadata-base-url":
+		r.s.Instance.UpdateRepository, _ = r.str(p, v, updateURL)
+	case "targets-base-url":
+		r.s.Instance.UpdateTargetsURL, _ = r.str(p, v, updateURL)
+	case "seed", "version-lock", "ignore-waves":
+		r.fate(p, "settings.updates."+key)
 	default:
 		return false
 	}

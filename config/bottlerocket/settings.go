@@ -286,6 +286,13 @@ type Instance struct {
 	// TimeServers are the berth.dev/ntp-servers annotation: NTP servers'
 	// names or addresses, in order (settings.ntp.time-servers).
 	TimeServers []string `json:"timeServers,omitempty"`
+	// UpdateRepository is the berth.dev/update-repository annotation:
+	// the update repository's URL (settings.updates.metadata-base-url).
+	UpdateRepository string `json:"updateRepository,omitempty"`
+	// UpdateTargetsURL is the berth.dev/update-targets-url annotation:
+	// where the repository's targets are
+	// (settings.updates.targets-base-url).
+	UpdateTargetsURL string `json:"updateTargetsURL,omitempty"`
 }
 
 // Severity says whether a problem stops the node from being configured.

@@ -133,7 +133,11 @@ var Table = []Setting{
 	{"settings.oci-defaults", fate.Ignored, "set the containers' default capabilities and limits in spec.containerd.baseRuntimeSpec"},
 	{"settings.oci-hooks", fate.Ignored, "the image carries no OCI hooks"},
 	{"settings.pki", fate.Ignored, "berth adds no CA certificates from user data: a registry with a private CA must be trusted by the image"},
-	{"settings.updates", fate.Ignored, "berth nodes are replaced, not updated in place"},
+	{"settings.updates.metadata-base-url", fate.Honoured, "annotation berth.dev/update-repository: the TUF repository the node updates from (http or https), over the image's default; its releases must be signed with the keys whose root.json the image carries, so a Bottlerocket repository is refused by the node"},
+	{"settings.updates.targets-base-url", fate.Honoured, "annotation berth.dev/update-targets-url: where the repository's target files are, when not under targets/ of metadata-base-url"},
+	{"settings.updates.seed", fate.Ignored, "berth has no update waves: when a node updates is decided by the update trigger on its Node object, not by a seed"},
+	{"settings.updates.version-lock", fate.Ignored, "berth takes the version to update to from the update trigger on the node's Node object, not from user data"},
+	{"settings.updates.ignore-waves", fate.Ignored, "berth has no update waves: when a node updates is decided by the update trigger on its Node object"},
 }
 
 // Lookup returns the table's entry for key, written as in Table

@@ -65,6 +65,29 @@ type Manifest struct {
 	// manifest.json written beside it only: the disk holds the manifest, so
 	// the one inside cannot know the disk's digest.
 	Disk *Disk `json:"disk,omitempty"`
+	// Update is what the image carries for in-place updates from a TUF
+	// repository (package update/repo): the root.json it trusts and the
+	// repository it asks unless user data names another. Nil in an image
+	// built without an update root (make keys makes one), which cannot
+	// update in place.
+	Update *Update `json:"update,omitempty"`
+}
+
+// TrustedRootPath is where an image's trusted update root.json lives: in
+// the root filesystem, read-only and under dm-verity, so it is as trusted
+// as the UKI that names the root hash.
+const TrustedRootPath = "/usr/share/berth/update/root.json"
+
+// Update is the image's update trust.
+type Update struct {
+	// TrustedRoot is the path, in the image's root filesystem, of the TUF
+	// root.json whose keys sign the releases this node takes
+	// (TrustedRootPath).
+	TrustedRoot string `json:"trustedRoot"`
+	// Repository is the default repository's URL (its metadata base,
+	// http or https); empty when the image names none and user data must
+	// (the berth.dev/update-repository annotation).
+	Repository string `json:"repository,omitempty"`
 }
 
 // LegacyArch is what a manifest without Arch is for: until the builder
@@ -105,6 +128,12 @@ type Disk struct {
 	// and Slot the root slot the disk image holds the root in (a).
 	UKI  string `json:"uki,omitempty"`
 	Slot string `json:"slot,omitempty"`
+	// UKIFile is the same UKI as a file beside the manifest (berth.efi),
+	// with its size and sha256: what `make update-repo` publishes as the
+	// release's UKI. Empty in manifests from before it was written.
+	UKIFile   string `json:"ukiFile,omitempty"`
+	UKISize   int64  `json:"ukiSize,omitempty"`
+	UKISHA256 string `json:"ukiSHA256,omitempty"`
 	// SignedBy is the certificate systemd-boot and the UKI are signed
 	// with for UEFI Secure Boot; nil for an unsigned disk, which boots
 	// only with Secure Boot off.

@@ -91,8 +91,8 @@ func LifecyclePolicy(cfg *NodeConfig) (lifecycle.Policy, error) {
 // berth.dev/ is a warning (an error under berth check --strict), since a
 // typo (berth.dev/sysctl) would otherwise lose the setting without a word.
 func KnownAnnotations() []string {
-	return slices.Sorted(slices.Values(append([]string{bootstrapTokenAnnotation, RegistryMirrorsAnnotation,
-		lifecycle.SpotAnnotation, lifecycle.RebalanceAnnotation, lifecycle.ASGAnnotation}, MachineAnnotations()...)))
+	return slices.Sorted(slices.Values(slices.Concat([]string{bootstrapTokenAnnotation, RegistryMirrorsAnnotation,
+		lifecycle.SpotAnnotation, lifecycle.RebalanceAnnotation, lifecycle.ASGAnnotation}, MachineAnnotations(), UpdateAnnotations())))
 }
 
 // bootstrapTokenRE is a Kubernetes bootstrap token, as init/plan reads
@@ -123,6 +123,9 @@ func checkAnnotations(ps *problems, cfg *NodeConfig) {
 	}
 	if _, merr := machineFrom(ann); merr != nil {
 		err = errors.Join(err, merr)
+	}
+	if _, uerr := updateFrom(ann); uerr != nil {
+		err = errors.Join(err, uerr)
 	}
 	for _, e := range flatten(err) {
 		var ae *annotationError

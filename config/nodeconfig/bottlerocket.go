@@ -16,9 +16,10 @@ const bootstrapTokenAnnotation = "berth.dev/bootstrap-token"
 // FromBottlerocket is the NodeConfig a Bottlerocket settings document
 // means (config/bottlerocket reads and decides each setting), with its
 // problems named by source and settings path: the cluster, kubelet's
-// config and flags, the registry mirrors, a bootstrap token and the
-// machine settings (sysctls, modules to load, hostname, NTP servers) as
-// berth's annotations, the resolver and the proxy environment.
+// config and flags, the registry mirrors, a bootstrap token, the
+// machine settings (sysctls, modules to load, hostname, NTP servers) and
+// the update repository as berth's annotations, the resolver and the
+// proxy environment.
 func FromBottlerocket(source string, s *bottlerocket.Settings) (*NodeConfig, []Problem) {
 	var out problemList
 	for _, p := range s.Problems {
@@ -80,6 +81,12 @@ func FromBottlerocket(source string, s *bottlerocket.Settings) (*NodeConfig, []P
 		b, _ := json.Marshal(in.TimeServers)
 		ann[NTPServersAnnotation] = string(b)
 	}
+	if s.Instance.UpdateRepository != "" {
+		ann[UpdateRepositoryAnnotation] = s.Instance.UpdateRepository
+	}
+	if s.Instance.UpdateTargetsURL != "" {
+		ann[UpdateTargetsURLAnnotation] = s.Instance.UpdateTargetsURL
+	}
 	if len(ann) > 0 {
 		b, _ := json.Marshal(ann)
 		cfg.Metadata = map[string]json.RawMessage{"annotations": b}
@@ -112,6 +119,8 @@ func BottlerocketSettings() map[string]string {
 		BlockedKernelModulesAnnotation: "settings.kernel.modules (allowed = false)",
 		HostnameAnnotation:             "settings.network.hostname",
 		NTPServersAnnotation:           "settings.ntp.time-servers",
+		UpdateRepositoryAnnotation:     "settings.updates.metadata-base-url",
+		UpdateTargetsURLAnnotation:     "settings.updates.targets-base-url",
 	}
 }
 

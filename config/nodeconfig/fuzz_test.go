@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -134,6 +135,7 @@ func FuzzLoadBottlerocket(f *testing.F) {
 	f.Add("[settings.kubernetes]\ncluster-name = 'c'\napi-server = 'https://x'\ncluster-dns-ip = ['10.100.0.10']\nmax-pods = 29\n[settings.kubernetes.node-taints]\nk = ['v:NoSchedule']\n")
 	f.Add("[settings.container-registry]\nmirrors = [{registry = 'docker.io', endpoint = ['https://m']}]\n[settings.host-containers.admin]\nenabled = true\n")
 	f.Add("[settings.kernel.sysctl]\n'vm.x' = '1'\n'vm/y' = '2'\n[settings.kernel.modules.sctp]\nautoload = true\n[settings.network]\nhostname = 'n-1'\n[settings.ntp]\ntime-servers = ['a.example.com', '10.0.0.1']\n")
+	f.Add("[settings.updates]\nmetadata-base-url = 'https://u.example.com/berth'\ntargets-base-url = 'http://10.0.0.1:8080/t'\nseed = 7\n")
 	f.Fuzz(func(t *testing.T, doc string) {
 		res, _ := Load(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), []Source{{Name: UserDataSource, Data: []byte(doc)}})
 		checkCapped(t, res.Problems)
@@ -149,6 +151,41 @@ func FuzzLoadBottlerocket(f *testing.F) {
 					t.Fatalf("problem %s: a setting berth took became a bad annotation", p)
 				}
 			}
+		}
+	})
+}
+
+// FuzzUpdateSettingsOf: the update annotations' parsers never panic, and
+// what they accept is what the node can use as it is: http(s) base URLs
+// without credentials, query or line breaks, and trial timings within
+// update/trial's bounds.
+func FuzzUpdateSettingsOf(f *testing.F) {
+	f.Add("https://updates.example.com/berth", "http://10.0.0.1:8080/targets", "3m", "10m")
+	f.Add("https://u:p@x", "x", "-1s", "1e3s")
+	f.Fuzz(func(t *testing.T, repo, targets, soak, deadline string) {
+		b, err := json.Marshal(map[string]string{UpdateRepositoryAnnotation: repo, UpdateTargetsURLAnnotation: targets,
+			UpdateTrialSoakAnnotation: soak, UpdateTrialReadyDeadlineAnnotation: deadline})
+		if err != nil {
+			return
+		}
+		cfg := &NodeConfig{APIVersion: APIVersion, Kind: Kind, Metadata: map[string]json.RawMessage{"annotations": b}}
+		u, _ := UpdateSettingsOf(cfg)
+		for _, s := range []string{u.Repository, u.TargetsURL} {
+			if s == "" {
+				continue
+			}
+			p, err := url.Parse(s)
+			if syntax.HTTPURL(s) != nil || strings.ContainsAny(s, "\n\r\t ?#") || err != nil ||
+				(p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.User != nil {
+				t.Fatalf("accepted URL %q", s)
+			}
+		}
+		if u.Soak != 0 && (u.Soak < MinTrialSoak || u.Soak > MaxTrialSoak) ||
+			u.ReadyDeadline != 0 && (u.ReadyDeadline < MinTrialReadyDeadline || u.ReadyDeadline > MaxTrialReadyDeadline) {
+			t.Fatalf("accepted timings out of bounds %+v", u)
+		}
+		if u.Soak < 0 || u.ReadyDeadline < 0 {
+			t.Fatalf("accepted negative timings %+v", u)
 		}
 	})
 }

@@ -143,7 +143,8 @@ func TestValidateDocumentRules(t *testing.T) {
 		{name: "unknown berth annotation", extra: "metadata:\n  annotations:\n    berth.dev/sysctl: '{}'\n    example.com/sysctl: x\n",
 			want: []string{`warning: src: metadata.annotations["berth.dev/sysctl"]: not a berth annotation, and berth ignores it; the known ones are ` +
 				`berth.dev/blocked-kernel-modules, berth.dev/bootstrap-token, berth.dev/hostname, berth.dev/kernel-modules, berth.dev/ntp-servers, ` +
-				`berth.dev/on-asg-termination, berth.dev/on-rebalance-recommendation, berth.dev/on-spot-interruption, berth.dev/registry-mirrors, berth.dev/sysctls`}},
+				`berth.dev/on-asg-termination, berth.dev/on-rebalance-recommendation, berth.dev/on-spot-interruption, berth.dev/registry-mirrors, berth.dev/sysctls, berth.dev/update-repository, berth.dev/update-targets-url, ` +
+				`berth.dev/update-trial-ready-deadline, berth.dev/update-trial-soak`}},
 		{name: "cluster domain newline", extra: "  kubelet:\n    config:\n      clusterDomain: \"cluster.local\\nnameserver 6.6.6.6\"\n",
 			want: []string{`error: src: spec.kubelet.config.clusterDomain: "cluster.local\nnameserver 6.6.6.6" has a control character (U+000A) at byte 13; control characters and line breaks are not allowed`}},
 		{name: "cluster domain upper case", extra: "  kubelet:\n    config:\n      clusterDomain: Cluster.Local\n",

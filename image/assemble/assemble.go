@@ -44,8 +44,10 @@ import (
 	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/internal/fsutil"
+	"github.com/berth-node/berth/internal/syntax"
 	"github.com/berth-node/berth/mounts/partition"
 	mverity "github.com/berth-node/berth/mounts/verity"
+	"github.com/berth-node/berth/update/repo"
 )
 
 // Paths fixed by the image layout that berth (init/, mounts/, kmod/) relies on.
@@ -106,6 +108,12 @@ type Inputs struct {
 	// DiskEnrollKeys are PK.auth, KEK.auth and db.auth, put on the ESP for
 	// systemd-boot to enroll on a machine in setup mode (disk.Inputs).
 	DiskEnrollKeys []esp.File
+	// UpdateRoot, when set, is the host path of the update repository's
+	// trusted root.json (make keys writes it), placed in the root
+	// filesystem at manifest.TrustedRootPath and recorded in the
+	// manifest; UpdateRepository is the default repository's URL the
+	// manifest records, which needs UpdateRoot.
+	UpdateRoot, UpdateRepository string
 	// Sysroot is where the spec's absolute host paths (programs, their
 	// libraries and plugins, files) are read: another architecture's
 	// packages unpacked (make sysroot ARCH=arm64). The builder's own /
@@ -260,7 +268,7 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 		}
 		dres = &r
 		m.Disk = &manifest.Disk{Path: filepath.Base(in.Disk), Size: r.Layout.Size(), SHA256: r.SHA256, Cmdline: r.Cmdline,
-			UKI: r.UKI, Slot: string(r.Slot), EnrollKeys: r.Enroll}
+			UKI: r.UKI, Slot: string(r.Slot), EnrollKeys: r.Enroll, UKIFile: UKIFile, UKISize: r.UKISize, UKISHA256: r.UKISHA256}
 		if r.Signed {
 			m.Disk.SignedBy = in.DiskSigner
 		}
@@ -288,6 +296,10 @@ func Build(ctx context.Context, log *slog.Logger, in Inputs) (*Result, error) {
 		"root_in_initramfs", in.RootInInitramfs, "modules", len(m.Modules), "files", len(m.Files))
 	return &Result{Manifest: m, KernelVersion: kver, InitramfsSize: int64(cpio.Len()), RootSize: rootSize, Disk: dres}, nil
 }
+
+// UKIFile is the disk's UKI, written beside disk.raw (and the manifest):
+// a release's UKI, as `make update-repo` publishes it.
+const UKIFile = "berth.efi"
 
 // RootSerial is the serial of a direct-kernel boot's root disk, recorded
 // in the manifest for the launcher and for berth: the disk image's root
@@ -363,6 +375,7 @@ func buildDisk(ctx context.Context, log *slog.Logger, in Inputs, mods *moduleSet
 	return disk.Assemble(ctx, log, in.Disk, disk.Inputs{
 		RootFS: rootOut, RootFSSize: m.Root.Size, Kernel: vmlinuz, Initrd: initrd, Version: in.BerthVersion,
 		Cmdline: cmd, Epoch: in.MTime, Arch: archOf(in), Sign: in.DiskSign, EnrollKeys: in.DiskEnrollKeys,
+		UKIOut: filepath.Join(filepath.Dir(in.Disk), UKIFile),
 	})
 }
 
@@ -466,7 +479,38 @@ func rootTree(ctx context.Context, log *slog.Logger, in Inputs, m *manifest.Mani
 	if err := addLayer(ctx, t, in.Spec.Root, in, m); err != nil {
 		return nil, fmt.Errorf("root: %w", err)
 	}
+	if err := addUpdateTrust(t, in, m); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// addUpdateTrust puts the update repository's trusted root.json in the
+// root tree and records it, with the default repository, in m.
+func addUpdateTrust(t *fstree.Tree, in Inputs, m *manifest.Manifest) error {
+	if in.UpdateRoot == "" {
+		if in.UpdateRepository != "" {
+			return fmt.Errorf("update repository %s: no trusted root.json to check it with (make keys writes one)", in.UpdateRepository)
+		}
+		return nil
+	}
+	data, err := os.ReadFile(in.UpdateRoot)
+	if err != nil {
+		return fmt.Errorf("the update repository's trusted root: %w", err)
+	}
+	if _, err := repo.ParseTrustedRoot(data); err != nil {
+		return fmt.Errorf("the update repository's trusted root %s: %w", in.UpdateRoot, err)
+	}
+	if in.UpdateRepository != "" {
+		if err := syntax.HTTPURL(in.UpdateRepository); err != nil {
+			return fmt.Errorf("the default update repository: %w", err)
+		}
+	}
+	if err := t.AddData(manifest.TrustedRootPath, data, 0o444); err != nil {
+		return err
+	}
+	m.Update = &manifest.Update{TrustedRoot: manifest.TrustedRootPath, Repository: in.UpdateRepository}
+	return nil
 }
 
 // addLayer adds one spec layer's content to t.

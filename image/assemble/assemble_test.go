@@ -27,6 +27,7 @@ import (
 	"github.com/berth-node/berth/image/sysroot"
 	"github.com/berth-node/berth/image/verity"
 	mverity "github.com/berth-node/berth/mounts/verity"
+	"github.com/berth-node/berth/update/repo"
 )
 
 const kver = "6.1.0-test-amd64"
@@ -426,6 +427,81 @@ func TestBuildDisk(t *testing.T) {
 	back, err := manifest.Parse(mj)
 	if err != nil || back.Disk == nil || back.Disk.SHA256 != sums[1] {
 		t.Errorf("manifest.json disk entry %+v (%v)", back.Disk, err)
+	}
+	// The signed UKI beside the disk, for make update-repo: the ESP's,
+	// as the manifest records it.
+	efi, err := os.ReadFile(filepath.Join(lastDir, UKIFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(efi)
+	if back.Disk.UKIFile != UKIFile || back.Disk.UKISize != int64(len(efi)) || back.Disk.UKISHA256 != hex.EncodeToString(sum[:]) || back.Disk.UKISHA256 != last.Disk.UKISHA256 {
+		t.Errorf("manifest's UKI file %q %d bytes sha256 %s; %s is %d bytes", back.Disk.UKIFile, back.Disk.UKISize, back.Disk.UKISHA256, UKIFile, len(efi))
+	}
+	if !bytes.HasSuffix(efi, []byte("SIGNED-BY-TEST")) || !bytes.Contains(efi, []byte(m.Disk.Cmdline)) {
+		t.Errorf("%s is not the signed UKI with the disk's command line", UKIFile)
+	}
+}
+
+// TestBuildUpdateTrust: -update-root puts the trusted root.json in the
+// root filesystem and the manifest (beside and in the initramfs) says where,
+// with the default repository; bad inputs are refused by name.
+func TestBuildUpdateTrust(t *testing.T) {
+	kernel := fakeKernel(t)
+	berth, _ := fakeBerth(t, "amd64")
+	ks, err := repo.SetUpKeys(filepath.Join(t.TempDir(), "update"), false, repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootPath := filepath.Join(t.TempDir(), "root.json")
+	if err := os.WriteFile(rootPath, ks.TrustedRoot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	res := build(t, kernel, berth, out, func(in *Inputs) {
+		in.UpdateRoot, in.UpdateRepository = rootPath, "https://updates.example.com/berth"
+	})
+	want := manifest.Update{TrustedRoot: manifest.TrustedRootPath, Repository: "https://updates.example.com/berth"}
+	if u := res.Manifest.Update; u == nil || *u != want {
+		t.Fatalf("manifest update %+v, want %+v", u, want)
+	}
+	sum := sha256.Sum256(ks.TrustedRoot)
+	i := slices.IndexFunc(res.Manifest.Files, func(f manifest.File) bool { return f.Path == manifest.TrustedRootPath })
+	if i < 0 || res.Manifest.Files[i].SHA256 != hex.EncodeToString(sum[:]) || res.Manifest.Files[i].Mode != "0444" {
+		t.Fatalf("the image's files do not list %s as the trusted root, read-only", manifest.TrustedRootPath)
+	}
+	if erofs, _ := os.ReadFile(filepath.Join(out, "root.erofs")); !bytes.Contains(erofs, ks.TrustedRoot) {
+		t.Error("root.erofs does not hold the trusted root")
+	}
+	ird := readInitramfs(t, filepath.Join(out, "initramfs.img"))
+	if _, ok := ird[manifest.TrustedRootPath]; ok {
+		t.Error("the trusted root is in the initramfs; it belongs in the verity-protected root")
+	}
+	inner, err := manifest.Parse(ird[manifest.DefaultPath])
+	if err != nil || inner.Update == nil || *inner.Update != want {
+		t.Errorf("the initramfs manifest's update %+v (%v)", inner.Update, err)
+	}
+
+	// Without -update-root the image carries no trust, and says so by
+	// having no update entry.
+	if res := build(t, kernel, berth, t.TempDir()); res.Manifest.Update != nil {
+		t.Errorf("an image without a trusted root has update %+v", res.Manifest.Update)
+	}
+
+	notRoot := filepath.Join(t.TempDir(), "root.json")
+	os.WriteFile(notRoot, []byte(`{"signed":{}}`), 0o644)
+	for name, tc := range map[string]struct {
+		root, url, want string
+	}{
+		"url without root": {"", "https://u.example.com", "no trusted root.json"},
+		"missing root":     {filepath.Join(t.TempDir(), "none.json"), "", "none.json"},
+		"not a root":       {notRoot, "", "not a TUF root.json"},
+		"ftp url":          {rootPath, "ftp://u.example.com", "want an http:// or https:// URL"},
+	} {
+		_, err := tryBuild(t, kernel, berth, t.TempDir(), func(in *Inputs) { in.UpdateRoot, in.UpdateRepository = tc.root, tc.url })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", name, err, tc.want)
+		}
 	}
 }
 

@@ -63,6 +63,10 @@ type Inputs struct {
 	// enrolls them on a machine in Secure Boot setup mode (bare metal, a
 	// new QEMU vars file) and reboots into Secure Boot.
 	EnrollKeys []esp.File
+	// UKIOut, when set, is where the UKI is also written, as it is on the
+	// ESP (signed when Sign is set): a release's UKI for an update
+	// repository (berth.efi beside disk.raw).
+	UKIOut string
 }
 
 // BootLoaderFor is systemd-boot's EFI binary for an architecture, from
@@ -125,6 +129,10 @@ type Result struct {
 	Signed bool
 	// Enroll says the ESP carries keys for systemd-boot to enroll.
 	Enroll bool
+	// UKISize and UKISHA256 describe the UKI as on the ESP (and at
+	// Inputs.UKIOut).
+	UKISize   int64
+	UKISHA256 string
 }
 
 // Assemble writes disk.raw to out: the GPT from Plan, the ESP holding a
@@ -211,10 +219,11 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 			return fail(fmt.Errorf("UKI: %w", err))
 		}
 	}
-	us, err := os.Stat(ukiPath)
+	ukiData, err := os.ReadFile(ukiPath)
 	if err != nil {
 		return fail(err)
 	}
+	ukiSum := sha256.Sum256(ukiData)
 	confPath := filepath.Join(tmp, "loader.conf")
 	if err := os.WriteFile(confPath, []byte(LoaderConf(len(in.EnrollKeys) > 0)), 0o644); err != nil {
 		return fail(err)
@@ -225,7 +234,7 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 	}
 	// Room for two UKIs (the running version's and an update's, each a
 	// little larger), and for FAT's own structures.
-	espSize := (us.Size()*5/2 + 8<<20 + (1<<20 - 1)) / (1 << 20) * (1 << 20)
+	espSize := (int64(len(ukiData))*5/2 + 8<<20 + (1<<20 - 1)) / (1 << 20) * (1 << 20)
 	espPath := filepath.Join(tmp, "esp.img")
 	if err := esp.Build(ctx, log, espPath, esp.Options{Size: espSize, VolumeID: binary.BigEndian.Uint32(tree.RootHash), Epoch: in.Epoch}, files); err != nil {
 		return fail(err)
@@ -275,10 +284,17 @@ func Assemble(ctx context.Context, log *slog.Logger, out string, in Inputs) (Res
 	if err := f.Close(); err != nil {
 		return fail(err)
 	}
+	if in.UKIOut != "" {
+		// Before the disk is renamed into place: a disk.raw beside an
+		// older berth.efi would pair two builds.
+		if err := fsutil.WriteFileAtomic(in.UKIOut, ukiData, 0o644); err != nil {
+			return fail(fmt.Errorf("writing the UKI: %w", err))
+		}
+	}
 	if err := os.Rename(part, out); err != nil {
 		return fail(err)
 	}
-	r := Result{Layout: l, RootHash: tree.RootHashHex(), Verity: param, Cmdline: cmdline, SHA256: hex.EncodeToString(h.Sum(nil)),
+	r := Result{UKISize: int64(len(ukiData)), UKISHA256: hex.EncodeToString(ukiSum[:]), Layout: l, RootHash: tree.RootHashHex(), Verity: param, Cmdline: cmdline, SHA256: hex.EncodeToString(h.Sum(nil)),
 		UKI: UKIPath(in.Version), Slot: slot, Signed: in.Sign != nil, Enroll: len(in.EnrollKeys) > 0}
 	log.Info("disk image assembled", "path", out, "bytes", l.Size(), "root_fs_bytes", size, "root_hash", r.RootHash,
 		"uki", r.UKI, "signed", r.Signed, "enroll_keys", r.Enroll, "sha256", r.SHA256)

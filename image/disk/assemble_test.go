@@ -61,7 +61,7 @@ func TestAssemble(t *testing.T) {
 		keys = append(keys, esp.File{Path: k, Src: filepath.Join(dir, k)})
 	}
 	in := Inputs{RootFS: filepath.Join(dir, "root.erofs"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd"),
-		Cmdline: "console=ttyS0", Version: "v1.2-3-gabcdef", Sign: testSign, EnrollKeys: keys}
+		Cmdline: "console=ttyS0", Version: "v1.2-3-gabcdef", Sign: testSign, EnrollKeys: keys, UKIOut: filepath.Join(dir, "berth.efi")}
 	log := slog.New(slog.DiscardHandler)
 	out := filepath.Join(dir, "disk.raw")
 	r, err := Assemble(context.Background(), log, out, in)
@@ -145,6 +145,13 @@ func TestAssemble(t *testing.T) {
 	}
 	if !bytes.HasSuffix(ukiBytes, []byte("SIGNED-BY-TEST")) {
 		t.Error("the UKI is not signed, or was changed after signing")
+	}
+	// The UKI beside the disk, for an update repository, is the ESP's.
+	if out, err := os.ReadFile(in.UKIOut); err != nil || !bytes.Equal(out, ukiBytes) {
+		t.Errorf("UKIOut %s is not the ESP's UKI (%v)", in.UKIOut, err)
+	}
+	if sum := sha256.Sum256(ukiBytes); r.UKISHA256 != hex.EncodeToString(sum[:]) || r.UKISize != int64(len(ukiBytes)) {
+		t.Errorf("Result's UKI %d bytes sha256 %s, the ESP's %d bytes", r.UKISize, r.UKISHA256, len(ukiBytes))
 	}
 	if got := string(read("loader/loader.conf")); got != LoaderConf(true) || !strings.Contains(got, "secure-boot-enroll force\n") || !strings.Contains(got, "editor no\n") {
 		t.Errorf("loader.conf %q", got)

@@ -18,6 +18,7 @@ package syntax
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -353,6 +354,44 @@ func TimeServer(s string) error {
 	}
 	if msg := nameProblem(s, false); msg != "" {
 		return fmt.Errorf("%q is not an NTP server: want a hostname or an IP address (%s)", s, msg)
+	}
+	return nil
+}
+
+// MaxURL bounds a URL berth takes from outside: far longer than any real
+// repository or endpoint URL.
+const MaxURL = 2048
+
+// HTTPURL checks a base URL berth fetches from (an update repository): an
+// http:// or https:// URL with a host, no credentials (they would be
+// shown wherever the URL is; the error quotes the URL with its password
+// redacted), no query or fragment (a base URL gets paths appended), no
+// control characters or spaces, at most MaxURL bytes.
+func HTTPURL(s string) error {
+	if len(s) > MaxURL {
+		return fmt.Errorf("%q is not a URL berth takes: %d bytes, at most %d", s, len(s), MaxURL)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == 0x7f {
+			return fmt.Errorf("%q is not a URL: %q at byte %d (percent-encode it)", s, c, i)
+		}
+	}
+	if err := NoControl(s); err != nil {
+		return err
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a URL: %w", s, err)
+	case !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://"):
+		return fmt.Errorf("%q: want an http:// or https:// URL", s)
+	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%q: no host", s)
+	case u.User != nil:
+		// The one error that does not quote the value: it holds a secret.
+		return fmt.Errorf("%q: credentials do not belong in the URL", u.Redacted())
+	case u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#"):
+		return fmt.Errorf("%q: a query or fragment is not allowed in a base URL", s)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package syntax
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -393,4 +394,44 @@ func TestTimeServer(t *testing.T) {
 			{"ntp://time.aws.com", "not an NTP server"},
 			{"a\nb", "not an NTP server"},
 		})
+}
+
+func TestHTTPURL(t *testing.T) {
+	check(t, "HTTPURL", HTTPURL,
+		[]string{"https://updates.example.com", "http://10.0.2.2:8080/repo/", "https://[fd00::1]:8443/berth/amd64", "https://example.com/a%20b"},
+		[]badCase{
+			{"", "want an http"},
+			{"ftp://example.com", "want an http"},
+			{"example.com/repo", "want an http"},
+			{"https://", "no host"},
+			{"https://:443/x", "no host"},
+			{"https://example.com/?x=1", "query or fragment"},
+			{"https://example.com/#x", "query or fragment"},
+			{"https://example.com/a b", "not a URL"},
+			{"https://example.com/\n", "not a URL"},
+			{"https://example.com/" + strings.Repeat("a", MaxURL), "at most"},
+		})
+	// Credentials: refused without showing the password.
+	if err := HTTPURL("https://user:s3cret@example.com/r"); err == nil || !strings.Contains(err.Error(), "credentials") ||
+		strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), `"https://user:xxxxx@example.com/r"`) {
+		t.Errorf("HTTPURL with a password: %v", err)
+	}
+}
+
+func FuzzHTTPURL(f *testing.F) {
+	for _, s := range []string{"https://example.com/r", "http://[::1]:80/", "https://u@h", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if HTTPURL(s) != nil {
+			return
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+			t.Fatalf("HTTPURL accepted %q", s)
+		}
+		if strings.ContainsAny(s, " \n\r\t#") {
+			t.Fatalf("HTTPURL accepted %q", s)
+		}
+	})
 }

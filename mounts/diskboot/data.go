@@ -35,8 +35,10 @@ const (
 var dataWait = 5 * time.Second
 
 // DataBinds are the directories kept on the data partition: kubelet's
-// state (its client certificate, rotated after the bootstrap) and logs.
-func DataBinds() []string { return []string{"/var/lib/kubelet", "/var/log"} }
+// state (its client certificate, rotated after the bootstrap), logs, and
+// the update agent's state (which update is pending, what became of the
+// last), which must outlive the reboots of an update.
+func DataBinds() []string { return []string{"/var/lib/kubelet", "/var/log", "/var/lib/berth/update"} }
 
 // dataFSAction decides what to do with what the data partition holds:
 // make the filesystem on a blank one (first boot), mount an ext4 one, and

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-node/berth/image/disk"
 	iverity "github.com/berth-node/berth/image/verity"
 	"github.com/berth-node/berth/internal/syncbuf"
+	"github.com/berth-node/berth/mounts/verity"
 	"github.com/berth-node/berth/update/bootcount"
 	"github.com/berth-node/berth/update/repo"
 	"github.com/berth-node/berth/update/status"
@@ -557,5 +558,49 @@ func TestEntryNames(t *testing.T) {
 	s, err := bootcount.Staged(newVersion)
 	if err != nil || s.Name != stagedEntry {
 		t.Fatalf("Staged(%s) = %v, %v", newVersion, s, err)
+	}
+}
+
+// TestApplyVerifyHook: a node checks the written slot through the
+// kernel's dm-verity (Request.Verify) with the parameters of the new
+// UKI's command line; a failed check stops the update before its commit.
+func TestApplyVerifyHook(t *testing.T) {
+	w := newWorld(t, nil)
+	n := newNode(t, nil)
+	req := w.request(t, n)
+	var got verity.Param
+	var dev string
+	req.Verify = func(_ context.Context, d string, p verity.Param) (int64, error) {
+		dev, got = d, p
+		// The kernel's verity target must be able to claim the device:
+		// Apply holds it open with O_EXCL while writing, and must not now.
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			if l, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); l == d {
+				t.Errorf("the target %s is still open (fd %s) while it is verified", d, fd.Name())
+			}
+		}
+		return 0, &MismatchError{Offset: 4096, Level: -1, Block: 1, RootHash: p.RootHash}
+	}
+	lu, err := Apply(context.Background(), discard, req)
+	var me *MismatchError
+	if !errors.As(err, &me) || lu.Result != status.ResultFailed {
+		t.Fatalf("Apply with a failing check = %+v, %v; want failed with the mismatch", lu, err)
+	}
+	if dev != req.Target || got != w.image.param {
+		t.Errorf("Verify got %s %+v; want the target %s with the new UKI's %+v", dev, got, req.Target, w.image.param)
+	}
+	if last := lu.Steps[len(lu.Steps)-1]; last.Name != StepVerifyRoot || last.Error == "" {
+		t.Errorf("last step %+v, want %s failed", last, StepVerifyRoot)
+	}
+	n.checkBootsRunning(t, "after a failed check")
+
+	req.Verify = func(_ context.Context, d string, p verity.Param) (int64, error) { return 42, nil }
+	lu, err = Apply(context.Background(), discard, req)
+	if err != nil || lu.Result != status.ResultStaged {
+		t.Fatalf("Apply with a passing check = %+v, %v", lu, err)
+	}
+	if s := lu.Steps[slices.IndexFunc(lu.Steps, func(s status.Step) bool { return s.Name == StepVerifyRoot })]; s.Bytes != 42 {
+		t.Errorf("verify-root step %+v, want the check's 42 bytes", s)
 	}
 }

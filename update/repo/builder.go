@@ -98,6 +98,22 @@ type state struct {
 // timestamp, all at version 1, signed with keys. It refuses a directory that
 // already has a root.json (ErrRepoExists).
 func Init(ctx context.Context, dir string, keys *Keys, opts Options) error {
+	return initRepo(ctx, dir, keys, nil, opts)
+}
+
+// InitFrom is Init starting from trustedRoot, the root.json that node
+// images carry (TrustedRoot made it, beside the keys): the repository's
+// 1.root.json is those very bytes, so a node trusts the repository from
+// its first version on. trustedRoot must be signed by keys' root key and
+// name keys for every role.
+func InitFrom(ctx context.Context, dir string, keys *Keys, trustedRoot []byte, opts Options) error {
+	if err := CheckTrustedRoot(trustedRoot, keys); err != nil {
+		return fmt.Errorf("initialising the repository in %s: %w", dir, err)
+	}
+	return initRepo(ctx, dir, keys, trustedRoot, opts)
+}
+
+func initRepo(ctx context.Context, dir string, keys *Keys, trustedRoot []byte, opts Options) error {
 	rootPath := filepath.Join(dir, "root.json")
 	if _, err := os.Lstat(rootPath); err == nil {
 		return fmt.Errorf("initialising the repository in %s: %w (%s)", dir, ErrRepoExists, rootPath)
@@ -123,7 +139,18 @@ func Init(ctx context.Context, dir string, keys *Keys, opts Options) error {
 	}
 	// publish bumps every version; start one lower so the first is 1.
 	s.targets.Signed.Version, s.snapshot.Signed.Version, s.timestamp.Signed.Version = 0, 0, 0
-	if err := s.writeRoot(keys); err != nil {
+	if trustedRoot != nil {
+		// Kept byte for byte: re-signing would give other bytes (and,
+		// with another clock, another expiry) than the images carry.
+		root, err := metadata.Root().FromBytes(trustedRoot)
+		if err != nil {
+			return fmt.Errorf("initialising the repository in %s: the trusted root: %w", dir, err)
+		}
+		s.root = root
+		if err := s.writeRootBytes(trustedRoot); err != nil {
+			return fmt.Errorf("initialising the repository in %s: %w", dir, err)
+		}
+	} else if err := s.writeRoot(keys); err != nil {
 		return fmt.Errorf("initialising the repository in %s: %w", dir, err)
 	}
 	if err := s.publish(ctx, keys, opts); err != nil {
@@ -411,6 +438,11 @@ func (s *state) writeRoot(keys *Keys) error {
 	if err != nil {
 		return fmt.Errorf("signing root: %w", err)
 	}
+	return s.writeRootBytes(data)
+}
+
+// writeRootBytes writes data, root as signed, under both names.
+func (s *state) writeRootBytes(data []byte) error {
 	name := strconv.FormatInt(s.root.Signed.Version, 10) + ".root.json"
 	for _, n := range []string{name, "root.json"} {
 		if err := fsutil.WriteFileAtomic(filepath.Join(s.dir, n), data, 0o644); err != nil {

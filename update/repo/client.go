@@ -151,24 +151,101 @@ type Release struct {
 // (ErrDowngrade) unless AllowDowngrade.
 func (c *Client) Latest(ctx context.Context, arch string) (Release, error) {
 	what := fmt.Sprintf("finding the newest %s release in the repository at %s", arch, c.cfg.MetadataURL)
-	if err := checkArch(arch); err != nil {
-		return Release{}, fmt.Errorf("%s: %w", what, err)
-	}
-	up, err := c.updater(ctx)
+	releases, err := c.releases(ctx, arch)
 	if err != nil {
 		return Release{}, fmt.Errorf("%s: %w", what, err)
 	}
+	var newest *Release
+	for _, r := range releases {
+		if newest == nil || r.Version.Compare(newest.Version) > 0 {
+			newest = r
+		}
+	}
+	if newest == nil {
+		return Release{}, fmt.Errorf("%s: %w", what, ErrNoRelease)
+	}
+	if err := complete(newest); err != nil {
+		return Release{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if c.running.parts != nil && newest.Version.Compare(c.running) < 0 {
+		if !c.cfg.AllowDowngrade {
+			return Release{}, fmt.Errorf("%s: %w: newest is %s, running %s", what, ErrDowngrade, newest.Version, c.running)
+		}
+		c.log.Warn("update repository: downgrade allowed", "repository", c.cfg.MetadataURL, "arch", arch, "newest", newest.Version.String(), "running", c.running.String())
+	}
+	return *newest, nil
+}
+
+// Find refreshes the repository's metadata as Latest does and returns
+// the release of arch with version (compared as versions: "v1.2" finds
+// "1.2.0"). A version older than the running one is refused
+// (ErrDowngrade) unless AllowDowngrade; one the repository does not list
+// is ErrNoRelease, naming the newest it does.
+func (c *Client) Find(ctx context.Context, arch, version string) (Release, error) {
+	what := fmt.Sprintf("finding %s release %s in the repository at %s", arch, version, c.cfg.MetadataURL)
+	want, err := ParseVersion(version)
+	if err != nil {
+		return Release{}, fmt.Errorf("%s: %w", what, err)
+	}
+	releases, err := c.releases(ctx, arch)
+	if err != nil {
+		return Release{}, fmt.Errorf("%s: %w", what, err)
+	}
+	var found, newest *Release
+	for _, r := range releases {
+		if r.Version.Compare(want) == 0 {
+			found = r
+		}
+		if newest == nil || r.Version.Compare(newest.Version) > 0 {
+			newest = r
+		}
+	}
+	if found == nil {
+		if newest == nil {
+			return Release{}, fmt.Errorf("%s: %w", what, ErrNoRelease)
+		}
+		return Release{}, fmt.Errorf("%s: %w: the repository lists %s releases up to %s", what, ErrNoRelease, arch, newest.Version)
+	}
+	if err := complete(found); err != nil {
+		return Release{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if c.running.parts != nil && found.Version.Compare(c.running) < 0 && !c.cfg.AllowDowngrade {
+		return Release{}, fmt.Errorf("%s: %w: running %s", what, ErrDowngrade, c.running)
+	}
+	return *found, nil
+}
+
+// complete checks r has every kind of target.
+func complete(r *Release) error {
+	for _, k := range Kinds() {
+		if _, ok := r.Targets[k]; !ok {
+			return fmt.Errorf("release %s: %w: no %s target", r.Version, ErrIncomplete, k)
+		}
+	}
+	return nil
+}
+
+// releases refreshes the metadata and gathers arch's releases from the
+// targets role, checking each target's custom metadata against its path.
+func (c *Client) releases(ctx context.Context, arch string) (map[string]*Release, error) {
+	if err := checkArch(arch); err != nil {
+		return nil, err
+	}
+	up, err := c.updater(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := up.Refresh(); err != nil {
-		return Release{}, fmt.Errorf("%s: %w", what, classify(err))
+		return nil, classify(err)
 	}
 	releases := map[string]*Release{}
 	for path, tf := range up.GetTopLevelTargets() {
 		cu, err := customOf(tf)
 		if err != nil {
-			return Release{}, fmt.Errorf("%s: target %s: %w", what, path, err)
+			return nil, fmt.Errorf("target %s: %w", path, err)
 		}
 		if want := targetPath(cu.Arch, cu.Version, cu.Kind); path != want {
-			return Release{}, fmt.Errorf("%s: target %s: %w: its metadata says %s", what, path, ErrMetadata, want)
+			return nil, fmt.Errorf("target %s: %w: its metadata says %s", path, ErrMetadata, want)
 		}
 		if cu.Arch != arch {
 			continue
@@ -180,7 +257,7 @@ func (c *Client) Latest(ctx context.Context, arch string) (Release, error) {
 			releases[cu.Version] = r
 		}
 		if r.RootHash != cu.RootHash {
-			return Release{}, fmt.Errorf("%s: release %s: %w: its files name root hashes %s and %s", what, cu.Version, ErrIncomplete, r.RootHash, cu.RootHash)
+			return nil, fmt.Errorf("release %s: %w: its files name root hashes %s and %s", cu.Version, ErrIncomplete, r.RootHash, cu.RootHash)
 		}
 		hashes := map[string][]byte{}
 		for alg, h := range tf.Hashes {
@@ -188,27 +265,7 @@ func (c *Client) Latest(ctx context.Context, arch string) (Release, error) {
 		}
 		r.Targets[cu.Kind] = Target{Path: path, Length: tf.Length, Hashes: hashes}
 	}
-	var newest *Release
-	for _, r := range releases {
-		if newest == nil || r.Version.Compare(newest.Version) > 0 {
-			newest = r
-		}
-	}
-	if newest == nil {
-		return Release{}, fmt.Errorf("%s: %w", what, ErrNoRelease)
-	}
-	for _, k := range Kinds() {
-		if _, ok := newest.Targets[k]; !ok {
-			return Release{}, fmt.Errorf("%s: release %s: %w: no %s target", what, newest.Version, ErrIncomplete, k)
-		}
-	}
-	if c.running.parts != nil && newest.Version.Compare(c.running) < 0 {
-		if !c.cfg.AllowDowngrade {
-			return Release{}, fmt.Errorf("%s: %w: newest is %s, running %s", what, ErrDowngrade, newest.Version, c.running)
-		}
-		c.log.Warn("update repository: downgrade allowed", "repository", c.cfg.MetadataURL, "arch", arch, "newest", newest.Version.String(), "running", c.running.String())
-	}
-	return *newest, nil
+	return releases, nil
 }
 
 // updater is a go-tuf Updater for one refresh (an Updater refreshes once),

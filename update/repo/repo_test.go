@@ -636,3 +636,34 @@ func BenchmarkFetch(b *testing.B) {
 		}
 	}
 }
+
+func TestFind(t *testing.T) {
+	ctx := context.Background()
+	r := newTestRepo(t, Options{})
+	r.add(t, "amd64", "1.9.0", hashA, Options{})
+	r.add(t, "amd64", "1.10", hashB, Options{})
+	r.add(t, "arm64", "2.0.0", hashA, Options{})
+	c := r.client(t, ClientConfig{Running: "1.9.0"})
+	rel, err := c.Find(ctx, "amd64", "v1.10.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.Version.String() != "1.10" || rel.RootHash != hashB || rel.Targets[KindUKI].Path != "amd64/1.10/berth.efi" {
+		t.Errorf("Find(amd64, v1.10.0) = %s root hash %s UKI %s", rel.Version, rel.RootHash, rel.Targets[KindUKI].Path)
+	}
+	// Not in the repository: the error names the newest there is.
+	_, err = c.Find(ctx, "amd64", "1.11")
+	mustErr(t, err, ErrNoRelease, "1.11", "up to 1.10", r.srv.URL)
+	// Another architecture's release is not this one's.
+	_, err = c.Find(ctx, "amd64", "2.0.0")
+	mustErr(t, err, ErrNoRelease, "2.0.0")
+	// Older than the running version: only with AllowDowngrade.
+	_, err = r.client(t, ClientConfig{Running: "1.10"}).Find(ctx, "amd64", "1.9.0")
+	mustErr(t, err, ErrDowngrade, "1.9.0", "running 1.10")
+	old, err := r.client(t, ClientConfig{Running: "1.10", AllowDowngrade: true}).Find(ctx, "amd64", "1.9.0")
+	if err != nil || old.RootHash != hashA {
+		t.Errorf("Find older with AllowDowngrade = %s, %v; want 1.9.0", old.Version, err)
+	}
+	_, err = c.Find(ctx, "amd64", "1.10-rc1")
+	mustErr(t, err, ErrVersion, "1.10-rc1")
+}

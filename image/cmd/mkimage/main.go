@@ -18,6 +18,12 @@
 // a machine in setup mode; without -keys the disk is unsigned and the
 // manifest says so.
 //
+// -update-root FILE puts the update repository's trusted root.json (make
+// keys writes KEYS_DIR/update/root.json) in the root filesystem at
+// /usr/share/berth/update/root.json, and -update-url URL records a default
+// repository; the manifest's "update" says both. With -disk, the signed UKI
+// is also written beside disk.raw as berth.efi, for make update-repo.
+//
 // -host-files prints those paths (for the variant, read from -sysroot or
 // /) one a line and builds nothing: make sysroot maps them to packages.
 package main
@@ -64,6 +70,8 @@ func run(log *slog.Logger, args []string) error {
 	hostFiles := fs.Bool("host-files", false, "print the host files the spec's layers copy, one a line, and build nothing")
 	diskCmdline := fs.String("disk-cmdline", assemble.DefaultDiskCmdline, "the disk's kernel command line (berth.verity= is appended)")
 	keysDir := fs.String("keys", "", "sign the disk's EFI binaries with this Secure Boot key set's db key (make keys); unsigned when empty")
+	updateRoot := fs.String("update-root", "", "the update repository's trusted root.json (make keys writes KEYS_DIR/update/root.json): placed in the root filesystem at "+manifest.TrustedRootPath+"; without it the image cannot update in place")
+	updateURL := fs.String("update-url", "", "the default update repository's URL (http or https), recorded in the manifest; needs -update-root. User data may name another")
 	enroll := fs.Bool("enroll", true, "with -keys: put the key set's .auth files on the ESP for systemd-boot to enroll on a machine in setup mode")
 	components := map[string]string{}
 	fs.Func("component", "NAME=VERSION of a component the image ships, for the manifest (repeatable)", func(v string) error {
@@ -140,6 +148,7 @@ func run(log *slog.Logger, args []string) error {
 		Spec: rs, Berth: *berth, BerthVersion: *version, KernelDir: *kernel,
 		RepoRoot: *repo, MTime: mtime, Out: *out, Components: components, Accepts: accepted, Arch: *arch,
 		Disk: *diskOut, DiskCmdline: *diskCmdline, RootInInitramfs: *rootInInitramfs, Sysroot: *sysroot,
+		UpdateRoot: *updateRoot, UpdateRepository: *updateURL,
 	}
 	if *keysDir != "" && *diskOut != "" {
 		if err := signing(ctx, log, &in, *keysDir, *enroll); err != nil {

@@ -12,6 +12,12 @@
 // certificate subjects and SHA-256 fingerprints). -from reads a directory
 // holding at least the six .key and .crt files and writes the complete set
 // to -out (the same directory: only the missing files are added).
+//
+// Beside them, in -out/update/, the update repository's keys (one ed25519
+// key per TUF role, tuf-<role>.pem) and the trusted root.json signed with
+// them, which node images carry and `make update-repo` starts a repository
+// from (update/repo.SetUpKeys): made once and kept like the Secure Boot
+// set, replaced by -force too.
 package main
 
 import (
@@ -25,6 +31,7 @@ import (
 	"path/filepath"
 
 	"github.com/berth-node/berth/image/secureboot"
+	"github.com/berth-node/berth/update/repo"
 )
 
 func main() {
@@ -53,13 +60,41 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := secureBootKeys(ctx, log, *out, *from, exists, *force); err != nil {
+		return err
+	}
+	return updateKeys(log, filepath.Join(*out, UpdateDir), *force)
+}
 
-	if *from != "" {
-		keys, err := secureboot.LoadKeys(ctx, log, *from)
+// UpdateDir is the update repository's key directory inside -out.
+const UpdateDir = "update"
+
+// updateKeys makes or keeps the update repository's keys and trusted root.
+func updateKeys(log *slog.Logger, dir string, force bool) error {
+	ks, err := repo.SetUpKeys(dir, force, repo.Options{})
+	if err != nil {
+		return fmt.Errorf("update repository keys: %w", err)
+	}
+	msg := "kept"
+	switch {
+	case ks.Created:
+		msg = "new set written; keep its tuf-*.pem files secret"
+	case ks.Completed:
+		msg = "kept; trusted root.json made from them"
+	}
+	log.Info("update repository keys: "+msg, "dir", dir, "trusted_root", filepath.Join(dir, repo.TrustedRootFile))
+	return nil
+}
+
+// secureBootKeys makes, takes (from) or keeps the Secure Boot key set in
+// out.
+func secureBootKeys(ctx context.Context, log *slog.Logger, out, from string, exists, force bool) error {
+	if from != "" {
+		keys, err := secureboot.LoadKeys(ctx, log, from)
 		if err != nil {
 			return err
 		}
-		if same, err := sameDir(*from, *out); err != nil {
+		if same, err := sameDir(from, out); err != nil {
 			return err
 		} else if same {
 			if err := keys.WriteMissing(log); err != nil {
@@ -68,24 +103,24 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 			report(log, "key set complete", keys)
 			return nil
 		}
-		if exists && !*force {
-			if have, err := secureboot.LoadKeys(ctx, log, *out); err == nil && have.DB.Fingerprint() == keys.DB.Fingerprint() &&
+		if exists && !force {
+			if have, err := secureboot.LoadKeys(ctx, log, out); err == nil && have.DB.Fingerprint() == keys.DB.Fingerprint() &&
 				have.KEK.Fingerprint() == keys.KEK.Fingerprint() && have.PK.Fingerprint() == keys.PK.Fingerprint() {
-				log.Info("secure boot keys: -out already holds these keys; kept", "dir", *out)
+				log.Info("secure boot keys: -out already holds these keys; kept", "dir", out)
 				return nil
 			}
 		}
-		if err := keys.Write(log, *out, *force); err != nil {
+		if err := keys.Write(log, out, force); err != nil {
 			return err
 		}
-		report(log, "key set written from "+*from, keys)
+		report(log, "key set written from "+from, keys)
 		return nil
 	}
 
-	if exists && !*force {
-		keys, err := secureboot.LoadKeys(ctx, log, *out)
+	if exists && !force {
+		keys, err := secureboot.LoadKeys(ctx, log, out)
 		if err != nil {
-			return fmt.Errorf("%w; -force replaces %s with a new set", err, *out)
+			return fmt.Errorf("%w; -force replaces %s with a new set", err, out)
 		}
 		if err := keys.WriteMissing(log); err != nil {
 			return err
@@ -97,7 +132,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := keys.Write(log, *out, *force); err != nil {
+	if err := keys.Write(log, out, force); err != nil {
 		return err
 	}
 	report(log, "new key set written; keep its .key files secret", keys)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/berth-node/berth/image/secureboot"
+	"github.com/berth-node/berth/update/repo"
 )
 
 func runLogged(t *testing.T, args ...string) (string, error) {
@@ -106,12 +107,16 @@ func TestFrom(t *testing.T) {
 	if _, err := runLogged(t, "-from", mine, "-out", other); !errors.Is(err, secureboot.ErrExists) {
 		t.Fatalf("-from over another set: %v", err)
 	}
-	// In place: the missing files are added beside the user's.
+	// In place: the missing files are added beside the user's, and the
+	// update repository's keys in update/.
 	if _, err := runLogged(t, "-from", mine, "-out", mine); err != nil {
 		t.Fatal(err)
 	}
-	if entries, _ := os.ReadDir(mine); len(entries) != 14 {
-		t.Fatalf("in place: %d files, want 14", len(entries))
+	if entries, _ := os.ReadDir(mine); len(entries) != 15 {
+		t.Fatalf("in place: %d entries, want 14 files and update/", len(entries))
+	}
+	if _, err := repo.LoadKeys(filepath.Join(mine, UpdateDir)); err != nil {
+		t.Fatalf("in place: %v", err)
 	}
 	load(t, mine)
 }
@@ -127,5 +132,55 @@ func TestFlags(t *testing.T) {
 	os.WriteFile(f, nil, 0o600)
 	if _, err := runLogged(t, "-out", f); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("-out a file: %v", err)
+	}
+}
+
+// TestUpdateKeys: make keys also makes the update repository's keys and
+// trusted root in -out/update, keeps them on the next run, makes them for
+// a Secure Boot set made before they were, and -force replaces them.
+func TestUpdateKeys(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "keys")
+	if _, err := runLogged(t, "-out", out); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(out, UpdateDir)
+	rootPath := filepath.Join(dir, repo.TrustedRootFile)
+	first, err := os.ReadFile(rootPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := repo.LoadKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.CheckTrustedRoot(first, keys); err != nil {
+		t.Fatalf("the trusted root does not match the keys: %v", err)
+	}
+
+	logs, err := runLogged(t, "-out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(rootPath); !bytes.Equal(again, first) || !strings.Contains(logs, "update repository keys: kept") {
+		t.Fatalf("a second run did not keep the update keys: %s", logs)
+	}
+
+	// A key directory from before the update keys gets them.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runLogged(t, "-out", out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.LoadKeys(dir); err != nil {
+		t.Fatalf("update keys not added to an existing set: %v", err)
+	}
+	added, _ := os.ReadFile(rootPath)
+
+	if _, err := runLogged(t, "-out", out, "-force"); err != nil {
+		t.Fatal(err)
+	}
+	if forced, err := os.ReadFile(rootPath); err != nil || bytes.Equal(forced, added) {
+		t.Fatalf("-force kept the update keys' root (%v)", err)
 	}
 }
