@@ -131,7 +131,9 @@ type agent struct {
 	published map[string]string
 	retryAt   time.Time
 	backoff   time.Duration
-	done      bool
+	// waiting is the wait last logged, so it is said once.
+	waiting string
+	done    bool
 	// esp is what the ESP held when the agent started; only the agent
 	// changes it, so a trial judges by it without mounting the ESP at
 	// every look.
@@ -288,6 +290,10 @@ func (a *agent) bless(ctx context.Context, reason string) {
 		return
 	}
 	a.trial = false
+	// This boot is no trial any more: an update may follow at once.
+	a.o.Status.Trial, a.o.Status.Entry, a.o.Status.State = false, good.Name, bootcount.Good.String()
+	a.o.Status.TriesLeft, a.o.Status.TriesDone = 0, 0
+	a.booted = good
 	last := a.lastOf(ResultBlessed, fmt.Sprintf("blessed: %s", reason))
 	last.Entry = good.Name
 	a.s.Last, a.s.Pending = last, nil
@@ -322,14 +328,21 @@ func (a *agent) revert(ctx context.Context, d trial.Decision) {
 
 // act applies t when Act says so.
 func (a *agent) act(ctx context.Context, t Trigger, now time.Time) {
-	ok, why := Act(a.s, a.o.Status, t)
-	if !ok {
-		if why != "" && a.s.Handled != t.Raw {
-			a.s.Handled = t.Raw
-			a.refuse(ctx, t.To, why)
-		}
+	ok, why, final := Act(a.s, a.o.Status, t)
+	switch {
+	case !ok && final && why != "":
+		a.s.Handled = t.Raw
+		a.refuse(ctx, t.To, why)
+		return
+	case !ok && why != "" && a.waiting != why:
+		// A wait, said once: the trigger is taken up when it is over.
+		a.waiting = why
+		a.log.Info("update waits", "to", t.To, "reason", why)
+		return
+	case !ok:
 		return
 	}
+	a.waiting = ""
 	if now.Before(a.retryAt) {
 		return
 	}

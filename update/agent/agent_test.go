@@ -181,6 +181,13 @@ func TestTrialBlessed(t *testing.T) {
 	if ann[AnnotationState] != StateBlessed || ann[AnnotationVersion] != "1.1.0" || ann[AnnotationSlot] != "b" || !strings.Contains(ann[AnnotationReason], "kubelet Ready for") {
 		t.Errorf("Node annotations after blessing: %v", ann)
 	}
+	// Blessed, the boot is no trial any more: the next update is taken up
+	// (and here refused only for want of a repository).
+	r.node.n.Annotations[AnnotationUpdateTo] = "1.2.0"
+	r.run(r.clock.now.Add(time.Minute))
+	if got := r.node.n.Annotations[AnnotationReason]; !strings.Contains(got, "no update repository") {
+		t.Errorf("after blessing, a trigger for 1.2.0: reason %q, want it taken up", got)
+	}
 }
 
 func TestTrialRolledBack(t *testing.T) {

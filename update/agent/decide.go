@@ -128,20 +128,22 @@ func TriggerOf(annotations map[string]string) (t Trigger, ok bool, err error) {
 
 // Act says whether the agent should apply t now, and if not, why (an
 // empty reason: nothing to say, the node is where the trigger wants it).
-// It is pure.
-func Act(s State, st status.Status, t Trigger) (act bool, reason string) {
+// final says the answer stands for as long as the trigger does not
+// change; otherwise it is a wait (a trial or an update under way), and
+// the trigger is acted on once it is over. It is pure.
+func Act(s State, st status.Status, t Trigger) (act bool, reason string, final bool) {
 	switch {
 	case sameVersion(st.Version, t.To):
-		return false, ""
+		return false, "", true
 	case s.Handled == t.Raw:
-		return false, ""
+		return false, "", true
 	case st.Trial:
-		return false, fmt.Sprintf("%s is on trial; an update waits until it is blessed or rolled back", st.Version)
+		return false, fmt.Sprintf("%s is on trial; an update waits until it is blessed or rolled back", st.Version), false
 	case s.Pending != nil:
-		return false, fmt.Sprintf("an update to %s is still pending (%s)", s.Pending.To, s.Pending.Phase)
+		return false, fmt.Sprintf("an update to %s is still pending (%s)", s.Pending.To, s.Pending.Phase), false
 	}
 	if why, ok := s.RolledBack[t.To]; ok {
-		return false, fmt.Sprintf("%s rolled back on this node before (%s); it is not tried again", t.To, why)
+		return false, fmt.Sprintf("%s rolled back on this node before (%s); it is not tried again", t.To, why), true
 	}
-	return true, ""
+	return true, "", false
 }

@@ -118,21 +118,22 @@ func TestAct(t *testing.T) {
 		t      Trigger
 		act    bool
 		reason string
+		final  bool
 	}{
 		{name: "asked for a new version", st: running, t: to, act: true},
-		{name: "already there", st: running, t: Trigger{To: "v1.0", Raw: "v1.0"}},
-		{name: "acted on before", s: State{Handled: "1.1.0"}, st: running, t: to},
+		{name: "already there", st: running, t: Trigger{To: "v1.0", Raw: "v1.0"}, final: true},
+		{name: "acted on before", s: State{Handled: "1.1.0"}, st: running, t: to, final: true},
 		{name: "same version, downgrade now allowed: a new request", s: State{Handled: "1.1.0"}, st: running,
 			t: Trigger{To: "1.1.0", AllowDowngrade: true, Raw: "1.1.0 (downgrade allowed)"}, act: true},
 		{name: "on trial", st: onTrial, t: to, reason: "on trial"},
 		{name: "pending", s: State{Pending: &Pending{Phase: PhaseStaged, To: "1.1.0"}}, st: running, t: to, reason: "still pending"},
 		{name: "rolled back here before", s: State{RolledBack: map[string]string{"1.1.0": "kubelet not Ready"}}, st: running, t: to,
-			reason: "1.1.0 rolled back on this node before (kubelet not Ready)"},
+			reason: "1.1.0 rolled back on this node before (kubelet not Ready)", final: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			act, reason := Act(c.s, c.st, c.t)
-			if act != c.act || !strings.Contains(reason, c.reason) || (c.reason == "" && reason != "") {
-				t.Errorf("Act = %v, %q; want %v, %q", act, reason, c.act, c.reason)
+			act, reason, final := Act(c.s, c.st, c.t)
+			if act != c.act || !strings.Contains(reason, c.reason) || (c.reason == "" && reason != "") || final != c.final {
+				t.Errorf("Act = %v, %q, final %v; want %v, %q, final %v", act, reason, final, c.act, c.reason, c.final)
 			}
 		})
 	}
