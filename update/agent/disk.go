@@ -79,7 +79,10 @@ func (d BootDisk) MountESP(ctx context.Context) (string, func() error, error) {
 	}
 	// The kernel asks /sbin/modprobe for vfat and its code pages
 	// (nls_cp437, nls_ascii) at the first mount.
-	if err := unix.Mount(dev, d.MountDir, "vfat", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "umask=0077"); err != nil {
+	// dirsync: vfat writes a directory's entries (a stage's or a
+	// blessing's rename) at once, not when its buffers are flushed; esp
+	// also syncs the filesystem after each rename.
+	if err := unix.Mount(dev, d.MountDir, "vfat", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_DIRSYNC, "umask=0077"); err != nil {
 		return "", nil, fmt.Errorf("mounting the ESP %s (vfat) on %s: %w", dev, d.MountDir, err)
 	}
 	return d.MountDir, func() error {

@@ -381,5 +381,13 @@ func (e ESP) syncDir() error {
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", e.dir(), err)
 	}
+	// Linux's vfat does not write a directory's entries on the
+	// directory's fsync (they are buffers of the block device, not of
+	// the directory): QEMU killed right after a staged rename booted the
+	// old entry. syncfs writes every dirty buffer of the ESP, the
+	// entries and the FAT with them.
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return fmt.Errorf("syncfs %s: %w", e.Root, err)
+	}
 	return nil
 }
