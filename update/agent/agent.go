@@ -330,6 +330,13 @@ func (a *agent) revert(ctx context.Context, d trial.Decision) {
 func (a *agent) act(ctx context.Context, t Trigger, now time.Time) {
 	ok, why, final := Act(a.s, a.o.Status, t)
 	switch {
+	case !ok && final && why != "" && a.s.Last != nil && a.s.Last.Result == ResultRolledBack && sameVersion(a.s.Last.To, t.To):
+		// The trigger still names the version that just rolled back:
+		// the Node keeps saying rolled-back, and why.
+		a.s.Handled = t.Raw
+		a.save()
+		a.log.Info("update not applied", "to", t.To, "reason", why)
+		return
 	case !ok && final && why != "":
 		a.s.Handled = t.Raw
 		a.refuse(ctx, t.To, why)

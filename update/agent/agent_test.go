@@ -209,8 +209,10 @@ func TestTrialRolledBack(t *testing.T) {
 	}
 
 	// The previous version boots: it says what happened, and does not
-	// take the same update again.
+	// take the same update again. The state as a power loss right after
+	// the commit leaves it: the trigger was never recorded as handled.
 	s := r.state(t)
+	s.Handled = ""
 	old := status.Status{Version: "1.0.0", Slot: "a", Boot: status.BootSystemdBoot, Entry: "berth-1.0.0.efi", State: "good"}
 	r2 := newRig(t, old, esp, &s)
 	r2.node.n.Annotations = map[string]string{AnnotationUpdateTo: "1.1.0"}
