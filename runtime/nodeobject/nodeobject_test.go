@@ -636,9 +636,7 @@ func TestConcurrentUse(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			v := strconv.Itoa(i)
 			if err := c.Annotate(context.Background(), map[string]*string{"berth.dev/w" + v: &v}); err != nil {
 				errs <- err
@@ -647,7 +645,7 @@ func TestConcurrentUse(t *testing.T) {
 			if _, err := c.Get(context.Background()); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

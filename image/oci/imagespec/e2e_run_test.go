@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/berth-node/berth/internal/safe"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -258,7 +260,7 @@ func e2eServers(t *testing.T) map[string]string {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, body)
 	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
+	goSafe("e2e http server", func() { _ = srv.Serve(l) }, nil)
 	t.Cleanup(func() { _ = srv.Close() })
 	// The node's PID 1 stands in a process of the builder's own: not the
 	// test's, whose main thread may be the one a row's namespaces were
@@ -402,7 +404,7 @@ func runE2ERow(img builtImage, root string, r e2eCommand, vars map[string]string
 			return fmt.Errorf("starting background %q: %w", r.Background.Argv, err)
 		}
 		exited := make(chan error, 1)
-		go func() { exited <- bg.Wait() }()
+		goSafe("background row wait", func() { exited <- bg.Wait() }, func(p *safe.Panic) { exited <- p })
 		defer func() {
 			_ = bg.Process.Kill()
 			<-exited
@@ -534,7 +536,7 @@ func keepsRunning(cmd *exec.Cmd, stdout, stderr *bytes.Buffer) error {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	goSafe("row wait", func() { done <- cmd.Wait() }, func(p *safe.Panic) { done <- p })
 	select {
 	case err := <-done:
 		return fmt.Errorf("exited within 2 s (%v); stdout %q, stderr %q", err, stdout, stderr)
@@ -602,7 +604,7 @@ func inNamespaces(r e2eCommand, root string, f func() error) error {
 		return f()
 	}
 	errc := make(chan error, 1)
-	go func() {
+	goSafe("namespaced row", func() {
 		runtime.LockOSThread()
 		errc <- func() error {
 			flags := 0
@@ -634,7 +636,7 @@ func inNamespaces(r e2eCommand, root string, f func() error) error {
 			}
 			return f()
 		}()
-	}()
+	}, func(p *safe.Panic) { errc <- p })
 	return <-errc
 }
 
@@ -680,7 +682,7 @@ func startUDPServer(t *testing.T) *udpServer {
 	}
 	t.Cleanup(func() { _ = pc.Close() })
 	u := &udpServer{addr: pc.LocalAddr().String()}
-	go func() {
+	goSafe("udp server", func() {
 		buf := make([]byte, 65536)
 		for {
 			n, _, err := pc.ReadFrom(buf)
@@ -691,7 +693,7 @@ func startUDPServer(t *testing.T) *udpServer {
 			u.got.Write(buf[:n])
 			u.mu.Unlock()
 		}
-	}()
+	}, nil)
 	return u
 }
 
@@ -723,4 +725,11 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// goSafe starts fn through the project's recovering helper: a panic is
+// logged with its stack and handed to onPanic (which must unblock
+// whoever waits on fn), not the end of the test binary.
+func goSafe(name string, fn func(), onPanic func(*safe.Panic)) {
+	safe.Go(slog.Default(), name, fn, onPanic)
 }
