@@ -303,6 +303,10 @@ image-test: build kernel sysroot node-components keys
 UPDATE_TEST_DIR := $(ARCH_BUILD)/update-test
 .PHONY: update-test-images
 update-test-images: $(UPDATE_TEST_DIR)/1.0.0/manifest.json $(UPDATE_TEST_DIR)/1.0.1/manifest.json $(UPDATE_TEST_DIR)/1.0.2/manifest.json
+# image-test is phony (mkimage runs on every make); this rule lets the
+# releases depend on its manifest, which make looks at again after
+# image-test has run: a clean clone has none until then.
+$(ARCH_BUILD)/image-test/manifest.json: image-test ;
 $(UPDATE_TEST_DIR)/1.0.%/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
 	$(MKIMAGE) -variant test -version 1.0.$* -out $(UPDATE_TEST_DIR)/1.0.$*
 $(UPDATE_TEST_DIR)/1.0.2/manifest.json: $(ARCH_BUILD)/image-test/manifest.json
