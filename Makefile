@@ -140,11 +140,13 @@ test-build-e2e:
 	+nice -n 19 $(MAKE) --no-print-directory e2e e2e-images e2e-repo-list
 
 ## test-unit: every package but the QEMU tests, with -race. It needs the
-## kernel package: the image's module resolution is tested against it. The full verbose
+## kernel package (the image's module resolution is tested against it) and
+## ARCH=arm64's packages (UKIs are built with the arm64 stub). The full verbose
 ## log is build/unit-tests.log; shown are the package results, each failed
 ## test's own output (tools/failed-tests.awk), and any skip (the host network tests skip only where the machine has no
 ## network namespaces, and say so loudly).
 test-unit: kernel
+	+@$(MAKE) --no-print-directory ARCH=arm64 deps
 	@mkdir -p $(BUILD); set +e; $(GO) test -race -count=1 -v $$($(GO) list ./... | grep -vx '$(MODULE)/qemu-tests') > $(BUILD)/unit-tests.log 2>&1; rc=$$?; set -e; \
 	grep -E '^(ok |FAIL|panic:)|!!! SKIPPED|^\s*--- SKIP' $(BUILD)/unit-tests.log || true; \
 	if [ $$rc -ne 0 ]; then \
