@@ -14,6 +14,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,6 +109,10 @@ type Options struct {
 	// Verify checks a written slot (apply.Request.Verify); nil checks it
 	// in user space. On a node, VerifySlot: the kernel's dm-verity.
 	Verify func(ctx context.Context, dev string, p verity.Param) (int64, error)
+	// HangPanic arms (true) or disarms the kernel's hung-task panic: a
+	// trial boot keeps it armed until it is blessed, so that a hang
+	// becomes a panic, a reboot and a spent try. nil leaves it alone.
+	HangPanic func(armed bool) error
 	// Poll is how often the Node is read (default 10 s).
 	Poll time.Duration
 	Now  func() time.Time
@@ -131,6 +136,10 @@ type agent struct {
 	published map[string]string
 	retryAt   time.Time
 	backoff   time.Duration
+	// failed is the trigger (Raw) the backoff is for: a trigger that
+	// changes, or is removed and set again, is the operator asking
+	// anew, and is tried at once.
+	failed string
 	// waiting is the wait last logged, so it is said once.
 	waiting string
 	done    bool
@@ -196,6 +205,9 @@ func (a *agent) start(ctx context.Context) {
 		a.log.Info("update: last update", "result", a.s.Last.Result, "from", a.s.Last.From, "to", a.s.Last.To, "reason", a.s.Last.Reason)
 	}
 	a.changed()
+	if a.trial {
+		a.hangPanic(true)
+	}
 	if a.o.Repo.MetadataURL == "" {
 		a.log.Info("updates: no repository configured (image default or berth.dev/update-repository); the Node's berth.dev/update-to is not acted on")
 	}
@@ -228,9 +240,38 @@ func (a *agent) step(ctx context.Context) time.Duration {
 			a.refuse(ctx, "", err.Error())
 		} else if ok {
 			a.act(ctx, t, now)
+		} else {
+			a.untrigger()
 		}
 	}
 	return a.o.Poll
+}
+
+// hangPanic arms or disarms the kernel's hung-task panic.
+func (a *agent) hangPanic(armed bool) {
+	if a.o.HangPanic == nil {
+		return
+	}
+	if err := a.o.HangPanic(armed); err != nil {
+		a.log.Warn("update: the kernel's hung-task panic", "armed", armed, "err", err)
+		return
+	}
+	a.log.Info("update: the kernel's hung-task panic", "armed", armed)
+}
+
+// untrigger forgets the last trigger once the Node no longer carries one:
+// the operator's request is over, and the same one set again is a new
+// request (a release mended after a refusal, a repository after a
+// failure). A version that rolled back stays refused all the same.
+func (a *agent) untrigger() {
+	if was := cmp.Or(a.s.Handled, a.failed); was != "" {
+		a.log.Info("update: the Node no longer asks for an update; the same request set again is acted on again", "was", was)
+	}
+	a.failed = ""
+	if a.s.Handled != "" {
+		a.s.Handled = ""
+		a.save()
+	}
 }
 
 // observe tracks this boot's unbroken Ready. A Ready whose heartbeat is
@@ -290,6 +331,7 @@ func (a *agent) bless(ctx context.Context, reason string) {
 		return
 	}
 	a.trial = false
+	a.hangPanic(false)
 	// This boot is no trial any more: an update may follow at once.
 	a.o.Status.Trial, a.o.Status.Entry, a.o.Status.State = false, good.Name, bootcount.Good.String()
 	a.o.Status.TriesLeft, a.o.Status.TriesDone = 0, 0
@@ -350,6 +392,9 @@ func (a *agent) act(ctx context.Context, t Trigger, now time.Time) {
 		return
 	}
 	a.waiting = ""
+	if t.Raw != a.failed {
+		a.failed, a.backoff, a.retryAt = "", 0, time.Time{}
+	}
 	if now.Before(a.retryAt) {
 		return
 	}
@@ -380,12 +425,15 @@ func (a *agent) act(ctx context.Context, t Trigger, now time.Time) {
 		// failing. Backing off keeps a broken repository from costing
 		// the node a download every look.
 		a.backoff = min(max(2*a.backoff, time.Minute), 30*time.Minute)
-		a.retryAt = a.o.Now().Add(a.backoff)
+		a.retryAt, a.failed = a.o.Now().Add(a.backoff), t.Raw
+		// The retry goes into the reason kept, so that the Node says it
+		// at every look, not only this one.
+		last.Reason = fmt.Sprintf("%s (trying again in %s)", last.Reason, a.backoff)
 		a.s.Pending, a.s.Last = nil, &last
 		a.save()
 		a.changed()
 		a.log.Error("update failed; trying again later", "to", t.To, "retry_in", a.backoff, "err", err)
-		a.setState(ctx, StateFailed, fmt.Sprintf("%s (trying again in %s)", last.Reason, a.backoff))
+		a.setState(ctx, StateFailed, last.Reason)
 	}
 }
 

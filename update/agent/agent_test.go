@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/runtime/nodeobject"
+	"github.com/berth-node/berth/update/repo"
 	"github.com/berth-node/berth/update/status"
 	"github.com/berth-node/berth/update/trial"
 )
@@ -252,6 +256,18 @@ func TestTriggerWithoutRepository(t *testing.T) {
 	if got := ukis(t, esp); !slices.Equal(got, []string{"berth-1.0.0.efi"}) {
 		t.Errorf("ESP = %v after a refused trigger", got)
 	}
+	// The trigger removed: the request is over, and the same one set
+	// again is acted on again.
+	delete(r.node.n.Annotations, AnnotationUpdateTo)
+	r.run(t0.Add(10*time.Minute + 10*time.Second))
+	if h := r.state(t).Handled; h != "" {
+		t.Errorf("state.json's handled trigger = %q after the trigger was removed", h)
+	}
+	r.node.n.Annotations[AnnotationUpdateTo] = "1.1.0"
+	r.run(t0.Add(10*time.Minute + 20*time.Second))
+	if h := r.state(t).Handled; h != "1.1.0" {
+		t.Errorf("state.json's handled trigger = %q after the trigger was set again, want it refused again", h)
+	}
 	// A bad trigger is refused naming the annotation.
 	r.node.n.Annotations[AnnotationAllowDowngrade] = "maybe"
 	r.run(t0.Add(11 * time.Minute))
@@ -290,4 +306,59 @@ func TestFailTrial(t *testing.T) {
 // testLog logs to the test's log.
 func testLog(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestFailureBackoff: a trigger that fails for want of a working
+// repository is tried again only after its backoff, which doubles; a
+// changed trigger, or one removed and set again, is tried at once.
+func TestFailureBackoff(t *testing.T) {
+	ks, err := repo.SetUpKeys(t.TempDir(), false, repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	esp := newESP(t, "berth-1.0.0.efi")
+	st := status.Status{Version: "1.0.0", Slot: "a", Boot: status.BootSystemdBoot, Entry: "berth-1.0.0.efi", State: "good"}
+	r := newRig(t, st, esp, nil)
+	r.a.o.Repo = Repository{MetadataURL: srv.URL, TrustedRoot: ks.TrustedRoot}
+	tries := func() int32 { t.Helper(); n := hits.Swap(0); return n }
+	r.node.n.Annotations = map[string]string{AnnotationUpdateTo: "1.1.0"}
+	r.run(t0.Add(10 * time.Second))
+	ann := r.node.n.Annotations
+	if ann[AnnotationState] != StateFailed || !strings.Contains(ann[AnnotationReason], "trying again in 1m0s") {
+		t.Fatalf("Node annotations = %v, want failed, trying again in 1m0s", ann)
+	}
+	if tries() == 0 {
+		t.Fatal("the repository was not asked")
+	}
+	r.run(t0.Add(50 * time.Second))
+	if n := tries(); n != 0 {
+		t.Errorf("asked the repository %d times within the first backoff", n)
+	}
+	r.run(t0.Add(80 * time.Second))
+	if n := tries(); n == 0 || !strings.Contains(r.node.n.Annotations[AnnotationReason], "trying again in 2m0s") {
+		t.Errorf("after the backoff: %d asks, reason %q; want one more, backing off 2m0s", n, r.node.n.Annotations[AnnotationReason])
+	}
+	// A new version asked for: at once, with the backoff from the start.
+	r.node.n.Annotations[AnnotationUpdateTo] = "1.2.0"
+	r.run(r.clock.now.Add(10 * time.Second))
+	if n := tries(); n == 0 || !strings.Contains(r.node.n.Annotations[AnnotationReason], "trying again in 1m0s") {
+		t.Errorf("a changed trigger: %d asks, reason %q; want one at once, backing off 1m0s", n, r.node.n.Annotations[AnnotationReason])
+	}
+	// Removed and set again: at once too.
+	delete(r.node.n.Annotations, AnnotationUpdateTo)
+	r.run(r.clock.now.Add(10 * time.Second))
+	r.node.n.Annotations[AnnotationUpdateTo] = "1.2.0"
+	r.run(r.clock.now.Add(10 * time.Second))
+	if n := tries(); n == 0 {
+		t.Error("a trigger removed and set again was not tried at once")
+	}
+	if len(r.reboots) != 0 || !slices.Equal(ukis(t, esp), []string{"berth-1.0.0.efi"}) {
+		t.Errorf("failed updates rebooted (%v) or changed the ESP (%v)", r.reboots, ukis(t, esp))
+	}
 }
