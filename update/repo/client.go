@@ -37,8 +37,8 @@ var (
 	ErrCorrupt = errors.New("length or hash does not match the signed metadata")
 	// ErrNoRelease: the repository has no release for the architecture.
 	ErrNoRelease = errors.New("no release for this architecture")
-	// ErrDowngrade: the newest release is older than the running version.
-	ErrDowngrade = errors.New("the newest release is older than the running version")
+	// ErrDowngrade: the release is older than the running version.
+	ErrDowngrade = errors.New("the release is older than the running version")
 	// ErrIncomplete: a release lacks one of its files or its files disagree.
 	ErrIncomplete = errors.New("the release is incomplete or inconsistent")
 )
