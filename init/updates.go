@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/berth-node/berth/config/nodeconfig"
@@ -32,6 +33,9 @@ const (
 	// trialFailDelay is how long a failed trial boot's console stays
 	// readable before the reboot into the previous version.
 	trialFailDelay = 10 * time.Second
+	// hungTaskPanic is armed on the image's command line
+	// (hung_task_panic=1) and, on a trial boot, until it is blessed.
+	hungTaskPanic = "kernel.hung_task_panic"
 )
 
 // updateSettings is the update repository and trial timings: the image's
@@ -90,6 +94,20 @@ func (b *boot) updateOptions(log *slog.Logger) *agent.Options {
 		log.Warn("update settings at fault; updates are off", "err", err)
 	} else {
 		o.Repo, o.Trial = repo, tc
+	}
+	// At rest, hung_task_panic is what the plan wrote (kubelet.Sysctls'
+	// 0, or the user's value).
+	rest := "0"
+	if p := b.node.plan; p != nil {
+		if i := slices.IndexFunc(p.Sysctls, func(s kubelet.Sysctl) bool { return s.Key == hungTaskPanic }); i >= 0 {
+			rest = p.Sysctls[i].Value
+		}
+	}
+	o.HangPanic = func(armed bool) error {
+		if armed {
+			return writeSysctl(hungTaskPanic, "1")
+		}
+		return writeSysctl(hungTaskPanic, rest)
 	}
 	if p := b.rep.Plan; p != nil && p.NodeName != "" {
 		o.Node = &lazyNode{o: nodeobject.Options{Kubeconfig: kubelet.KubeconfigPath, NodeName: p.NodeName, Log: log}}

@@ -47,6 +47,11 @@ type Sysctl struct {
 //   - net.bridge.bridge-nf-call-ip{,6}tables 1: bridged pod traffic
 //     through iptables (kubenet, Calico, Flannel); br_netfilter creates the
 //     keys.
+//   - kernel.hung_task_panic 0: the kernel's default, AL2023's and
+//     Bottlerocket's. berth's image boots with hung_task_panic=1, so that
+//     a hang before berth runs becomes a panic and a reboot (a spent try
+//     on a trial boot); from here on a slow disk must not panic a node.
+//     The update agent arms it again for a trial boot until it is blessed.
 //   - net.ipv4.conf.{default,lo}.rp_filter 2: systemd's 50-default.conf,
 //     which AL2023 and Bottlerocket both ship (loose mode on every
 //     interface, all left at 0); the kernel's default would be 0. The VPC
@@ -55,6 +60,7 @@ func Sysctls(ipv6 bool) []Sysctl {
 	out := []Sysctl{
 		{Key: "fs.inotify.max_user_instances", Value: "8192"},
 		{Key: "fs.inotify.max_user_watches", Value: "524288"},
+		{Key: "kernel.hung_task_panic", Value: "0"},
 		{Key: "kernel.keys.root_maxbytes", Value: "25000000", Required: true},
 		{Key: "kernel.keys.root_maxkeys", Value: "1000000", Required: true},
 		{Key: "kernel.panic", Value: "10", Required: true},
