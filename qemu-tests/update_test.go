@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/berth-node/berth/update/agent"
+	"github.com/berth-node/berth/update/apply"
 	"github.com/berth-node/berth/update/repo"
+	"github.com/u-root/u-root/pkg/cpio"
 )
 
 // updateRepo is a TUF update repository the test serves to the guest,
@@ -28,7 +31,13 @@ type updateRepo struct {
 	dir  string
 	keys *repo.Keys
 	url  string // as the guest reaches it
+	// served is the directory the server serves: dir, but while a test
+	// serves a broken repository in its place.
+	served atomic.Pointer[string]
 }
+
+// serve makes the server serve dir in the repository's place.
+func (r *updateRepo) serve(dir string) { r.served.Store(&dir) }
 
 // updateTestDir is where make update-test-images puts the releases.
 func updateTestDir(t *testing.T) string {
@@ -103,20 +112,27 @@ func updateSection(t *testing.T, rep map[string]any) map[string]any {
 	return u
 }
 
-// TestUpdate is one node's life through two updates, on the signed disk
-// with Secure Boot on and its root found by hash: release 1.0.0 (A, the
-// test image built with that version) joins; the Node's berth.dev/update-to asks for 1.0.1 (B) from a TUF
-// repository the test serves; berth writes B into slot b, stages its UKI
-// with three tries and reboots; B boots on trial, joins, stays Ready for
-// the soak and is blessed. Then 1.0.2 (C), whose kubelet cannot start:
-// it boots on trial into slot a, is not Ready by the deadline, marks
-// itself bad and reboots; systemd-boot starts B again, which says on the
-// Node that C rolled back and why, and does not try C again. C's staging
-// is cut off by QEMU's kill right after its commit, as a power loss
-// would: C must boot all the same.
+// TestUpdate is one node's life through its updates, on the signed disk
+// with Secure Boot on and its root found by hash, against a TUF
+// repository the test serves:
+//   - release 1.0.0 (A, the test image built with that version) joins;
+//   - A refuses, writing nothing: a version the repository lacks, a
+//     repository signed with other keys, expired metadata, a corrupt UKI;
+//   - A's update to 1.0.1 (B) is cut off by QEMU's kill while the slot is
+//     written: A boots again, says so, and takes the trigger up again;
+//   - B boots on trial from slot b, joins, stays Ready for the soak and is
+//     blessed; it refuses 1.0.0, an older version, unasked;
+//   - 1.0.2 (C), whose kubelet cannot start, is cut off by QEMU's kill
+//     right after its commit, boots all the same on trial into slot a, is
+//     not Ready by the deadline, marks itself bad and reboots; systemd-boot
+//     starts B again, which says on the Node that C rolled back and why,
+//     and does not try C again;
+//   - 1.0.3 (D), whose initramfs has no init, panics before berth runs,
+//     three times; systemd-boot's counter runs out and B boots again,
+//     saying D used up its tries.
 func TestUpdate(t *testing.T) {
 	releases := updateTestDir(t)
-	dirA := filepath.Join(releases, "1.0.0")
+	dirA, dirB, dirC := filepath.Join(releases, "1.0.0"), filepath.Join(releases, "1.0.1"), filepath.Join(releases, "1.0.2")
 	cluster := startControlPlane(t)
 	r := startUpdateRepo(t)
 	// A deadline with room for a loaded 2-core host; C's is shorter (its
@@ -133,26 +149,37 @@ func TestUpdate(t *testing.T) {
 	a := api{c: cluster.Client(), base: cluster.Info().HostEndpoint}
 	node := "ip-10-0-2-15.us-west-2.compute.internal"
 	t.Cleanup(func() { _ = a.do("DELETE", "/api/v1/nodes/"+node, nil, nil) })
-	// boot starts the node from the disk and waits for its boot report.
-	boot := func(name string, report time.Duration) (*qemu.VM, map[string]any) {
+	// start starts the node from the disk; boot waits for its report too.
+	start := func(name string) *qemu.VM {
 		t.Helper()
 		cfg := uefiConfig(t, disk)
-		cfg.Name = name
-		cfg.MemoryMB = 2048
-		cfg.Timeout = 20 * time.Minute
-		vm := qemu.Start(t, cfg)
-		rep, err := vm.Report(report)
+		cfg.Name, cfg.MemoryMB, cfg.Timeout = name, 2048, 20*time.Minute
+		return qemu.Start(t, cfg)
+	}
+	boot := func(name string) (*qemu.VM, map[string]any) {
+		t.Helper()
+		vm := start(name)
+		rep, err := vm.Report(bootTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !reportOK(rep) {
+			t.Fatalf("%s: the boot failed: %v", name, rep["error"])
+		}
 		return vm, rep
 	}
-	versionA := qemu.ImageManifest(t, dirA).BerthVersion
-
-	vm, rep := boot("update-a", bootTimeout)
-	if !reportOK(rep) {
-		t.Fatalf("A's boot failed: %v", rep["error"])
+	trigger := func(to string) {
+		t.Helper()
+		patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr(to)})
 	}
+	versionA := qemu.ImageManifest(t, dirA).BerthVersion
+	r.publish(t, dirA, cmdline)
+	relB := release(t, dirB, cmdline)
+	if err := repo.Add(context.Background(), r.dir, r.keys, relB, repo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+
+	vm, rep := boot("update-a")
 	if u := updateSection(t, rep); u["version"] != versionA || u["slot"] != "a" || u["trial"] != false {
 		t.Fatalf("A's update section: %v", u)
 	}
@@ -161,37 +188,90 @@ func TestUpdate(t *testing.T) {
 		t.Errorf("A's annotations: %v", ann)
 	}
 
-	t.Run("refused", func(t *testing.T) {
-		// A version the repository does not have: refused, nothing written.
-		patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("9.9.9")})
-		ann := waitUpdateState(t, vm, a, node, agent.StateRefused, 2*time.Minute)
-		if !strings.Contains(ann[agent.AnnotationReason], "9.9.9") || !strings.Contains(ann[agent.AnnotationReason], "no release") {
-			t.Errorf("reason for a version the repository lacks: %q", ann[agent.AnnotationReason])
+	// Each refusal says why on the Node. A repository's own trouble
+	// (other keys, expired metadata) is a failure, tried again later as
+	// the repository may be mended; a release that is wrong is refused
+	// until the trigger changes.
+	refusals := []struct {
+		name, to, state string
+		serve           func() string
+		want            []string
+	}{
+		{"missing version", "9.9.9", agent.StateRefused, func() string { return r.dir }, []string{"9.9.9", "no release"}},
+		{"other keys", "1.0.1", agent.StateFailed, func() string { return otherKeysRepo(t, relB) }, []string{repo.ErrSignature.Error()}},
+		// Another version asked for: a new request, tried at once.
+		{"expired", "1.0.2", agent.StateFailed, func() string { return r.expiredCopy(t) }, []string{repo.ErrExpired.Error(), "timestamp"}},
+	}
+	for _, c := range refusals {
+		t.Run(c.name, func(t *testing.T) {
+			r.serve(c.serve())
+			trigger(c.to)
+			ann := waitUpdateState(t, vm, a, node, c.state, 2*time.Minute)
+			for _, w := range c.want {
+				if !strings.Contains(ann[agent.AnnotationReason], w) {
+					t.Errorf("reason = %q, want it to say %q", ann[agent.AnnotationReason], w)
+				}
+			}
+		})
+	}
+	r.serve(r.dir)
+	t.Run("corrupt UKI", func(t *testing.T) {
+		restore := r.corruptTarget(t, "amd64/1.0.1/berth.efi")
+		defer restore()
+		trigger("1.0.1")
+		ann := waitUpdateState(t, vm, a, node, agent.StateRefused, 3*time.Minute)
+		if !strings.Contains(ann[agent.AnnotationReason], repo.ErrCorrupt.Error()) || !strings.Contains(ann[agent.AnnotationReason], "berth.efi") {
+			t.Errorf("reason for a corrupt UKI = %q", ann[agent.AnnotationReason])
 		}
 	})
-
-	r.publish(t, filepath.Join(releases, "1.0.1"), cmdline)
-	start := time.Now()
-	patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("1.0.1"), agent.AnnotationAllowDowngrade: nil})
-	if _, err := vm.Expect(regexp.MustCompile(`update to 1\.0\.1 staged`), 10*time.Minute); err != nil {
-		t.Fatalf("A did not stage 1.0.1: %v", err)
+	// Nothing was written: no step beyond checking the target.
+	for _, l := range vm.Lines() {
+		if strings.Contains(l.Text, "update step done") && !strings.Contains(l.Text, "step="+apply.StepTarget) {
+			t.Errorf("a refused update did: %s", l.Text)
+		}
 	}
-	staged := time.Since(start)
+
+	// The UKI mended, the same request is set again (removed first, as
+	// an operator does). Power is lost while B's root is written: A
+	// boots again, untouched.
+	patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: nil})
+	if _, err := vm.Expect(regexp.MustCompile(`the Node no longer asks for an update`), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	startB := time.Now()
+	trigger("1.0.1")
+	if _, err := vm.Expect(regexp.MustCompile(`update step done.*step=`+apply.StepPruneESP), 10*time.Minute); err != nil {
+		t.Fatalf("A did not start writing 1.0.1: %v", err)
+	}
+	if err := vm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logSteps(t, vm)
+
+	vm, rep = boot("update-a-cut")
+	if u := updateSection(t, rep); u["version"] != versionA || u["slot"] != "a" || u["trial"] != false {
+		t.Fatalf("A's boot after the cut: update section %v", u)
+	}
+	if _, err := vm.Expect(regexp.MustCompile(`update: last update result=failed.*cut off before it was committed`), time.Minute); err != nil {
+		t.Error(err)
+	}
+	if _, err := vm.Expect(regexp.MustCompile(`update to 1\.0\.1 staged`), 10*time.Minute); err != nil {
+		t.Fatalf("A did not stage 1.0.1 again: %v", err)
+	}
+	staged := time.Since(startB)
 	if err := vm.WaitExit(3 * time.Minute); err != nil {
 		t.Fatalf("A did not reboot after staging 1.0.1: %v", err)
 	}
 	logSteps(t, vm)
-	figure(t, "update: trigger to 1.0.1 staged %.0f s, to reboot %.0f s", staged.Seconds(), time.Since(start).Seconds())
+	figure(t, "update: trigger to 1.0.1 staged %.0f s (a cut-off write and A's boot between)", staged.Seconds())
 
-	vm, rep = boot("update-b", bootTimeout)
-	if !reportOK(rep) {
-		t.Fatalf("B's boot failed: %v", rep["error"])
-	}
+	vm, rep = boot("update-b")
 	if u := updateSection(t, rep); u["version"] != "1.0.1" || u["slot"] != "b" || u["trial"] != true || u["entry"] != "berth-1.0.1+2-1.efi" {
 		t.Fatalf("B's first boot: update section %v, want 1.0.1 from slot b on trial (berth-1.0.1+2-1.efi)", u)
 	}
+	booted := time.Now()
 	ann = waitUpdateState(t, vm, a, node, agent.StateBlessed, deadline+soak+time.Minute)
-	figure(t, "update: trigger to 1.0.1 blessed %.0f s", time.Since(start).Seconds())
+	figure(t, "update: 1.0.1's boot report to blessed %.0f s", time.Since(booted).Seconds())
 	if ann[agent.AnnotationVersion] != "1.0.1" || ann[agent.AnnotationSlot] != "b" || !strings.Contains(ann[agent.AnnotationReason], "kubelet Ready") {
 		t.Errorf("B's annotations once blessed: %v", ann)
 	}
@@ -199,9 +279,17 @@ func TestUpdate(t *testing.T) {
 		t.Error(err)
 	}
 
-	r.publish(t, filepath.Join(releases, "1.0.2"), cmdline)
-	start = time.Now()
-	patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr("1.0.2")})
+	t.Run("older", func(t *testing.T) {
+		trigger(versionA)
+		ann := waitUpdateState(t, vm, a, node, agent.StateRefused, 2*time.Minute)
+		if !strings.Contains(ann[agent.AnnotationReason], "older") {
+			t.Errorf("reason for an older version, unasked = %q", ann[agent.AnnotationReason])
+		}
+	})
+
+	r.publish(t, dirC, cmdline)
+	startC := time.Now()
+	trigger("1.0.2")
 	// Power lost at the commit: QEMU killed as soon as the UKI's rename
 	// is logged, before berth records it or reboots in order. The rename
 	// was synced, so the next boot tries 1.0.2.
@@ -220,9 +308,7 @@ func TestUpdate(t *testing.T) {
 	}
 	// C's trial fails while berth still waits for its kubelet, before the
 	// boot report: the console's update-state line says what booted.
-	cfg := uefiConfig(t, disk)
-	cfg.Name, cfg.MemoryMB, cfg.Timeout = "update-c", 2048, 20*time.Minute
-	vm = qemu.Start(t, cfg)
+	vm = start("update-c")
 	if _, err := vm.Expect(regexp.MustCompile(`update state version=1\.0\.2 slot=a slot_by=hash boot=systemd-boot entry=berth-1\.0\.2\+2-1\.efi trial=true`), bootTimeout); err != nil {
 		t.Fatalf("C's boot: want 1.0.2 from slot a on trial: %v", err)
 	}
@@ -234,15 +320,12 @@ func TestUpdate(t *testing.T) {
 		t.Fatalf("C did not reboot after its failed trial: %v", err)
 	}
 
-	vm, rep = boot("update-b-again", bootTimeout)
-	if !reportOK(rep) {
-		t.Fatalf("B's boot after the rollback failed: %v", rep["error"])
-	}
+	vm, rep = boot("update-b-again")
 	if u := updateSection(t, rep); u["version"] != "1.0.1" || u["slot"] != "b" || u["trial"] != false {
 		t.Fatalf("after C's rollback: update section %v, want 1.0.1 from slot b, not on trial", u)
 	}
 	ann = waitUpdateState(t, vm, a, node, agent.StateRolledBack, joinTimeout)
-	figure(t, "update: 1.0.2's failed trial noticed to 1.0.1 back on the Node %.0f s (from 1.0.2's boot: %.0f s)", time.Since(failed).Seconds(), time.Since(start).Seconds())
+	figure(t, "update: 1.0.2's failed trial noticed to 1.0.1 back on the Node %.0f s (from 1.0.2's trigger: %.0f s)", time.Since(failed).Seconds(), time.Since(startC).Seconds())
 	if !strings.Contains(ann[agent.AnnotationReason], "kubelet not Ready within 2m0s") || ann[agent.AnnotationVersion] != "1.0.1" {
 		t.Errorf("annotations after C's rollback: %v", ann)
 	}
@@ -255,6 +338,37 @@ func TestUpdate(t *testing.T) {
 	if vm.Exited() {
 		t.Fatal("B rebooted again after C's rollback")
 	}
+
+	// D panics before berth runs: systemd-boot counts its three tries
+	// down, one per panic (panic= reboots), and then starts B.
+	r.publish(t, noInitRelease(t, dirC, "1.0.3"), cmdline)
+	trigger("1.0.3")
+	if _, err := vm.Expect(regexp.MustCompile(`update to 1\.0\.3 staged`), 10*time.Minute); err != nil {
+		t.Fatalf("B did not stage 1.0.3: %v", err)
+	}
+	if err := vm.WaitExit(3 * time.Minute); err != nil {
+		t.Fatalf("B did not reboot after staging 1.0.3: %v", err)
+	}
+	panicked := time.Now()
+	for try := 1; try <= 3; try++ {
+		vm = start(fmt.Sprintf("update-d-%d", try))
+		if _, err := vm.Expect(regexp.MustCompile(`Kernel panic`), bootTimeout); err != nil {
+			t.Fatalf("D's try %d: no kernel panic: %v", try, err)
+		}
+		if err := vm.WaitExit(2 * time.Minute); err != nil {
+			t.Fatalf("D's try %d: the panic did not reboot: %v", try, err)
+		}
+	}
+	vm, rep = boot("update-b-after-d")
+	if u := updateSection(t, rep); u["version"] != "1.0.1" || u["slot"] != "b" || u["trial"] != false {
+		t.Fatalf("after D's tries ran out: update section %v, want 1.0.1 from slot b, not on trial", u)
+	}
+	ann = waitUpdateState(t, vm, a, node, agent.StateRolledBack, joinTimeout)
+	if !strings.Contains(ann[agent.AnnotationReason], "1.0.3 used up its 3 tries") {
+		t.Errorf("annotations after D's tries ran out: %v", ann)
+	}
+	waitNodeReady(t, vm, a, node)
+	figure(t, "update: 1.0.3's first panic to 1.0.1 Ready again %.0f s", time.Since(panicked).Seconds())
 	if err := vm.PowerDown(); err != nil {
 		t.Fatal(err)
 	}
@@ -294,16 +408,30 @@ func startUpdateRepo(t *testing.T) *updateRepo {
 	if err := repo.InitFrom(context.Background(), dir, keys, root, repo.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	r := &updateRepo{dir: dir, keys: keys}
+	r.serve(dir)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.FileServer(http.Dir(*r.served.Load())).ServeHTTP(w, req)
+	}))
 	t.Cleanup(srv.Close)
 	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
-	return &updateRepo{dir: dir, keys: keys, url: "http://10.0.2.2:" + port}
+	r.url = "http://10.0.2.2:" + port
+	return r
 }
 
-// publish adds the release built in dir to the repository: its root image
-// and a UKI sealing cmdline, signed with the test keys, as the disk of
-// that build carries it.
+// publish adds the release built in dir to the repository.
 func (r *updateRepo) publish(t *testing.T, dir, cmdline string) {
+	t.Helper()
+	rel := release(t, dir, cmdline)
+	if err := repo.Add(context.Background(), r.dir, r.keys, rel, repo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// release is the release built in dir as make update-repo publishes it:
+// its root image and a UKI sealing cmdline, signed with the test keys, as
+// the disk of that build carries it.
+func release(t *testing.T, dir, cmdline string) repo.NewRelease {
 	t.Helper()
 	img, res := testDiskWith(t, dir, cmdline)
 	m := qemu.ImageManifest(t, dir)
@@ -334,11 +462,124 @@ func (r *updateRepo) publish(t *testing.T, dir, cmdline string) {
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := repo.Add(context.Background(), r.dir, r.keys, repo.NewRelease{Arch: m.Arch, Version: m.BerthVersion, RootHash: res.RootHash,
-		UKI: uki, Root: root}, repo.Options{}); err != nil {
+	figure(t, "update: release %s: UKI %d bytes, root image %d bytes", m.BerthVersion, fileSize(t, uki), n)
+	return repo.NewRelease{Arch: m.Arch, Version: m.BerthVersion, RootHash: res.RootHash, UKI: uki, Root: root}
+}
+
+// otherKeysRepo is a repository holding rel, made and signed with keys
+// of its own, which the test image does not trust.
+func otherKeysRepo(t *testing.T, rel repo.NewRelease) string {
+	t.Helper()
+	keys, err := repo.GenerateKeys()
+	if err != nil {
 		t.Fatal(err)
 	}
-	figure(t, "update: release %s: UKI %d bytes, root image %d bytes", m.BerthVersion, fileSize(t, uki), n)
+	dir := t.TempDir()
+	if err := repo.Init(context.Background(), dir, keys, repo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Add(context.Background(), dir, keys, rel, repo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// expiredCopy is a copy of r's repository whose metadata was last signed
+// eight days ago: its timestamp (valid for a week) has expired.
+func (r *updateRepo) expiredCopy(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(r.dir)); err != nil {
+		t.Fatal(err)
+	}
+	past := func() time.Time { return time.Now().Add(-8 * 24 * time.Hour) }
+	if err := repo.Refresh(context.Background(), dir, r.keys, repo.Options{Now: past}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// corruptTarget flips a byte in the middle of the repository's file for
+// target (as its metadata names it: arch/version/file), and returns a
+// func that puts the byte back.
+func (r *updateRepo) corruptTarget(t *testing.T, target string) (restore func()) {
+	t.Helper()
+	dir, name := filepath.Split(filepath.FromSlash(target))
+	files, err := filepath.Glob(filepath.Join(r.dir, "targets", dir, "*."+name))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("the repository's files for %s: %v %v", target, files, err)
+	}
+	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	at := st.Size() / 2
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{^b[0]}, at); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(b, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// noInitRelease is a release directory for version: from's kernel and
+// root, but an initramfs without /init, so the kernel panics before
+// berth runs (panic= in the image's kernel arguments reboots it).
+func noInitRelease(t *testing.T, from, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"vmlinuz", "root.erofs"} {
+		if err := os.Symlink(filepath.Join(from, f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := os.Create(filepath.Join(dir, "initramfs.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cpio.Newc.Writer(out)
+	if err := cpio.WriteRecords(w, []cpio.Record{cpio.StaticFile("README", "this initramfs has no init\n", 0o644)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cpio.WriteTrailer(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(from, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["berthVersion"] = version
+	if raw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func fileSize(t *testing.T, path string) int64 {
