@@ -168,6 +168,18 @@ func TestUpdate(t *testing.T) {
 		}
 		return vm, rep
 	}
+	// hangPanic is the kernel's hung-task panic as the guest has it: the
+	// image boots with it on, berth's sysctls turn it off, a trial boot
+	// keeps it on until blessed.
+	hangPanic := func(vm *qemu.VM, want, when string) {
+		t.Helper()
+		out, err := vm.Shell("cat /proc/sys/kernel/hung_task_panic", time.Minute)
+		if err != nil {
+			t.Errorf("%s: reading hung_task_panic: %v", when, err)
+		} else if got := strings.TrimSpace(out); got != want {
+			t.Errorf("%s: kernel.hung_task_panic = %q, want %s", when, got, want)
+		}
+	}
 	trigger := func(to string) {
 		t.Helper()
 		patchNode(t, a, node, map[string]*string{agent.AnnotationUpdateTo: ptr(to)})
@@ -187,6 +199,7 @@ func TestUpdate(t *testing.T) {
 	if ann[agent.AnnotationVersion] != versionA || ann[agent.AnnotationSlot] != "a" {
 		t.Errorf("A's annotations: %v", ann)
 	}
+	hangPanic(vm, "0", "A, not on trial")
 
 	// Each refusal says why on the Node. A repository's own trouble
 	// (other keys, expired metadata) is a failure, tried again later as
@@ -270,6 +283,7 @@ func TestUpdate(t *testing.T) {
 		t.Fatalf("B's first boot: update section %v, want 1.0.1 from slot b on trial (berth-1.0.1+2-1.efi)", u)
 	}
 	booted := time.Now()
+	hangPanic(vm, "1", "B on trial")
 	ann = waitUpdateState(t, vm, a, node, agent.StateBlessed, deadline+soak+time.Minute)
 	figure(t, "update: 1.0.1's boot report to blessed %.0f s", time.Since(booted).Seconds())
 	if ann[agent.AnnotationVersion] != "1.0.1" || ann[agent.AnnotationSlot] != "b" || !strings.Contains(ann[agent.AnnotationReason], "kubelet Ready") {
@@ -278,6 +292,7 @@ func TestUpdate(t *testing.T) {
 	if _, err := vm.Expect(regexp.MustCompile(`update: blessed.*berth-1\.0\.1\.efi`), time.Minute); err != nil {
 		t.Error(err)
 	}
+	hangPanic(vm, "0", "B, blessed")
 
 	t.Run("older", func(t *testing.T) {
 		trigger(versionA)
