@@ -88,14 +88,21 @@ func nodeAnnotations(a api, node string) (map[string]string, error) {
 // returns the annotations then.
 func waitUpdateState(t *testing.T, vm *qemu.VM, a api, node, state string, timeout time.Duration) map[string]string {
 	t.Helper()
+	return waitUpdateReason(t, vm, a, node, state, "", timeout)
+}
+
+// waitUpdateReason is waitUpdateState for a state whose reason says
+// reason too: the state alone may be left from the request before.
+func waitUpdateReason(t *testing.T, vm *qemu.VM, a api, node, state, reason string, timeout time.Duration) map[string]string {
+	t.Helper()
 	var ann map[string]string
-	waitFor(t, vm, "berth.dev/update-state "+state, timeout, func() (bool, string) {
+	waitFor(t, vm, fmt.Sprintf("berth.dev/update-state %s saying %q", state, reason), timeout, func() (bool, string) {
 		var err error
 		ann, err = nodeAnnotations(a, node)
 		if err != nil {
 			return false, err.Error()
 		}
-		return ann[agent.AnnotationState] == state, fmt.Sprintf("%v", ann)
+		return ann[agent.AnnotationState] == state && strings.Contains(ann[agent.AnnotationReason], reason), fmt.Sprintf("%v", ann)
 	})
 	return ann
 }
@@ -219,8 +226,8 @@ func TestUpdate(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r.serve(c.serve())
 			trigger(c.to)
-			ann := waitUpdateState(t, vm, a, node, c.state, 2*time.Minute)
-			for _, w := range c.want {
+			ann := waitUpdateReason(t, vm, a, node, c.state, c.want[0], 2*time.Minute)
+			for _, w := range c.want[1:] {
 				if !strings.Contains(ann[agent.AnnotationReason], w) {
 					t.Errorf("reason = %q, want it to say %q", ann[agent.AnnotationReason], w)
 				}
@@ -232,8 +239,8 @@ func TestUpdate(t *testing.T) {
 		restore := r.corruptTarget(t, "amd64/1.0.1/berth.efi")
 		defer restore()
 		trigger("1.0.1")
-		ann := waitUpdateState(t, vm, a, node, agent.StateRefused, 3*time.Minute)
-		if !strings.Contains(ann[agent.AnnotationReason], repo.ErrCorrupt.Error()) || !strings.Contains(ann[agent.AnnotationReason], "berth.efi") {
+		ann := waitUpdateReason(t, vm, a, node, agent.StateRefused, repo.ErrCorrupt.Error(), 3*time.Minute)
+		if !strings.Contains(ann[agent.AnnotationReason], "berth.efi") || !strings.Contains(ann[agent.AnnotationReason], apply.StepReadUKI) {
 			t.Errorf("reason for a corrupt UKI = %q", ann[agent.AnnotationReason])
 		}
 	})
@@ -252,8 +259,9 @@ func TestUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	startB := time.Now()
+	seen := len(vm.Lines())
 	trigger("1.0.1")
-	if _, err := vm.Expect(regexp.MustCompile(`update step done.*step=`+apply.StepPruneESP), 10*time.Minute); err != nil {
+	if err := expectNew(vm, regexp.MustCompile(`update step done.*step=`+apply.StepPruneESP), seen, 10*time.Minute); err != nil {
 		t.Fatalf("A did not start writing 1.0.1: %v", err)
 	}
 	if err := vm.Close(); err != nil {
@@ -296,8 +304,8 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("older", func(t *testing.T) {
 		trigger(versionA)
-		ann := waitUpdateState(t, vm, a, node, agent.StateRefused, 2*time.Minute)
-		if !strings.Contains(ann[agent.AnnotationReason], "older") {
+		ann := waitUpdateReason(t, vm, a, node, agent.StateRefused, "older", 2*time.Minute)
+		if !strings.Contains(ann[agent.AnnotationReason], versionA) {
 			t.Errorf("reason for an older version, unasked = %q", ann[agent.AnnotationReason])
 		}
 	})
@@ -389,6 +397,24 @@ func TestUpdate(t *testing.T) {
 	}
 	if err := vm.WaitExit(3 * time.Minute); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// expectNew waits for a console line matching re among those after the
+// first seen (vm.Expect looks at every line since boot).
+func expectNew(vm *qemu.VM, re *regexp.Regexp, seen int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		lines := vm.Lines()
+		for _, l := range lines[min(seen, len(lines)):] {
+			if re.MatchString(l.Text) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || vm.Exited() {
+			return fmt.Errorf("no console line matching %q after line %d within %s (exited: %v)", re, seen, timeout, vm.Exited())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -83,9 +83,11 @@ const (
 	// StepTarget: the target is a device apart from the running slot's,
 	// not in use, large enough.
 	StepTarget = "check-target"
-	// StepReadUKI: the new UKI's command line and os-release, read from
-	// the start of its download, name the target slot, the release's
-	// root hash and version, and the root image's layout.
+	// StepReadUKI: the new UKI, downloaded whole (its length and hash
+	// checked against the signed metadata, nothing kept), and its command
+	// line and os-release: they name the target slot, the release's root
+	// hash and version, and the root image's layout. A UKI that is
+	// corrupt or wrong is refused here, before anything is written.
 	StepReadUKI = "read-uki"
 	// StepPruneESP: the ESP keeps only the running version's UKI, none of
 	// which names the target slot, and has room for the new one.
@@ -313,9 +315,12 @@ func same(a, b os.FileInfo) bool {
 // stageUKI checks that the UKI it commits, fetched whole, carries these
 // very sections.
 func (r *runner) readUKI(ctx context.Context) (int64, error) {
-	sc := newUKIScanner(true)
-	err := r.req.Fetcher.Fetch(ctx, r.plan.Release, repo.KindUKI, sc)
-	if err != nil && !errors.Is(err, errEnough) {
+	// Whole, not its start only: the download checks its hash, so that
+	// a corrupt UKI is refused before the ESP is pruned or the slot
+	// written. It costs one more download of the UKI; the root image,
+	// too big to hold, is checked as it is written.
+	sc := newUKIScanner(false)
+	if err := r.req.Fetcher.Fetch(ctx, r.plan.Release, repo.KindUKI, sc); err != nil {
 		return sc.n, err
 	}
 	info, err := sc.info()

@@ -147,8 +147,8 @@ func TestApply(t *testing.T) {
 	}
 	ukiLen, rootLen := int64(len(w.newUKI)), int64(len(w.image.bytes))
 	bytesOf := func(name string) int64 { return lu.Steps[slices.Index(names, name)].Bytes }
-	if b := bytesOf(StepReadUKI); b <= 0 || b >= ukiLen/2 {
-		t.Errorf("read-uki fetched %d bytes of the %d-byte UKI; want only its start", b, ukiLen)
+	if b := bytesOf(StepReadUKI); b != int64(ukiLen) {
+		t.Errorf("read-uki fetched %d bytes of the %d-byte UKI; want it whole, its hash checked before anything is written", b, ukiLen)
 	}
 	if bytesOf(StepWriteRoot) != rootLen || bytesOf(StepVerifyRoot) != rootLen || bytesOf(StepStageUKI) != ukiLen {
 		t.Errorf("steps moved %+v; root image %d bytes, UKI %d", lu.Steps, rootLen, ukiLen)
@@ -501,10 +501,11 @@ func TestApplyRefuses(t *testing.T) {
 	}
 }
 
-// TestApplyUKIChangedBetweenReads: the server hands out another UKI the
-// first time (a command line the checks accept, but not the signed one);
-// the whole, hash-checked UKI then differs, and is not committed.
-func TestApplyUKIChangedBetweenReads(t *testing.T) {
+// TestApplyUKIForgedBeforeWriting: the server hands out another UKI the
+// first time (a command line the checks accept, but not the signed one):
+// the first read is whole and hash-checked, so it is refused before the
+// ESP is pruned or the slot written.
+func TestApplyUKIForgedBeforeWriting(t *testing.T) {
 	w := newWorld(t, nil)
 	n := newNode(t, nil)
 	forged := bytes.Replace(w.newUKI, []byte("console=ttyS0"), []byte("console=ttyS1"), 1)
@@ -522,12 +523,16 @@ func TestApplyUKIChangedBetweenReads(t *testing.T) {
 		rw.Write(forged)
 		return true
 	})
+	// The first read is whole and hash-checked: the forgery is refused
+	// there, before the ESP or the slot is touched.
 	lu, err := Apply(context.Background(), discard, w.request(t, n))
-	var ref *Refusal
-	if !errors.As(err, &ref) || ref.Reason != ReasonUKI || !strings.Contains(err.Error(), "stage-uki: ") || !strings.Contains(err.Error(), "differs from its start") {
-		t.Fatalf("Apply = %v; want a UKI refusal at staging", err)
+	if !errors.Is(err, repo.ErrCorrupt) || !strings.Contains(err.Error(), StepReadUKI+": ") {
+		t.Fatalf("Apply = %v; want the UKI refused as corrupt at %s", err, StepReadUKI)
 	}
-	if lu.Result != status.ResultRefused || served != 2 {
+	if steps := lu.Steps; len(steps) != 2 || steps[1].Name != StepReadUKI {
+		t.Errorf("steps %+v: want nothing after %s", steps, StepReadUKI)
+	}
+	if lu.Result != status.ResultRefused || served != 1 {
 		t.Errorf("LastUpdate = %+v after %d UKI requests", lu, served)
 	}
 	if files := n.espFiles(t); len(files) != 1 {
