@@ -144,7 +144,7 @@ func TestUpdate(t *testing.T) {
 	r := startUpdateRepo(t)
 	// A deadline with room for a loaded 2-core host; C's is shorter (its
 	// kubelet never starts, so waiting longer proves nothing more).
-	const soak, deadline, deadlineC = 20 * time.Second, 8 * time.Minute, 2 * time.Minute
+	const soak, deadline, deadlineC = 20 * time.Second, 8 * time.Minute, time.Minute
 	userData := func(deadline time.Duration) []byte {
 		return mimeUserData(strings.Replace(cluster.nodeConfig(), "  annotations:\n", fmt.Sprintf("  annotations:\n    berth.dev/update-repository: %s\n    berth.dev/update-trial-soak: %s\n    berth.dev/update-trial-ready-deadline: %s\n",
 			r.url, soak, deadline), 1))
@@ -349,7 +349,7 @@ func TestUpdate(t *testing.T) {
 	}
 	ann = waitUpdateState(t, vm, a, node, agent.StateRolledBack, joinTimeout)
 	figure(t, "update: 1.0.2's failed trial noticed to 1.0.1 back on the Node %.0f s (from 1.0.2's trigger: %.0f s)", time.Since(failed).Seconds(), time.Since(startC).Seconds())
-	if !strings.Contains(ann[agent.AnnotationReason], "kubelet not Ready within 2m0s") || ann[agent.AnnotationVersion] != "1.0.1" {
+	if !strings.Contains(ann[agent.AnnotationReason], "kubelet not Ready within 1m0s") || ann[agent.AnnotationVersion] != "1.0.1" {
 		t.Errorf("annotations after C's rollback: %v", ann)
 	}
 	waitNodeReady(t, vm, a, node)
@@ -390,14 +390,7 @@ func TestUpdate(t *testing.T) {
 	if !strings.Contains(ann[agent.AnnotationReason], "1.0.3 used up its 3 tries") {
 		t.Errorf("annotations after D's tries ran out: %v", ann)
 	}
-	waitNodeReady(t, vm, a, node)
-	figure(t, "update: 1.0.3's first panic to 1.0.1 Ready again %.0f s", time.Since(panicked).Seconds())
-	if err := vm.PowerDown(); err != nil {
-		t.Fatal(err)
-	}
-	if err := vm.WaitExit(3 * time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	figure(t, "update: 1.0.3's first panic to 1.0.1 back on the Node %.0f s", time.Since(panicked).Seconds())
 }
 
 // expectNew waits for a console line matching re among those after the
