@@ -107,6 +107,8 @@ type rig struct {
 	clock   *clock
 	esp     string
 	reboots []string
+	// hang is each arming (true) or disarming of the hung-task panic.
+	hang []bool
 }
 
 func newRig(t *testing.T, st status.Status, esp string, s *State) *rig {
@@ -120,7 +122,8 @@ func newRig(t *testing.T, st status.Status, esp string, s *State) *rig {
 	}
 	o := Options{Node: r.node, Status: st, Arch: "amd64", BootStart: t0, StateDir: dir, Disk: dirDisk{esp: esp},
 		Trial: trial.Config{Soak: time.Minute, ReadyDeadline: 5 * time.Minute}, Now: r.clock.Now, Poll: 10 * time.Second,
-		Reboot: func(reason string) { r.reboots = append(r.reboots, reason) }}
+		Reboot:    func(reason string) { r.reboots = append(r.reboots, reason) },
+		HangPanic: func(armed bool) error { r.hang = append(r.hang, armed); return nil }}
 	r.a = &agent{o: o, log: o.Log, trial: st.Trial, published: map[string]string{}}
 	if r.a.log == nil {
 		r.a.log = testLog(t)
@@ -169,6 +172,9 @@ func TestTrialBlessed(t *testing.T) {
 	if got := r.node.n.Annotations[AnnotationState]; got != StateTrial {
 		t.Errorf("state on the Node during the trial = %q, want %s", got, StateTrial)
 	}
+	if !slices.Equal(r.hang, []bool{true}) {
+		t.Errorf("hung-task panic during the trial: %v, want armed once", r.hang)
+	}
 	r.node.n.ReadyHeartbeat = t0.Add(2 * time.Minute)
 	r.run(t0.Add(10 * time.Minute))
 	if got := ukis(t, esp); !slices.Equal(got, []string{"berth-1.0.0.efi", "berth-1.1.0.efi"}) {
@@ -176,6 +182,9 @@ func TestTrialBlessed(t *testing.T) {
 	}
 	if len(r.reboots) != 0 {
 		t.Errorf("rebooted: %v", r.reboots)
+	}
+	if !slices.Equal(r.hang, []bool{true, false}) {
+		t.Errorf("hung-task panic after blessing: %v, want armed, then disarmed", r.hang)
 	}
 	s := r.state(t)
 	if s.Pending != nil || s.Last == nil || s.Last.Result != ResultBlessed || s.Last.From != "1.0.0" || s.Last.To != "1.1.0" || s.Last.Entry != "berth-1.1.0.efi" {
@@ -247,6 +256,9 @@ func TestTriggerWithoutRepository(t *testing.T) {
 	ann := r.node.n.Annotations
 	if ann[AnnotationState] != StateRefused || !strings.Contains(ann[AnnotationReason], "no update repository") {
 		t.Fatalf("Node annotations = %v, want refused for want of a repository", ann)
+	}
+	if len(r.hang) != 0 {
+		t.Errorf("hung-task panic touched on a boot not on trial: %v", r.hang)
 	}
 	n := len(r.node.patches)
 	r.run(t0.Add(10 * time.Minute))
