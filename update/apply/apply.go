@@ -309,16 +309,14 @@ func same(a, b os.FileInfo) bool {
 	return !isBlock(a) && !isBlock(b) && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
-// readUKI fetches the start of the new UKI, up to its .cmdline and .osrel
-// sections (its first hundred KiB or so), and checks them. They are not
-// yet covered by the repository's hash, which needs the whole file:
-// stageUKI checks that the UKI it commits, fetched whole, carries these
-// very sections.
+// readUKI fetches the new UKI whole, keeping only its .cmdline and
+// .osrel sections, and checks them. Whole, not its start only: the
+// download checks the repository's hash, so that a corrupt UKI is refused
+// before the ESP is pruned or the slot written; it costs one more download
+// of the UKI (the root image, too big to hold, is checked as it is
+// written). stageUKI fetches it again onto the ESP and checks it carries
+// these very sections.
 func (r *runner) readUKI(ctx context.Context) (int64, error) {
-	// Whole, not its start only: the download checks its hash, so that
-	// a corrupt UKI is refused before the ESP is pruned or the slot
-	// written. It costs one more download of the UKI; the root image,
-	// too big to hold, is checked as it is written.
 	sc := newUKIScanner(false)
 	if err := r.req.Fetcher.Fetch(ctx, r.plan.Release, repo.KindUKI, sc); err != nil {
 		return sc.n, err
