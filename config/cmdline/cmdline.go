@@ -55,6 +55,12 @@
 //	    no user data, for appliances and tests configured from the image.
 //	berth.config=PATH[,PATH]
 //	    Extra NodeConfig files in the image, read after user data; may repeat.
+//	berth.userdata=URL|PATH
+//	    User data from an http:// or https:// URL (retried until it
+//	    answers or the config phase's deadline), or from a file in the
+//	    image, on a machine that is not an EC2 instance and has no NoCloud
+//	    seed (config/sources: IMDS, then the seed, then this). See the
+//	    userdataurl package.
 //	berth.net=dhcp|static|off, berth.ip=ADDR/LEN, berth.gw=ADDR,
 //	berth.dns=ADDR[,ADDR], berth.mtu=N, berth.iface=NAME|MAC,
 //	berth.hostname=NAME, berth.ipv6=..., berth.net.timeout=DURATION
@@ -81,6 +87,7 @@ import (
 
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/config/userdataurl"
 	"github.com/berth-node/berth/internal/syntax"
 	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/mounts/verity"
@@ -346,7 +353,7 @@ const (
 func knownKeys() []string {
 	return []string{
 		KeyOnFail, KeyRoot, KeyLogLevel, KeyExec, KeyDebugShell, KeyNTP,
-		verity.ParamKey, partition.SlotKey, imds.CmdlineKey, nodeconfig.CmdlineConfigKey,
+		verity.ParamKey, partition.SlotKey, imds.CmdlineKey, nodeconfig.CmdlineConfigKey, userdataurl.CmdlineKey,
 		network.KeyNet, network.KeyIP, network.KeyGateway, network.KeyDNS, network.KeyMTU, network.KeyIface,
 		network.KeyHostname, network.KeyIPv6, network.KeyTimeout,
 	}
