@@ -8,6 +8,7 @@ import (
 	"github.com/berth-node/berth/config/lifecycle"
 	"github.com/berth-node/berth/config/lifecycle/watch"
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/config/sources"
 	"github.com/berth-node/berth/init/report"
 )
 
@@ -18,11 +19,15 @@ import (
 // asks for the shutdown becomes a power request, as the ACPI power button
 // does, so it takes whatever shutdown sequence the button takes. Nothing
 // here can fail the boot: IMDS errors are the watcher's to log.
-func (b *boot) startLifecycle(ctx context.Context, ov imds.Override) {
+func (b *boot) startLifecycle(ctx context.Context, ov imds.Override, use sources.Kind) {
 	log := b.log.With("phase", "lifecycle")
 	switch {
 	case ov.Off:
 		log.Info("lifecycle notices not watched: berth.imds=off")
+		return
+	case use != sources.IMDS:
+		// Spot, rebalance and ASG notices come from EC2's IMDS only.
+		log.Info("lifecycle notices not watched: user data comes from " + string(use) + ", not IMDS")
 		return
 	case b.node.instance == nil:
 		log.Warn("lifecycle notices not watched: IMDS did not give the instance metadata at boot")

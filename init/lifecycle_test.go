@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/lifecycle"
+	"github.com/berth-node/berth/config/sources"
 	"github.com/berth-node/berth/init/power"
 	"github.com/berth-node/berth/qemu-tests/imdsserver"
 )
@@ -38,7 +39,7 @@ func TestLifecycleSpotNoticeRequestsPowerOff(t *testing.T) {
 	if err := srv.SetSpotAction("terminate", at); err != nil {
 		t.Fatal(err)
 	}
-	b.startLifecycle(ctx, imds.ParseOverride(url, true))
+	b.startLifecycle(ctx, imds.ParseOverride(url, true), sources.IMDS)
 	select {
 	case req := <-b.power:
 		if req.Mode != power.PowerOff || req.Reason != "spot interruption notice: terminate at 2026-03-01T12:02:00Z" {
@@ -61,8 +62,19 @@ func TestLifecycleSpotNoticeRequestsPowerOff(t *testing.T) {
 
 func TestLifecycleNotStartedWithIMDSOff(t *testing.T) {
 	b, buf := testBoot()
-	b.startLifecycle(context.Background(), imds.ParseOverride("off", true))
+	b.startLifecycle(context.Background(), imds.ParseOverride("off", true), sources.Image)
 	if !strings.Contains(buf.String(), "lifecycle notices not watched: berth.imds=off") || b.rep.Lifecycle != nil {
+		t.Errorf("console:\n%s", buf.String())
+	}
+}
+
+// A node whose user data comes from a seed (or a URL) is no EC2
+// instance: no notices to watch, and no IMDS to ask.
+func TestLifecycleNotStartedOffEC2(t *testing.T) {
+	b, buf := testBoot()
+	b.node.instance = nil
+	b.startLifecycle(context.Background(), imds.Override{}, sources.Seed)
+	if !strings.Contains(buf.String(), "lifecycle notices not watched: user data comes from nocloud, not IMDS") || b.rep.Lifecycle != nil {
 		t.Errorf("console:\n%s", buf.String())
 	}
 }

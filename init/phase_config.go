@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/config/sources"
+	"github.com/berth-node/berth/config/userdataurl"
 	"github.com/berth-node/berth/init/plan"
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/network"
@@ -23,23 +26,30 @@ import (
 // data. EC2's IMDS answers in milliseconds; the rest is for retries.
 const configTimeout = 60 * time.Second
 
-// phaseConfig reads instance metadata and user data from IMDS and merges
-// every NodeConfig source. No source at all is not an error: the node then
-// runs no Kubernetes services, and the report says so.
+// phaseConfig reads user data from the source the source phase chose
+// (IMDS with its instance metadata, a NoCloud seed, berth.userdata=, or
+// none) and merges every NodeConfig source. No source at all is not an
+// error: the node then runs no Kubernetes services, and the report says
+// so.
 func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 	rep := &report.Config{}
 	b.rep.Config = rep
 	ov := imds.ParseOverride(b.cl.Get(imds.CmdlineKey))
+	d := b.node.source
+	if d == nil {
+		// No source phase ran (a test's pipeline): IMDS, as before it.
+		d = &sources.Decision{Use: sources.IMDS}
+	}
 	// Whatever the NodeConfig's fate, once IMDS has answered a spot notice
 	// must still take the node down in order.
-	defer b.startLifecycle(ctx, ov)
-	var userData []byte
+	defer b.startLifecycle(ctx, ov, d.Use)
+	var userData *nodeconfig.Source
 	var c *imds.Client
 	ctx, cancel := context.WithTimeout(ctx, configTimeout)
 	defer cancel()
-	if ov.Off {
-		rep.IMDS = "off"
-	} else {
+	rep.IMDS = "off"
+	switch {
+	case d.Use == sources.IMDS && !ov.Off:
 		rep.IMDS = cmp.Or(ov.Endpoint, imds.EndpointIPv4)
 		c = imds.New(imds.Options{Logger: log, Endpoints: ov.Endpoints()})
 		defer func() { rep.Calls = c.Timings(); c.Close() }()
@@ -51,17 +61,37 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 		log.Info("instance", "id", md.InstanceID, "type", md.InstanceType, "az", md.AvailabilityZone, "hostname", md.LocalHostname)
 		// EC2's private DNS name is the node's hostname, over DHCP's.
 		if name, _ := plan.IMDSHostname(md.LocalHostname); name != "" {
-			if err := network.SetHostname(name); err != nil {
-				log.Warn("setting hostname from IMDS local-hostname", "hostname", name, "err", err)
-			} else {
-				rep.Hostname, rep.HostnameSource = name, "imds"
-			}
+			b.setHostname(log, rep, name, "imds")
 		}
-		if userData, err = c.UserData(ctx); err != nil {
+		ud, err := c.UserData(ctx)
+		if err != nil {
 			return fmt.Errorf("reading user data: %w", err)
 		}
+		userData = &nodeconfig.Source{Name: nodeconfig.UserDataSource, Data: ud}
+	case d.Use == sources.Seed && b.node.seed != nil:
+		seed := b.node.seed
+		userData = &nodeconfig.Source{Name: seedUserDataName(d.Seed.Device), Data: seed.Seed.UserData}
+		// meta-data's local-hostname names the machine, over DHCP's, as
+		// IMDS's does on EC2.
+		if name := seed.Seed.MetaData.LocalHostname; name != "" {
+			b.setHostname(log, rep, name, "nocloud meta-data")
+		}
+	case d.Use == sources.URL:
+		rep.UserDataURL = d.URL.Where
+		data, calls, err := userdataurl.Fetch(ctx, log, d.URL, userdataurl.Options{})
+		rep.UserDataURLCalls = calls
+		if err != nil {
+			return fmt.Errorf("reading user data: %w", err)
+		}
+		if len(bytes.TrimSpace(data)) == 0 {
+			// Someone pointed the node at it: an empty answer is a
+			// mistake, not a node without config.
+			return fmt.Errorf("reading user data: %s=%s: empty", userdataurl.CmdlineKey, d.URL.Where)
+		}
+		log.Info("user data read", "from", d.URL.Where, "bytes", len(data), "attempts", len(calls))
+		userData = &nodeconfig.Source{Name: userdataurl.CmdlineKey + "=" + d.URL.Where, Data: data}
 	}
-	srcs, err := nodeconfig.BootSources(nodeconfig.DefaultConfigDir, userData,
+	srcs, err := nodeconfig.BootSourcesWith(nodeconfig.DefaultConfigDir, userData,
 		nodeconfig.SplitConfigPaths(b.cl.All(nodeconfig.CmdlineConfigKey)...))
 	if err != nil {
 		return err
@@ -71,7 +101,7 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	if len(srcs) == 0 {
 		rep.Skipped = "no NodeConfig in the image, in user data or on the command line"
-		log.Warn("no NodeConfig found; this node will run no Kubernetes services", "imds", rep.IMDS, "dir", nodeconfig.DefaultConfigDir)
+		log.Warn("no NodeConfig found; this node will run no Kubernetes services", "source", d.Use, "imds", rep.IMDS, "dir", nodeconfig.DefaultConfigDir)
 		return nil
 	}
 	opts := nodeconfig.Options{Accepts: b.accepts(log)}
@@ -97,6 +127,21 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 	return nil
 }
 
+// seedUserDataName names a seed's user-data in problems and in the
+// report's sources.
+func seedUserDataName(dev string) string { return "NoCloud seed " + dev + " user-data" }
+
+// setHostname sets the machine's hostname from the config's source
+// (IMDS's local-hostname, a seed's meta-data) over DHCP's; a failure is a
+// warning, the node keeps the name it has.
+func (b *boot) setHostname(log *slog.Logger, rep *report.Config, name, source string) {
+	if err := network.SetHostname(name); err != nil {
+		log.Warn("setting the hostname", "hostname", name, "source", source, "err", err)
+		return
+	}
+	rep.Hostname, rep.HostnameSource = name, source
+}
+
 // describeCluster reads what an Amazon Linux 2 script left out (the
 // cluster's endpoint, CA and service CIDR) from EKS's DescribeCluster with
 // the instance role, as its bootstrap.sh did, and completes res with it
@@ -106,7 +151,7 @@ func phaseConfig(ctx context.Context, b *boot, log *slog.Logger) error {
 func describeCluster(ctx context.Context, log *slog.Logger, c *imds.Client, md *imds.Metadata, res *nodeconfig.Result) error {
 	req := res.DescribeCluster
 	if c == nil || md == nil {
-		return fmt.Errorf("%s: the script gives no API server endpoint or CA, and with berth.imds=off there is no instance role to ask eks:DescribeCluster %s with", req.Source, req.Cluster)
+		return fmt.Errorf("%s: the script gives no API server endpoint or CA, and without IMDS there is no instance role to ask eks:DescribeCluster %s with", req.Source, req.Cluster)
 	}
 	cr, err := c.RoleCredentials(ctx)
 	if err != nil {

@@ -2,9 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/berth-node/berth/config/cmdline"
+	"github.com/berth-node/berth/config/sources"
+	"github.com/berth-node/berth/config/userdataurl"
 )
 
 // The manifest's accepts decode beside the phases and reach the config
@@ -35,5 +45,49 @@ func TestAcceptsDecodedBeside(t *testing.T) {
 		if c.warn != "" && !strings.Contains(buf.String(), c.warn) || c.warn == "" && buf.Len() != 0 {
 			t.Errorf("%s: log %q, want %q", c.name, buf.String(), c.warn)
 		}
+	}
+}
+
+// With berth.userdata= as the source, the config phase reads the URL
+// (no IMDS: the report says off), hands its answer to nodeconfig as a
+// source named by the key and URL, and records the requests; an empty
+// answer stops the boot, naming the URL.
+func TestPhaseConfigUserDataURL(t *testing.T) {
+	ud, err := os.ReadFile(filepath.Join("..", "config", "nocloud", "testdata", "seed", "static-v2", "user-data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := ud
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	defer srv.Close()
+	loc, err := userdataurl.Parse(srv.URL + "/node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, buf := testBoot()
+	b.cl = &cmdline.Cmdline{}
+	b.node.source = &sources.Decision{Use: sources.URL, URL: loc}
+	if err := phaseConfig(context.Background(), b, b.log); err != nil {
+		t.Fatalf("phaseConfig: %v\n%s", err, buf.String())
+	}
+	rep := b.rep.Config
+	name := "berth.userdata=" + srv.URL + "/node-1"
+	if rep.IMDS != "off" || rep.UserDataURL != loc.Where || len(rep.UserDataURLCalls) != 1 || rep.UserDataURLCalls[0].Status != 200 ||
+		!slices.Contains(rep.Sources, name) {
+		t.Errorf("report %+v: want IMDS off, the URL, one 200 and the source %q", rep, name)
+	}
+	if b.node.config == nil || b.node.config.Config.Spec.Cluster.Name != "my-cluster" {
+		t.Errorf("config %+v: want the URL's NodeConfig", b.node.config)
+	}
+	if !strings.Contains(buf.String(), "lifecycle notices not watched: user data comes from userdata-url") {
+		t.Errorf("console:\n%s", buf.String())
+	}
+
+	body = []byte("\n")
+	b, _ = testBoot()
+	b.cl = &cmdline.Cmdline{}
+	b.node.source = &sources.Decision{Use: sources.URL, URL: loc}
+	if err := phaseConfig(context.Background(), b, b.log); err == nil || !strings.Contains(err.Error(), name+": empty") {
+		t.Errorf("empty answer: %v, want an error naming the URL", err)
 	}
 }

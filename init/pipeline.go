@@ -16,7 +16,9 @@ import (
 	"github.com/berth-node/berth/config/cmdline"
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/manifest"
+	"github.com/berth-node/berth/config/nocloud"
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/config/sources"
 	"github.com/berth-node/berth/init/analyze"
 	"github.com/berth-node/berth/init/bootlog"
 	"github.com/berth-node/berth/init/kmod"
@@ -101,12 +103,16 @@ type nodeState struct {
 	// acceptsNext brings the manifest's accepts, decoded beside the
 	// phases before config (boot.accepts); nil when it has none.
 	acceptsNext chan *accepts.Accepts
-	net         *network.Result
-	netH        *network.Handle
-	instance    *imds.Metadata
-	config      *nodeconfig.Result
-	plan        *plan.Plan
-	storage     *localstorage.Result
+	// source is where user data comes from (the source phase); seed is
+	// the NoCloud seed when that is the source.
+	source   *sources.Decision
+	seed     *nocloud.Inspection
+	net      *network.Result
+	netH     *network.Handle
+	instance *imds.Metadata
+	config   *nodeconfig.Result
+	plan     *plan.Plan
+	storage  *localstorage.Result
 	// time is the running NTP client; timeStop stops it (startTime).
 	time     *timesync.Client
 	timeStop context.CancelFunc
@@ -133,7 +139,7 @@ func (n *nodeState) moduleBlocked(name string) bool {
 // be reading it), as do the module index (hotplug), the DHCP handle
 // (renewals) and the NTP client.
 func (n *nodeState) releaseInputs() {
-	n.config, n.instance, n.net, n.plan, n.acceptsNext = nil, nil, nil, nil, nil
+	n.config, n.instance, n.net, n.plan, n.acceptsNext, n.seed = nil, nil, nil, nil, nil, nil
 }
 
 // phase is one step of the boot pipeline. A fatal phase's error ends boot
@@ -152,6 +158,7 @@ func pipeline() []phase {
 		{name: "early", fatal: true, run: phaseEarly},
 		{name: "modules", fatal: false, run: phaseModules},
 		{name: "root", fatal: true, run: phaseRoot},
+		{name: "source", fatal: true, run: phaseSource},
 		{name: "network", fatal: false, run: phaseNetwork},
 		{name: "time", fatal: false, run: phaseTime},
 		{name: "config", fatal: true, run: phaseConfig},

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-node/berth/network"
 )
@@ -274,5 +275,28 @@ func TestNetworkConfigWarnings(t *testing.T) {
 	}
 	if _, _, err := NetworkConfig(nil); err == nil || err.Error() != "network-config: no network configuration" {
 		t.Errorf("nil network: %v", err)
+	}
+}
+
+// The seed's network replaces the command line's default DHCP, keeping
+// the command line's timeouts and hostname; any addressing key on the
+// command line keeps the command line's whole, and is named.
+func TestNetworkOver(t *testing.T) {
+	base := network.Config{Mode: network.ModeDHCP, Hostname: "fallback", Timeout: 7 * time.Second, ResolvConfPath: "/etc/resolv.conf"}
+	seed := &network.Config{Mode: network.ModeStatic, Interface: "52:54:00:12:34:56", Address: netip.MustParsePrefix("192.0.2.10/24"),
+		Gateway: netip.MustParseAddr("192.0.2.1"), DNS: []netip.Addr{netip.MustParseAddr("192.0.2.53")}, MTU: 9000}
+	none := func(string) bool { return false }
+	got, keys := NetworkOver(base, seed, none)
+	want := *seed
+	want.Hostname, want.Timeout, want.ResolvConfPath = "fallback", 7*time.Second, "/etc/resolv.conf"
+	if !reflect.DeepEqual(got, want) || keys != nil {
+		t.Errorf("NetworkOver = %+v, %v; want %+v", got, keys, want)
+	}
+	if got, _ := NetworkOver(base, nil, none); !reflect.DeepEqual(got, base) {
+		t.Errorf("no seed network: %+v, want the command line's", got)
+	}
+	got, keys = NetworkOver(base, seed, func(k string) bool { return k == network.KeyIP || k == network.KeyNet })
+	if !reflect.DeepEqual(got, base) || !reflect.DeepEqual(keys, []string{network.KeyNet, network.KeyIP}) {
+		t.Errorf("command line keys: %+v, %v; want the command line's, naming berth.net and berth.ip", got, keys)
 	}
 }

@@ -135,3 +135,29 @@ func joinStrings[T fmt.Stringer](xs []T) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// NetworkOver is the network a node booted from a seed configures: base
+// (network.ParseConfig's result from the kernel command line, with its
+// timeouts, hostname and resolv.conf path) with seed's interface and
+// addressing (NetworkConfig's result) in place of the default DHCP.
+//
+// The kernel command line is the last word, as for the rest of berth's
+// keys: when it sets any of the keys that say what network-config says
+// (berth.net, berth.ip, berth.gw, berth.dns, berth.mtu, berth.iface,
+// berth.ipv6), base is kept whole and cmdline names those keys, so that a
+// node whose seed gives a wrong address can be booted by hand. A nil seed
+// (no network-config, or config: disabled) keeps base.
+func NetworkOver(base network.Config, seed *network.Config, has func(key string) bool) (c network.Config, cmdline []string) {
+	for _, k := range []string{network.KeyNet, network.KeyIP, network.KeyGateway, network.KeyDNS, network.KeyMTU, network.KeyIface, network.KeyIPv6} {
+		if has(k) {
+			cmdline = append(cmdline, k)
+		}
+	}
+	if seed == nil || len(cmdline) > 0 {
+		return base, cmdline
+	}
+	c = base
+	c.Mode, c.Interface, c.Address, c.Gateway = seed.Mode, seed.Interface, seed.Address, seed.Gateway
+	c.DNS, c.MTU, c.IPv6, c.DHCPv6 = seed.DNS, seed.MTU, seed.IPv6, seed.DHCPv6
+	return c, nil
+}

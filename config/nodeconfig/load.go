@@ -377,12 +377,24 @@ func SplitConfigPaths(values ...string) []string {
 // named on the command line that cannot be read is an error: someone asked
 // for it explicitly.
 func BootSources(imageDir string, userData []byte, cmdlinePaths []string) ([]Source, error) {
+	var ud *Source
+	if len(userData) > 0 {
+		ud = &Source{Name: UserDataSource, Data: userData}
+	}
+	return BootSourcesWith(imageDir, ud, cmdlinePaths)
+}
+
+// BootSourcesWith is BootSources with user data from elsewhere than IMDS
+// (a NoCloud seed, berth.userdata=): a Source named for where it came
+// from, decoded as a file is (to userdata.MaxDecodedSize, not EC2's
+// limit); nil or empty for none.
+func BootSourcesWith(imageDir string, userData *Source, cmdlinePaths []string) ([]Source, error) {
 	srcs, err := DirSources(imageDir)
 	if err != nil {
 		return nil, err
 	}
-	if len(userData) > 0 {
-		srcs = append(srcs, Source{Name: UserDataSource, Data: userData})
+	if userData != nil && len(userData.Data) > 0 {
+		srcs = append(srcs, *userData)
 	}
 	extra, err := FileSources(cmdlinePaths...)
 	if err != nil {

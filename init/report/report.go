@@ -82,6 +82,7 @@ type Report struct {
 	// `berth analyze` and the tests read are typed; the others hold the
 	// writing package's own struct.
 	Root    any                  `json:"root,omitempty"`
+	Source  *Source              `json:"source,omitempty"`
 	Config  *Config              `json:"config,omitempty"`
 	Plan    *Plan                `json:"plan,omitempty"`
 	Apply   *Apply               `json:"apply,omitempty"`

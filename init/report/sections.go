@@ -2,7 +2,12 @@ package report
 
 import (
 	"github.com/berth-node/berth/config/imds"
+	"github.com/berth-node/berth/config/nocloud"
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/config/platform"
+	"github.com/berth-node/berth/config/sources"
+	"github.com/berth-node/berth/config/userdataurl"
+	"github.com/berth-node/berth/network"
 	"github.com/berth-node/berth/runtime/supervise"
 )
 
@@ -24,6 +29,29 @@ const SchemaVersion = 2
 // decode the very types the node encodes. The other typed sections are
 // their owners' own: network.Result, timesync.Status, localstorage.Result.
 
+// Source is the source phase's section: where user data comes from, each
+// source with why it was or was not used (config/sources), what DMI said
+// about EC2, and the NoCloud seed when there is one. It is decided before
+// the network phase, since a seed's network-config configures the
+// network, and a machine that is not EC2 must not wait on IMDS.
+type Source struct {
+	Use     sources.Kind    `json:"use,omitempty"`
+	Entries []sources.Entry `json:"entries"`
+	EC2     platform.EC2    `json:"ec2"`
+	Seed    *Seed           `json:"seed,omitempty"`
+}
+
+// Seed is the NoCloud seed a node booted from: its volume, what its
+// meta-data says, the network its network-config gives (nil: none, DHCP
+// as without a seed), and what berth ignored in it.
+type Seed struct {
+	sources.Volume
+	InstanceID    string            `json:"instanceId,omitempty"`
+	LocalHostname string            `json:"localHostname,omitempty"`
+	Network       *network.Config   `json:"network,omitempty"`
+	Warnings      []nocloud.Problem `json:"warnings,omitempty"`
+}
+
 // Config is the config phase's section: where the NodeConfig came from
 // and what instance metadata said.
 type Config struct {
@@ -33,6 +61,10 @@ type Config struct {
 	Result  *nodeconfig.Result `json:"result,omitempty"`
 	// Calls are the IMDS requests, each with its duration in ms.
 	Calls []imds.CallTiming `json:"imdsCalls,omitempty"`
+	// UserDataURL is berth.userdata= when it was the source, and its
+	// requests (none for a file).
+	UserDataURL      string                `json:"userDataUrl,omitempty"`
+	UserDataURLCalls []userdataurl.Attempt `json:"userDataUrlCalls,omitempty"`
 	// Skipped says why the node runs no Kubernetes services.
 	Skipped string `json:"skipped,omitempty"`
 	// Hostname is the node's hostname once the config phase set it from
