@@ -13,8 +13,11 @@ import (
 	"testing"
 
 	"github.com/berth-node/berth/config/cmdline"
+	"github.com/berth-node/berth/config/nocloud"
 	"github.com/berth-node/berth/config/sources"
 	"github.com/berth-node/berth/config/userdataurl"
+	"github.com/berth-node/berth/init/plan"
+	"github.com/berth-node/berth/network"
 )
 
 // The manifest's accepts decode beside the phases and reach the config
@@ -89,5 +92,30 @@ func TestPhaseConfigUserDataURL(t *testing.T) {
 	b.node.source = &sources.Decision{Use: sources.URL, URL: loc}
 	if err := phaseConfig(context.Background(), b, b.log); err == nil || !strings.Contains(err.Error(), name+": empty") {
 		t.Errorf("empty answer: %v, want an error naming the URL", err)
+	}
+}
+
+// Off EC2 the plan's machine facts come from the source: a seed's
+// meta-data, or only where user data came from; the node IP is the
+// network's first IPv4 address.
+func TestOffEC2Machine(t *testing.T) {
+	seed := &nocloud.Inspection{Seed: nocloud.Seed{MetaData: nocloud.MetaData{InstanceID: "iid-1", LocalHostname: "lab-1"}}}
+	for _, c := range []struct {
+		d    sources.Decision
+		want plan.Machine
+	}{
+		{sources.Decision{Use: sources.Seed, Seed: sources.Volume{Device: "/dev/vdb"}}, plan.Machine{Source: "NoCloud seed /dev/vdb", InstanceID: "iid-1", Hostname: "lab-1"}},
+		{sources.Decision{Use: sources.URL, URL: userdataurl.Location{Kind: userdataurl.HTTP, Where: "http://x/u"}}, plan.Machine{Source: "berth.userdata=http://x/u"}},
+		{sources.Decision{Use: sources.Image}, plan.Machine{Source: "the image"}},
+	} {
+		if got := offEC2Machine(&c.d, seed); *got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.d.Use, *got, c.want)
+		}
+	}
+	if ip := firstIPv4(&network.Result{Addresses: []string{"fd00::5/128", "192.0.2.10/24"}}); ip != "192.0.2.10" {
+		t.Errorf("firstIPv4 = %q", ip)
+	}
+	if ip := firstIPv4(nil); ip != "" {
+		t.Errorf("firstIPv4(nil) = %q", ip)
 	}
 }

@@ -37,29 +37,35 @@ func checkInputs(in Inputs) error {
 	}
 
 	md := in.Instance
-	// Each of these lands in a file: the provider ID in config.json and
-	// plan.txt, the region and cluster on the token plugin's argv, the
-	// instance type in warnings.
-	check("instance metadata instance-id", md.InstanceID, syntax.DNSLabel)
-	check("instance metadata placement/availability-zone", md.AvailabilityZone, syntax.DNSLabel)
-	check("instance metadata placement/region", md.Region, syntax.DNSLabel)
-	check("instance metadata instance-type", md.InstanceType, syntax.DNSName)
-
 	spec := &in.Config.Spec
-	// Only the name and the address Build will pick: a bad value Build
-	// does not use should not stop the node.
-	if !spec.FeatureEnabled(nodeconfig.InstanceIdNodeName) {
-		name, _ := IMDSHostname(md.LocalHostname)
-		check("instance metadata local-hostname", name, syntax.NodeName)
-	}
 	_, ipv6, _ := nodeconfig.ClusterDNSOf(spec)
-	switch {
-	case in.Host.NodeIP != "":
+	if md == nil {
+		// Off EC2: the node's name is checked where it is chosen
+		// (nodeOffEC2), since it may come from more than one place.
 		check("host facts: node IP", in.Host.NodeIP, syntax.IPNoZone)
-	case ipv6 && len(md.IPv6s) > 0:
-		check("instance metadata ipv6s[0]", md.IPv6s[0], syntax.IPNoZone)
-	case !ipv6:
-		check("instance metadata local-ipv4", md.LocalIPv4, syntax.IPNoZone)
+	} else {
+		// Each of these lands in a file: the provider ID in config.json and
+		// plan.txt, the region and cluster on the token plugin's argv, the
+		// instance type in warnings.
+		check("instance metadata instance-id", md.InstanceID, syntax.DNSLabel)
+		check("instance metadata placement/availability-zone", md.AvailabilityZone, syntax.DNSLabel)
+		check("instance metadata placement/region", md.Region, syntax.DNSLabel)
+		check("instance metadata instance-type", md.InstanceType, syntax.DNSName)
+
+		// Only the name and the address Build will pick: a bad value Build
+		// does not use should not stop the node.
+		if !spec.FeatureEnabled(nodeconfig.InstanceIdNodeName) {
+			name, _ := IMDSHostname(md.LocalHostname)
+			check("instance metadata local-hostname", name, syntax.NodeName)
+		}
+		switch {
+		case in.Host.NodeIP != "":
+			check("host facts: node IP", in.Host.NodeIP, syntax.IPNoZone)
+		case ipv6 && len(md.IPv6s) > 0:
+			check("instance metadata ipv6s[0]", md.IPv6s[0], syntax.IPNoZone)
+		case !ipv6:
+			check("instance metadata local-ipv4", md.LocalIPv4, syntax.IPNoZone)
+		}
 	}
 
 	// The NodeConfig's own strings: nodeconfig's checks, the very ones

@@ -42,11 +42,23 @@ func (p *Plan) Describe() []byte { return p.DescribeWith(DescribeOptions{}) }
 func (p *Plan) DescribeWith(o DescribeOptions) []byte {
 	var b bytes.Buffer
 	b.WriteString("# berth plan\n")
-	fmt.Fprintf(&b, "node-name: %s\n", p.NodeName)
-	fmt.Fprintf(&b, "node-ip: %s\n", orNone(p.NodeIP))
-	fmt.Fprintf(&b, "provider-id: %s\n", p.ProviderID)
-	fmt.Fprintf(&b, "cluster-dns: %s\n", p.ClusterDNS)
-	fmt.Fprintf(&b, "max-pods: %d\n", p.MaxPods)
+	if off := p.OffEC2; off != nil {
+		// What instance metadata decides on EC2, and where it came from
+		// here instead.
+		fmt.Fprintf(&b, "platform: not EC2 (user data from %s)\n", off.Source)
+		fmt.Fprintf(&b, "node-name: %s (%s)\n", p.NodeName, off.NodeNameFrom)
+		fmt.Fprintf(&b, "node-ip: %s\n", orNone(p.NodeIP))
+		b.WriteString("provider-id: none (not EC2: kubelet runs without --cloud-provider=external)\n")
+		b.WriteString("region: none (no ECR credential provider, no EKS token)\n")
+		fmt.Fprintf(&b, "cluster-dns: %s\n", p.ClusterDNS)
+		fmt.Fprintf(&b, "max-pods: %d (%s)\n", p.MaxPods, off.MaxPodsFrom)
+	} else {
+		fmt.Fprintf(&b, "node-name: %s\n", p.NodeName)
+		fmt.Fprintf(&b, "node-ip: %s\n", orNone(p.NodeIP))
+		fmt.Fprintf(&b, "provider-id: %s\n", p.ProviderID)
+		fmt.Fprintf(&b, "cluster-dns: %s\n", p.ClusterDNS)
+		fmt.Fprintf(&b, "max-pods: %d\n", p.MaxPods)
+	}
 	fmt.Fprintf(&b, "containerd-config-schema: %d\n", p.ContainerdSchema)
 	auth := "exec credential plugin"
 	if p.BootstrapToken {

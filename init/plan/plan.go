@@ -30,6 +30,7 @@
 package plan
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -43,6 +44,7 @@ import (
 	"github.com/berth-node/berth/config/imds"
 	"github.com/berth-node/berth/config/manifest"
 	"github.com/berth-node/berth/config/nodeconfig"
+	"github.com/berth-node/berth/internal/flagwords"
 	"github.com/berth-node/berth/internal/syntax"
 	"github.com/berth-node/berth/network/resolvconf"
 	"github.com/berth-node/berth/runtime/containerd"
@@ -73,8 +75,13 @@ const (
 type Inputs struct {
 	// Config is the merged, validated NodeConfig.
 	Config *nodeconfig.NodeConfig
-	// Instance is what IMDS said about this instance.
+	// Instance is what IMDS said about this instance; nil on a machine
+	// that is not an EC2 instance, which Machine describes instead.
 	Instance *imds.Metadata
+	// Machine is a node's identity off EC2 (its user data from a NoCloud
+	// seed, berth.userdata= or the image): set exactly when Instance is
+	// nil.
+	Machine *Machine
 	// Manifest is the image manifest: component versions, sandbox image.
 	Manifest *manifest.Manifest
 	// Host are facts the caller read from the machine.
@@ -82,6 +89,41 @@ type Inputs struct {
 	// TokenProvider picks the EKS exec credential plugin (zero: berth's own
 	// signer, `berth eks-token`).
 	TokenProvider kubelet.TokenProvider
+}
+
+// Machine is what identifies a node that is not an EC2 instance. Off EC2
+// there is no instance type, zone, region or instance role, so the plan
+// (issue 47):
+//   - names the node by --hostname-override in spec.kubelet.flags, else
+//     Hostname (a seed's meta-data local-hostname), and stops when
+//     neither is there;
+//   - gives it no provider ID, and kubelet no --cloud-provider=external
+//     (no cloud controller would ever lift its uninitialized taint);
+//   - sets max pods from spec.kubelet.config.maxPods, else kubelet's
+//     default (maxpods.DefaultMaxPods), since there is no ENI table to
+//     look up;
+//   - has no region: no ECR credential provider, and no EKS token (the
+//     node joins with a bootstrap token);
+//   - derives /etc/machine-id from InstanceID, else the node name.
+type Machine struct {
+	// Source names where the node's user data came from, for plan.txt:
+	// "NoCloud seed /dev/vdb", "berth.userdata=URL", "the image".
+	Source string
+	// InstanceID and Hostname are a seed's meta-data instance-id and
+	// local-hostname; empty when there are none.
+	InstanceID string
+	Hostname   string
+}
+
+// OffEC2 is how the plan decided what instance metadata decides on EC2,
+// for plan.txt; nil on EC2.
+type OffEC2 struct {
+	// NodeNameFrom says where NodeName came from.
+	NodeNameFrom string
+	// MaxPodsFrom says where MaxPods came from.
+	MaxPodsFrom string
+	// Source is Machine.Source.
+	Source string
 }
 
 // Host are machine facts the caller reads (nodeadm reads the CPU count from
@@ -165,6 +207,9 @@ type Plan struct {
 	NodeName   string
 	NodeIP     string
 	ProviderID string
+	// OffEC2 says how a node that is not an EC2 instance was named and
+	// sized; nil on EC2.
+	OffEC2     *OffEC2
 	ClusterDNS string
 	MaxPods    int32
 	// ContainerdSchema is the config.toml schema version written.
@@ -213,8 +258,10 @@ func Build(in Inputs) (*Plan, error) {
 	switch {
 	case in.Config == nil:
 		return nil, fmt.Errorf("building plan: no NodeConfig")
-	case in.Instance == nil:
-		return nil, fmt.Errorf("building plan: no instance metadata")
+	case in.Instance == nil && in.Machine == nil:
+		return nil, fmt.Errorf("building plan: no instance metadata and no machine facts")
+	case in.Instance != nil && in.Machine != nil:
+		return nil, fmt.Errorf("building plan: both instance metadata and machine facts; an EC2 instance has only the first")
 	case in.Manifest == nil:
 		return nil, fmt.Errorf("building plan: no image manifest")
 	}
@@ -222,6 +269,9 @@ func Build(in Inputs) (*Plan, error) {
 		return nil, err
 	}
 	b := &builder{in: in, spec: &in.Config.Spec, p: &Plan{}}
+	if in.Machine != nil {
+		b.p.OffEC2 = &OffEC2{Source: in.Machine.Source}
+	}
 	for _, step := range []func() error{
 		b.cluster,            // cluster facts: DNS IP, provider ID, CA, machine ID
 		b.node,               // node name and IP
@@ -258,13 +308,19 @@ func (b *builder) cluster() error {
 	if b.p.ClusterDNS, b.ipv6, err = nodeconfig.ClusterDNSOf(b.spec); err != nil {
 		return fmt.Errorf("spec.%w", err)
 	}
+	if len(b.spec.Cluster.CertificateAuthority) == 0 {
+		return fmt.Errorf("spec.cluster.certificateAuthority is empty")
+	}
+	if b.in.Instance == nil {
+		// Off EC2: no provider ID (nothing in the cluster knows such a
+		// provider), and the machine ID once the node is named (node).
+		b.add(kubelet.CACertPath, ModeFor(kubelet.CACertPath), b.spec.Cluster.CertificateAuthority)
+		return nil
+	}
 	if b.in.Instance.InstanceID == "" || b.in.Instance.AvailabilityZone == "" {
 		return fmt.Errorf("instance metadata: instance-id %q and placement/availability-zone %q are both needed for the provider ID", b.in.Instance.InstanceID, b.in.Instance.AvailabilityZone)
 	}
 	b.p.ProviderID = kubelet.ProviderID(b.in.Instance.AvailabilityZone, b.in.Instance.InstanceID)
-	if len(b.spec.Cluster.CertificateAuthority) == 0 {
-		return fmt.Errorf("spec.cluster.certificateAuthority is empty")
-	}
 	b.add(kubelet.CACertPath, ModeFor(kubelet.CACertPath), b.spec.Cluster.CertificateAuthority)
 	// kubelet reports /etc/machine-id as the node's system UUID, and there is
 	// no systemd to make one: derive it from the instance ID, so it is stable
@@ -275,6 +331,9 @@ func (b *builder) cluster() error {
 
 // node decides the node's name and IP.
 func (b *builder) node() error {
+	if b.in.Instance == nil {
+		return b.nodeOffEC2()
+	}
 	switch {
 	case b.spec.FeatureEnabled(nodeconfig.InstanceIdNodeName):
 		b.p.NodeName = b.in.Instance.InstanceID
@@ -302,6 +361,58 @@ func (b *builder) node() error {
 	return nil
 }
 
+// nodeOffEC2 names a node that is not an EC2 instance (Machine says
+// how), sets its IP from the host's facts, and derives its machine ID.
+func (b *builder) nodeOffEC2() error {
+	m, off := b.in.Machine, b.p.OffEC2
+	override := userFlagValue(b.spec.Kubelet.Flags, "--hostname-override")
+	switch {
+	case b.spec.FeatureEnabled(nodeconfig.InstanceIdNodeName):
+		if m.InstanceID == "" {
+			return fmt.Errorf("feature gate %s names the node by its instance ID, and %s gives none (a NoCloud seed's meta-data instance-id)", nodeconfig.InstanceIdNodeName, m.Source)
+		}
+		b.p.NodeName, off.NodeNameFrom = m.InstanceID, "instance-id, feature gate "+string(nodeconfig.InstanceIdNodeName)
+	case override != "":
+		b.p.NodeName, off.NodeNameFrom = override, "spec.kubelet.flags --hostname-override"
+	case m.Hostname != "":
+		b.p.NodeName, off.NodeNameFrom = m.Hostname, m.Source+" meta-data local-hostname"
+	default:
+		return fmt.Errorf("no node name: this is not an EC2 instance, so no instance metadata names it; give local-hostname in the NoCloud seed's meta-data, or --hostname-override in spec.kubelet.flags (user data from %s)", m.Source)
+	}
+	if err := syntax.NodeName(b.p.NodeName); err != nil {
+		return fmt.Errorf("node name from %s: %w", off.NodeNameFrom, err)
+	}
+	if b.p.NodeIP = b.in.Host.NodeIP; b.p.NodeIP == "" {
+		b.p.Warnings = append(b.p.Warnings, "no node IP known (not an EC2 instance, and the network gave none); kubelet picks the node IP itself")
+	}
+	// kubelet reports /etc/machine-id as the node's system UUID: stable
+	// across reboots as long as the seed's instance-id, or else the
+	// node's name, is.
+	b.add(MachineIDPath, ModeFor(MachineIDPath), machineID(cmp.Or(m.InstanceID, "node-name:"+b.p.NodeName)))
+	return nil
+}
+
+// userFlagValue is the value of the last occurrence of a kubelet flag in
+// the user's kubelet.flags ("" when absent), as kubelet would take it.
+func userFlagValue(flags []string, name string) string {
+	words := kubelet.SplitUserFlags(flags)
+	v := ""
+	for i := 0; i < len(words); i++ {
+		n, inline, ok := flagwords.Name(words[i])
+		if !ok || n != name {
+			continue
+		}
+		switch {
+		case inline:
+			_, v, _ = strings.Cut(words[i], "=")
+		case i+1 < len(words):
+			i++
+			v = words[i]
+		}
+	}
+	return v
+}
+
 // kubelet decides max pods, nodeadm's version toggles, the graceful
 // shutdown, and writes config.json and the user's drop-in.
 func (b *builder) kubelet() error {
@@ -316,10 +427,22 @@ func (b *builder) kubelet() error {
 		if b.spec.Kubelet.MaxPodsExpression != "" {
 			b.p.Warnings = append(b.p.Warnings, fmt.Sprintf("kubelet.maxPodsExpression ignored: kubelet.config.maxPods is %d", userMax))
 		}
+	} else if b.in.Instance == nil {
+		// Off EC2 there is no instance type, so no ENI table to read.
+		b.p.MaxPods = maxpods.DefaultMaxPods
+		if b.spec.Kubelet.MaxPodsExpression != "" {
+			b.p.Warnings = append(b.p.Warnings, fmt.Sprintf("kubelet.maxPodsExpression %q not applied: not an EC2 instance, so no ENI facts; set kubelet.config.maxPods", b.spec.Kubelet.MaxPodsExpression))
+		}
 	} else {
 		r := maxpods.Compute(b.in.Instance.InstanceType, b.spec.Kubelet.MaxPodsExpression)
 		b.p.MaxPods = r.MaxPods
 		b.p.Warnings = append(b.p.Warnings, r.Warnings...)
+	}
+	if off := b.p.OffEC2; off != nil {
+		off.MaxPodsFrom = "kubelet's default; not an EC2 instance, so no instance type to size it by: set kubelet.config.maxPods"
+		if userSet {
+			off.MaxPodsFrom = "spec.kubelet.config.maxPods"
+		}
 	}
 	cpus := b.in.Host.CPUs
 	if cpus < 1 {
@@ -392,6 +515,8 @@ func (b *builder) kubeconfig() error {
 		b.add(kubelet.BootstrapKubeconfig, ModeFor(kubelet.BootstrapKubeconfig), data)
 		b.bootstrapKubeconfig = kubelet.BootstrapKubeconfig
 		b.p.BootstrapToken = true
+	} else if b.in.Instance == nil {
+		return fmt.Errorf("kubeconfig: not an EC2 instance (user data from %s), so there is no region or instance role for an EKS token; join with a bootstrap token (the berth.dev/bootstrap-token annotation)", b.in.Machine.Source)
 	} else {
 		cluster := b.spec.Cluster.Name
 		if b.spec.Cluster.EnableOutpost != nil && *b.spec.Cluster.EnableOutpost {
@@ -415,6 +540,11 @@ func (b *builder) credentialProvider() error {
 	// Image credential provider: ECR logins from the instance role, as
 	// nodeadm configures, whatever the join; kubelet runs it only for
 	// images in ECR, and in ECR Public from kubelet 1.32, as nodeadm.
+	if b.in.Instance == nil {
+		// Off EC2 there is no region and no instance role to log in to
+		// ECR with; kubelet gets no credential provider (FlagInputs.OffEC2).
+		return nil
+	}
 	ecrPublic := false
 	var err error
 	if kv := b.in.Manifest.Components["kubelet"]; kv == "" {
@@ -534,6 +664,7 @@ func (b *builder) services() error {
 				BootstrapKubeconfig: b.bootstrapKubeconfig,
 				NodeIP:              b.p.NodeIP,
 				HostnameOverride:    b.p.NodeName,
+				OffEC2:              b.in.Instance == nil,
 				Labels:              labels,
 				User:                b.spec.Kubelet.Flags,
 			})...),

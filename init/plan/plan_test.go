@@ -51,6 +51,9 @@ type goldenCase struct {
 	name     string
 	userData string
 	instance func(*imds.Metadata)
+	// machine, when set, is a node that is not an EC2 instance: the
+	// inputs have it and no instance metadata.
+	machine  *Machine
 	manifest func(*manifest.Manifest)
 	host     Host
 	// eks answers the DescribeCluster an AL2 script without endpoint or
@@ -156,6 +159,12 @@ func goldenCases() []goldenCase {
 			m.LocalIPv4 = "10.0.2.15"
 			m.LocalHostname = "berth-node"
 		}, host: Host{CPUs: 2, MemoryMiB: 1024, NodeIP: "10.0.2.15"}},
+		// Off EC2 (issue 47): a NoCloud seed's node, named by its
+		// meta-data, with no provider ID, kubelet's default max pods, no
+		// ECR credential provider and no --cloud-provider=external.
+		{name: "nocloud-seed", userData: "bootstrap-token.yaml",
+			machine: &Machine{Source: "NoCloud seed /dev/vdb", InstanceID: "iid-lab-node-1", Hostname: "lab-node-1"},
+			host:    Host{CPUs: 2, MemoryMiB: 1024, NodeIP: "192.0.2.10"}},
 	}
 }
 
@@ -177,6 +186,10 @@ func (c goldenCase) inputs(t testing.TB) Inputs {
 		t.Fatalf("loading %s: %v", c.userData, err)
 	}
 	in := Inputs{Config: res.Config, Instance: baseInstance(), Manifest: baseManifest(), Host: c.host}
+	if c.machine != nil {
+		m := *c.machine
+		in.Instance, in.Machine = nil, &m
+	}
 	if c.instance != nil {
 		c.instance(in.Instance)
 	}

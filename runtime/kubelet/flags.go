@@ -14,6 +14,11 @@ type FlagInputs struct {
 	NodeIP    string
 	// HostnameOverride is the node name.
 	HostnameOverride string
+	// OffEC2 is a node that is not an EC2 instance: no
+	// --image-credential-provider-* (there is no region or instance role
+	// to log in to ECR with) and no --cloud-provider=external (no cloud
+	// controller would lift the uninitialized taint it puts on the node).
+	OffEC2 bool
 	// Labels are berth's node labels.
 	Labels map[string]string
 	// User are the user's kubelet.flags as written; they are split and
@@ -30,11 +35,11 @@ type FlagInputs struct {
 //  4. --kubeconfig (always)
 //  5. --container-runtime-endpoint (always; also in config.json)
 //  6. --runtime-cgroups (always: containerd's cgroup; there is no config field)
-//  7. --image-credential-provider-config (always, as nodeadm)
-//  8. --image-credential-provider-bin-dir (always)
+//  7. --image-credential-provider-config (always on EC2, as nodeadm)
+//  8. --image-credential-provider-bin-dir (always on EC2)
 //  9. --node-ip (when known)
 //  10. --hostname-override (when known)
-//  11. --cloud-provider=external (always)
+//  11. --cloud-provider=external (always on EC2)
 //  12. --node-labels (berth's labels, sorted by key; when any)
 //  13. the user's kubelet.flags, in their order, split into words
 //
@@ -53,16 +58,22 @@ func Flags(in FlagInputs) []string {
 		"--kubeconfig="+KubeconfigPath,
 		"--container-runtime-endpoint="+ContainerRuntimeURL,
 		"--runtime-cgroups="+ContainerdCgroup,
-		"--image-credential-provider-config="+CredentialProviderConfigPath,
-		"--image-credential-provider-bin-dir="+CredentialProviderBinDir,
 	)
+	if !in.OffEC2 {
+		args = append(args,
+			"--image-credential-provider-config="+CredentialProviderConfigPath,
+			"--image-credential-provider-bin-dir="+CredentialProviderBinDir,
+		)
+	}
 	if in.NodeIP != "" {
 		args = append(args, "--node-ip="+in.NodeIP)
 	}
 	if in.HostnameOverride != "" {
 		args = append(args, "--hostname-override="+in.HostnameOverride)
 	}
-	args = append(args, "--cloud-provider=external")
+	if !in.OffEC2 {
+		args = append(args, "--cloud-provider=external")
+	}
 	if len(in.Labels) > 0 {
 		keys := make([]string, 0, len(in.Labels))
 		for k := range in.Labels {
