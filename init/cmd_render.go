@@ -39,7 +39,9 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 // same load, merge, validation and plan as boot, written under --out.
 // With --seed DIR the node's user data is a NoCloud seed's, and what the
 // seed's meta-data and network-config decide is printed first
-// (nocloud.Inspection.Describe) and goes into the plan's inputs.
+// (nocloud.Inspection.Describe) and goes into the plan's inputs. Without
+// --metadata the node is rendered as it boots from the seed, not an EC2
+// instance (plan.Machine); with it, as an EC2 instance given the seed.
 func cmdRender(e env, args []string) int {
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -53,9 +55,9 @@ func cmdRender(e env, args []string) int {
 	nodeIP := fs.String("node-ip", "", "override the node IP from instance metadata")
 	describe := fs.String("describe-cluster", "", "EKS DescribeCluster's answer as JSON (aws eks describe-cluster --name NAME), for user data that leaves the cluster's endpoint and CA to it; with --imds, render asks EKS as the node would")
 	showSecrets := fs.Bool("show-secrets", false, "show secret values (registry auth, tokens, Authorization headers, env values with secret-looking names) in what is printed and in plan.txt")
-	seed := fs.String("seed", "", "render a node booted from the NoCloud seed in this directory (user-data, meta-data, network-config, as on a cidata volume): its user-data is the node's; what its meta-data and network-config decide (node name, network) is printed first; with --metadata, not --imds or --config")
+	seed := fs.String("seed", "", "render a node booted from the NoCloud seed in this directory (user-data, meta-data, network-config, as on a cidata volume): its user-data is the node's; what its meta-data and network-config decide (node name, network) is printed first; without --metadata the node is not an EC2 instance, as a node booted from a seed; not with --imds or --config")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: berth render [--config FILE]... [--imds URL | --metadata FILE] [--manifest FILE] [--show-secrets] --out DIR\n       berth render --seed DIR --metadata FILE [--manifest FILE] [--show-secrets] --out DIR")
+		fmt.Fprintln(e.stderr, "usage: berth render [--config FILE]... [--imds URL | --metadata FILE] [--manifest FILE] [--show-secrets] --out DIR\n       berth render --seed DIR [--metadata FILE] [--manifest FILE] [--show-secrets] --out DIR")
 		fmt.Fprint(e.stderr, renderSecretsHelp)
 		fs.PrintDefaults()
 	}
@@ -70,9 +72,7 @@ func cmdRender(e env, args []string) int {
 		case len(configs) > 0:
 			why = "--config: the seed's user-data is the node's user data; give one or the other"
 		case *imdsURL != "":
-			why = "--imds: a node booted from a seed has no IMDS; give the instance facts the plan needs as --metadata FILE"
-		case *metadata == "":
-			why = "no --metadata FILE: the plan takes the instance ID, type, zone and region from instance metadata, which a seed does not hold"
+			why = "--imds: a node booted from a seed has no IMDS; leave it out to render the node as it boots from the seed, or give instance facts as --metadata FILE"
 		}
 		if why != "" {
 			fmt.Fprintf(e.stderr, "berth render: --seed %s with %s\n", *seed, why)
@@ -80,7 +80,7 @@ func cmdRender(e env, args []string) int {
 			return 2
 		}
 	}
-	if *out == "" || fs.NArg() != 0 || (*imdsURL != "" && *metadata != "") || (*imdsURL == "" && *metadata == "") {
+	if *out == "" || fs.NArg() != 0 || (*imdsURL != "" && *metadata != "") || (*imdsURL == "" && *metadata == "" && *seed == "") {
 		fs.Usage()
 		return 2
 	}
@@ -114,13 +114,14 @@ func cmdRender(e env, args []string) int {
 		if ud != nil {
 			srcs = append(srcs, nodeconfig.Source{Name: nodeconfig.UserDataSource, Data: ud})
 		}
-	} else {
+	} else if *metadata != "" {
 		var err error
 		if md, err = plan.ReadMetadataFile(*metadata); err != nil {
 			return fail(err)
 		}
 	}
 	host := plan.Host{CPUs: *cpus, NodeIP: *nodeIP}
+	var machine *plan.Machine
 	if *seed != "" {
 		in, err := nocloud.InspectDir(*seed)
 		if err != nil {
@@ -138,9 +139,13 @@ func cmdRender(e env, args []string) int {
 		// on the node: its hostname names the node, its static address
 		// is the node's IP (unless --node-ip), its DNS servers are the
 		// host's.
-		seeded := *md
-		seeded.LocalHostname = cmp.Or(in.Seed.MetaData.LocalHostname, seeded.LocalHostname)
-		md = &seeded
+		if md != nil {
+			seeded := *md
+			seeded.LocalHostname = cmp.Or(in.Seed.MetaData.LocalHostname, seeded.LocalHostname)
+			md = &seeded
+		} else {
+			machine = &plan.Machine{Source: "NoCloud seed " + *seed, InstanceID: in.Seed.MetaData.InstanceID, Hostname: in.Seed.MetaData.LocalHostname}
+		}
 		host.NodeIP = cmp.Or(host.NodeIP, in.NodeIP())
 		host.Nameservers = in.Nameservers()
 	}
@@ -188,6 +193,7 @@ func cmdRender(e env, args []string) int {
 	in := plan.Inputs{
 		Config:   res.Config,
 		Instance: md,
+		Machine:  machine,
 		Manifest: man,
 		Host:     host,
 	}

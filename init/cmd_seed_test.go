@@ -328,8 +328,8 @@ func TestRenderSeedAgreesWithCheck(t *testing.T) {
 	}
 }
 
-// TestRenderSeedUsage: --seed with --config or --imds, or without
-// --metadata, is a usage error saying why.
+// TestRenderSeedUsage: --seed with --config or --imds is a usage error
+// saying why.
 func TestRenderSeedUsage(t *testing.T) {
 	dir := writeSeedDir(t, map[string]string{"user-data": readUserData(t, "plain.yaml"), "meta-data": ""})
 	out := filepath.Join(t.TempDir(), "out")
@@ -340,9 +340,7 @@ func TestRenderSeedUsage(t *testing.T) {
 		{[]string{"--metadata", "x.json", "--config", "plan/testdata/userdata/plain.yaml"},
 			"berth render: --seed " + dir + " with --config: the seed's user-data is the node's user data; give one or the other\n"},
 		{[]string{"--imds", "http://127.0.0.1:1"},
-			"berth render: --seed " + dir + " with --imds: a node booted from a seed has no IMDS; give the instance facts the plan needs as --metadata FILE\n"},
-		{nil,
-			"berth render: --seed " + dir + " with no --metadata FILE: the plan takes the instance ID, type, zone and region from instance metadata, which a seed does not hold\n"},
+			"berth render: --seed " + dir + " with --imds: a node booted from a seed has no IMDS; leave it out to render the node as it boots from the seed, or give instance facts as --metadata FILE\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := runCLI(append([]string{"render", "--seed", dir, "--out", out}, tc.args...), &stdout, &stderr)
@@ -352,5 +350,34 @@ func TestRenderSeedUsage(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("a usage error wrote %s", out)
+	}
+}
+
+// Without --metadata, render --seed renders the node as it boots from the
+// seed: not an EC2 instance, named by local-hostname, no provider ID, and
+// joining by bootstrap token (an EKS token needs a region it does not
+// have: refused, saying so).
+func TestRenderSeedOffEC2(t *testing.T) {
+	dir := writeSeedDir(t, map[string]string{
+		"user-data": readUserData(t, "bootstrap-token.yaml"),
+		"meta-data": "instance-id: iid-lab-node-1\nlocal-hostname: lab-node-1\n",
+	})
+	out := filepath.Join(t.TempDir(), "out")
+	var stdout, stderr bytes.Buffer
+	if code := runCLI([]string{"render", "--seed", dir, "--cpus", "2", "--out", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	want := []string{"platform: not EC2 (user data from NoCloud seed " + dir + ")", "node-name: lab-node-1 (NoCloud seed " + dir + " meta-data local-hostname)",
+		"provider-id: none (not EC2: kubelet runs without --cloud-provider=external)", "region: none (no ECR credential provider, no EKS token)"}
+	if got := planLines(t, out, "platform: ", "node-name: ", "provider-id: ", "region: "); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("plan.txt says %q, want %q", got, want)
+	}
+
+	eks := writeSeedDir(t, map[string]string{"user-data": readUserData(t, "plain.yaml"), "meta-data": "local-hostname: lab-node-1\n"})
+	stdout.Reset()
+	stderr.Reset()
+	code := runCLI([]string{"render", "--seed", eks, "--cpus", "2", "--out", filepath.Join(t.TempDir(), "out")}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "no region or instance role for an EKS token; join with a bootstrap token") {
+		t.Errorf("EKS token off EC2: exit %d:\n%s", code, stderr.String())
 	}
 }
