@@ -23,7 +23,7 @@ export VERSION
 LDFLAGS   := -s -w -X github.com/berth-node/berth/internal/version.Version=$(VERSION)
 APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs iproute2 libseccomp-dev \
              cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset \
-             binutils-aarch64-linux-gnu sbsigntool efitools openssl
+             binutils-aarch64-linux-gnu sbsigntool efitools openssl genisoimage
 export GOFLAGS := -mod=mod
 
 # ARCH is the node's architecture: amd64 (the default) or arm64 (Graviton).
@@ -341,12 +341,13 @@ endif
 # suite passes, not how fast.
 QEMU_TEST_TIMEOUT ?= 66m
 # QEMU_LAST runs after the rest of the suite, inside the same timeout:
-# TestCluster, the test that a build beside it slows most, then runs with
-# make test's nice-19 builds done (tools/qemu-suite.sh says more).
-QEMU_LAST ?= ^TestCluster$$
+# TestCluster and TestNoCloud, the tests with several guests at once, which
+# a build beside them slows most, then run with make test's nice-19 builds
+# done (tools/qemu-suite.sh says more).
+QEMU_LAST ?= ^(TestCluster|TestNoCloud)$$
 
 ## test-qemu: boots build/image-test under QEMU (TCG), one guest at a time,
-## TestCluster last (QEMU_LAST); full log in build/qemu-tests.log,
+## TestCluster and TestNoCloud last (QEMU_LAST); full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/. A run whose every failure is a
 ## hung guest kernel (the harness's ErrGuestStalled: a soft lockup, or a
 ## silent console, both seen under TCG) runs those tests
@@ -497,7 +498,9 @@ demo: deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(TEST_COMPONENTS)
 ## Ready, writes build/cluster/kubeconfig and says how to use it, and runs
 ## until Ctrl-C or `make cluster-down`, which power the nodes off in
 ## order. CLUSTER_FLAGS adds flags: -node-config node-b=FILE (a NodeConfig
-## part for one node: labels, taints), -cni install-cni,
+## part for one node: labels, taints), -cni install-cni, -seed nocloud
+## (machines off EC2: each node's user data on a NoCloud seed, no IMDS;
+## -seed nocloud-iso for an iso9660 seed on a CD drive),
 ## -exit-when-ready (power off once Ready; figures in
 ## build/cluster/figures.json). Not part of make test.
 CLUSTER_N := $(if $(filter command line,$(origin N)),$(N),2)

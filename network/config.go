@@ -56,6 +56,13 @@ type Config struct {
 	Address   netip.Prefix `json:"address,omitempty"` // static only
 	Gateway   netip.Addr   `json:"gateway,omitempty"` // static only
 	DNS       []netip.Addr `json:"dns,omitempty"`     // static, or added to DHCP's when no override
+	// Routes are static IPv4 routes beside the default one (a NoCloud
+	// network-config's), each through a gateway on the address's subnet;
+	// static only.
+	Routes []Route `json:"routes,omitempty"`
+	// Search are search domains for resolv.conf: a static setup's, or
+	// added after DHCP's.
+	Search []string `json:"search,omitempty"`
 	MTU       int          `json:"mtu,omitempty"`     // 0: DHCP option 26 or the driver's default
 	Hostname  string       `json:"hostname,omitempty"`
 	// IPv6 waits (bounded by IPv6Timeout) for a SLAAC address. Router

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -810,6 +811,46 @@ func TestUpOff(t *testing.T) {
 
 func mapGet(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// A static setup's extra routes go into the kernel through their
+// gateways, and its search domains into resolv.conf (a NoCloud seed's
+// network-config gives both).
+func TestUpStaticRoutesAndSearch(t *testing.T) {
+	p := newPair(t)
+	p.addVeth(t)
+	log, _ := newLog(t)
+	rc := filepath.Join(t.TempDir(), "resolv.conf")
+	cfg := Config{Mode: ModeStatic, Interface: "eth0", Address: netip.MustParsePrefix("10.99.0.7/24"),
+		Gateway: netip.MustParseAddr("10.99.0.1"), NetNS: p.client, ResolvConfPath: rc,
+		Routes: []Route{{Dst: netip.MustParsePrefix("172.16.0.0/12"), Gateway: netip.MustParseAddr("10.99.0.254")}},
+		DNS:    []netip.Addr{netip.MustParseAddr("10.99.0.1")}, Search: []string{"lab.example"}}
+	res, _, err := Up(context.Background(), log, cfg)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	if len(res.Routes) != 2 || res.Routes[1] != cfg.Routes[0] || !slices.Equal(res.Search, []string{"lab.example"}) {
+		t.Errorf("result routes %v search %v: want the default route and 172.16.0.0/12 via 10.99.0.254, search lab.example", res.Routes, res.Search)
+	}
+	eth0, err := p.cliNL.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, err := p.cliNL.RouteList(eth0, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range routes {
+		got = append(got, fmt.Sprintf("%v via %v", r.Dst, r.Gw))
+	}
+	if !slices.Contains(got, "172.16.0.0/12 via 10.99.0.254") || !slices.Contains(got, "0.0.0.0/0 via 10.99.0.1") {
+		t.Errorf("kernel routes on eth0: %q: want 172.16.0.0/12 via 10.99.0.254 and the default via 10.99.0.1", got)
+	}
+	b, err := os.ReadFile(rc)
+	if err != nil || !strings.Contains(string(b), "search lab.example") {
+		t.Errorf("resolv.conf: %v %q: want search lab.example", err, b)
+	}
 }
 
 func TestUpIPv6AbsentIsBounded(t *testing.T) {

@@ -23,7 +23,7 @@ type dnsState struct {
 	domain      string       // option 15
 	leaseSearch []string     // option 119
 	extraDNS    []netip.Addr // berth.dns, then DHCPv6's, after the lease's
-	extraSearch []string     // DHCPv6's, after the lease's
+	extraSearch []string     // the config's (a seed's network-config), then DHCPv6's, after the lease's
 	// nameservers and search are the override: where non-empty they
 	// replace the servers and the search list above.
 	nameservers []string

@@ -133,7 +133,7 @@ func up(ctx context.Context, log *slog.Logger, cfg Config) (*Result, *Handle, er
 	res.Interface, res.MAC = attrs.Name, attrs.HardwareAddr.String()
 	e.enableRA(log, attrs.Name)
 
-	n := nameFacts{hostname: cfg.Hostname, dns: cfg.DNS}
+	n := nameFacts{hostname: cfg.Hostname, dns: cfg.DNS, search: cfg.Search}
 	var h *Handle
 	switch res.Mode {
 	case ModeStatic:
@@ -184,6 +184,7 @@ func (e *env) upStatic(log *slog.Logger, cfg Config, link netlink.Link, res *Res
 		routes = []Route{{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gateway: cfg.Gateway}}
 		res.Gateway = cfg.Gateway.String()
 	}
+	routes = append(routes, cfg.Routes...)
 	a := Addressing{Address: cfg.Address, Routes: routes, MTU: cfg.MTU}
 	if err := e.apply(log, link, a, netip.Prefix{}); err != nil {
 		return err
@@ -226,7 +227,7 @@ func (e *env) upDHCP4(ctx, uctx context.Context, log *slog.Logger, cfg Config, l
 	}
 	res.Steps.Apply = ms(time.Since(t))
 	h.set(lease, true, false)
-	h.dns = &dnsState{path: cfg.ResolvConfPath, extraDNS: slices.Clone(cfg.DNS)}
+	h.dns = &dnsState{path: cfg.ResolvConfPath, extraDNS: slices.Clone(cfg.DNS), extraSearch: slices.Clone(cfg.Search)}
 	h.dns.setLease(lease)
 	safe.Go(log, "dhcp-renew", func() { h.run(ctx, log, raw, lease) }, func(p *safe.Panic) {
 		log.Error("the DHCP lease is no longer renewed; the address goes when it expires", "err", p)
@@ -246,7 +247,7 @@ func (e *env) upDHCP4(ctx, uctx context.Context, log *slog.Logger, cfg Config, l
 		res.HostnameSource = "dhcp"
 	}
 	n.dns = append(append([]netip.Addr(nil), lease.DNS...), cfg.DNS...)
-	n.domain, n.search = lease.Domain, lease.Search
+	n.domain, n.search = lease.Domain, slices.Concat(lease.Search, cfg.Search)
 	return h, nil
 }
 

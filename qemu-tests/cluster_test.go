@@ -490,15 +490,23 @@ func clusterWorkloads() bool { return os.Getenv("BERTH_CLUSTER_WORKLOADS") == "1
 // nodeObject is the part of a Node the cluster test reads.
 type nodeObject struct {
 	Spec struct {
-		PodCIDR string `json:"podCIDR"`
+		PodCIDR    string `json:"podCIDR"`
+		ProviderID string `json:"providerID"`
 	} `json:"spec"`
 	Status struct {
 		Conditions []struct {
-			Type    string `json:"type"`
-			Status  string `json:"status"`
-			Message string `json:"message"`
+			Type               string    `json:"type"`
+			Status             string    `json:"status"`
+			Message            string    `json:"message"`
+			LastTransitionTime time.Time `json:"lastTransitionTime"`
 		} `json:"conditions"`
+		Addresses []nodeAddress `json:"addresses"`
 	} `json:"status"`
+}
+
+type nodeAddress struct {
+	Type    string `json:"type"`
+	Address string `json:"address"`
 }
 
 func getNode(a api, name string) (nodeObject, error) {

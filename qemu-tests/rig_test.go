@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/config/platform"
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/network"
@@ -78,12 +79,19 @@ func rigNodeConfig(t *testing.T, tc *testCluster) string {
 // more are the test's own host services the nodes may reach.
 func bootRig(t *testing.T, tc *testCluster, nodeConfigs []string, boots []vcluster.Boot, more ...vnet.Service) (*vcluster.Rig, []*rigNode) {
 	t.Helper()
-	dir := qemu.ImageDir(t)
-	apiServer, registry, _ := rigHosts(t, tc)
 	specs := make([]vcluster.NodeSpec, len(nodeConfigs))
 	for i, nc := range nodeConfigs {
 		specs[i] = vcluster.NodeSpec{UserData: mimeUserData(nc)}
 	}
+	return bootRigSpecs(t, tc, specs, boots, more...)
+}
+
+// bootRigSpecs is bootRig with each node's spec: its source of user data
+// (IMDS, a NoCloud seed, berth.userdata=) and its seed's files.
+func bootRigSpecs(t *testing.T, tc *testCluster, specs []vcluster.NodeSpec, boots []vcluster.Boot, more ...vnet.Service) (*vcluster.Rig, []*rigNode) {
+	t.Helper()
+	dir := qemu.ImageDir(t)
+	apiServer, registry, _ := rigHosts(t, tc)
 	rig, err := vcluster.New(vcluster.Config{Nodes: specs, APIServer: apiServer, Registry: registry, More: more, Socket: vcluster.SocketIn(t.TempDir())})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +124,7 @@ func bootRig(t *testing.T, tc *testCluster, nodeConfigs []string, boots []vclust
 		if errs[i] != nil {
 			t.Fatalf("%s: %v\nconsole:\n%s", nd.name, errs[i], nd.vm.ConsoleTail(40))
 		}
-		nd.nodeName = checkRigBoot(t, nd, rig.Nodes[i])
+		nd.nodeName = checkRigBoot(t, nd, rig.Nodes[i], rig.Net)
 	}
 	for _, nd := range nodes {
 		if err := tc.RouteKubeletVia(nd.ip, net.JoinHostPort(nd.ip, fmt.Sprint(controlplane.KubeletPort)), rig.Net.DialContext); err != nil {
@@ -131,20 +139,41 @@ func bootRig(t *testing.T, tc *testCluster, nodeConfigs []string, boots []vclust
 const clusterVMTimeout = 25 * time.Minute
 
 // checkRigBoot checks a rig node's boot report: its address by DHCP from
-// the gateway, the gateway's DNS and the region's search domain, EC2's
-// IMDS address, its own hostname and instance; it returns the node name.
-func checkRigBoot(t *testing.T, nd *rigNode, vn *vcluster.Node) string {
+// the gateway, the gateway's DNS and the region's search domain (unless
+// its seed's network-config set them: the caller checks those), its
+// source of user data, and on EC2 IMDS's address, its own hostname and
+// instance; it returns the node name.
+func checkRigBoot(t *testing.T, nd *rigNode, vn *vcluster.Node, vnw *vnet.Network) string {
 	t.Helper()
 	if !reportOK(nd.rep) {
 		t.Fatalf("%s: boot failed: %v", nd.name, nd.rep["error"])
 	}
 	var net network.Result
 	section(t, nd.rep, "network", &net)
-	if !slices.Contains(net.Addresses, nd.ip+"/24") || net.Gateway != "192.168.127.1" || net.DHCPServer != "192.168.127.1" {
-		t.Errorf("%s: network %+v: want %s/24 by DHCP from the gateway 192.168.127.1", nd.name, net, nd.ip)
+	if net.Mode == network.ModeDHCP {
+		if !slices.Contains(net.Addresses, nd.ip+"/24") || net.Gateway != "192.168.127.1" || net.DHCPServer != "192.168.127.1" {
+			t.Errorf("%s: network %+v: want %s/24 by DHCP from the gateway 192.168.127.1", nd.name, net, nd.ip)
+		}
+		if !slices.Contains(net.DNS, "192.168.127.1") || !slices.Contains(net.Search, vcluster.SearchDomain) {
+			t.Errorf("%s: DNS %v search %v: want the gateway and the region's domain", nd.name, net.DNS, net.Search)
+		}
 	}
-	if !slices.Contains(net.DNS, "192.168.127.1") || !slices.Contains(net.Search, vcluster.SearchDomain) {
-		t.Errorf("%s: DNS %v search %v: want the gateway and the region's domain", nd.name, net.DNS, net.Search)
+	var src report.Source
+	section(t, nd.rep, "source", &src)
+	if string(src.Use) != string(vn.Source) {
+		t.Errorf("%s: user data from %q (%+v), want %s", nd.name, src.Use, src.Entries, vn.Source)
+	}
+	if vn.Source != vcluster.SourceIMDS {
+		checkOffEC2Boot(t, nd, vn, vnw, src)
+		var pl report.Plan
+		section(t, nd.rep, "plan", &pl)
+		if pl.NodeName != vn.Hostname {
+			t.Errorf("%s: node name %q, want %s", nd.name, pl.NodeName, vn.Hostname)
+		}
+		return pl.NodeName
+	}
+	if src.EC2.Verdict != platform.Yes || src.EC2.InstanceID != nd.id {
+		t.Errorf("%s: DMI verdict %+v: want EC2, instance %s", nd.name, src.EC2, nd.id)
 	}
 	var c report.Config
 	section(t, nd.rep, "config", &c)

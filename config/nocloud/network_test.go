@@ -221,7 +221,16 @@ func TestNetworkConfigMapping(t *testing.T) {
 		{name: "IPv6 default route", doc: "version: 2\nethernets:\n  eth0:\n    dhcp4: true\n    routes: [{to: default, via: \"fe80::1\"}]\n",
 			wantErr: "network-config: line 5: ethernets.eth0.routes[0]: an IPv6 default route: not supported yet; router advertisements give IPv6's"},
 		{name: "v1 search domains", doc: "version: 1\nconfig:\n  - type: physical\n    name: eth0\n    subnets: [{type: dhcp}]\n  - type: nameserver\n    address: 1.1.1.1\n    search: example.com\n",
-			wantErr: "network-config: line 3: config[0].subnets: search domains (example.com) are not supported yet"},
+			want: network.Config{Mode: network.ModeDHCP, Interface: "eth0", DNS: []netip.Addr{addr("1.1.1.1")}, Search: []string{"example.com"}}},
+		{name: "v2 static routes and search", doc: "version: 2\nethernets:\n  eth0:\n    addresses: [10.0.0.5/24]\n    routes:\n      - {to: default, via: 10.0.0.1}\n      - {to: 172.16.0.0/20, via: 10.0.0.254}\n    nameservers: {addresses: [10.0.0.2], search: [lab.example, example]}\n",
+			want: network.Config{Mode: network.ModeStatic, Interface: "eth0", Address: pfx("10.0.0.5/24"), Gateway: addr("10.0.0.1"),
+				Routes: []network.Route{{Dst: pfx("172.16.0.0/20"), Gateway: addr("10.0.0.254")}}, DNS: []netip.Addr{addr("10.0.0.2")}, Search: []string{"lab.example", "example"}}},
+		{name: "route beside DHCP", doc: "version: 2\nethernets:\n  eth0:\n    dhcp4: true\n    routes: [{to: 172.16.0.0/12, via: 10.0.0.1}]\n",
+			wantErr: "network-config: line 5: ethernets.eth0.routes[0]: a route to 172.16.0.0/12 beside DHCP: berth takes DHCP's routes (option 121) and adds none; give a static address to add routes"},
+		{name: "route via off the subnet", doc: "version: 2\nethernets:\n  eth0:\n    addresses: [10.0.0.5/24]\n    routes: [{to: 172.16.0.0/12, via: 10.9.0.1}]\n",
+			wantErr: "network-config: line 5: ethernets.eth0.routes[0].via: 10.9.0.1 is outside 10.0.0.5/24, which berth's static setup does not route to"},
+		{name: "IPv6 route", doc: "version: 2\nethernets:\n  eth0:\n    addresses: [10.0.0.5/24]\n    routes: [{to: \"2001:db8::/32\", via: \"fe80::1\"}]\n",
+			wantErr: "network-config: line 5: ethernets.eth0.routes[0]: a route to 2001:db8::/32: IPv6 routes are not supported yet; router advertisements give IPv6's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, _, err := ParseNetworkConfig([]byte(tc.doc))

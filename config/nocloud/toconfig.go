@@ -15,10 +15,11 @@ import (
 // the network-config must hold exactly one Ethernet; more are refused,
 // naming them, rather than configuring one and dropping the rest. Within
 // it, what Config can express is taken: DHCPv4 or one static IPv4 address
-// with its default gateway, DHCPv6 or SLAAC, DNS servers and the MTU.
-// What it cannot express is refused, naming the key: search domains,
-// routes other than the default one, static IPv6 addresses and gateways,
-// DHCPv4 together with a static address. A refusal here is not a
+// with its default gateway and more IPv4 routes through gateways on its
+// subnet, DHCPv6 or SLAAC, DNS servers, search domains and the MTU.
+// What it cannot express is refused, naming the key: routes beside DHCP,
+// routes without a gateway on the subnet, IPv6 routes, static IPv6
+// addresses and gateways, DHCPv4 together with a static address. A refusal here is not a
 // mistake in the file: it is what berth's network setup cannot do yet.
 //
 // Only the first group of Config's fields is set (the interface and its
@@ -87,8 +88,19 @@ func NetworkConfig(n *Network) (network.Config, []Problem, error) {
 	gw, gwPath, gwLine := e.Gateway4, at("gateway4"), e.Line
 	for _, r := range e.Routes {
 		switch {
+		case !r.IsDefault() && r.To.Addr().Is6():
+			errs.add(r.Line, r.Path, "a route to %s: IPv6 routes are not supported yet; router advertisements give IPv6's", r.To)
+		case !r.IsDefault() && c.Mode != network.ModeStatic:
+			errs.add(r.Line, r.Path, "a route to %s beside DHCP: berth takes DHCP's routes (option 121) and adds none; give a static address to add routes", r.To)
+		case !r.IsDefault() && !r.Via.IsValid():
+			errs.add(r.Line, join(r.Path, "via"), "missing: a route to %s needs a gateway on %s (on-link routes are not supported yet)", r.To, c.Address.Masked())
+		case !r.IsDefault() && !c.Address.Masked().Contains(r.Via):
+			errs.add(r.Line, join(r.Path, "via"), "%s is outside %s, which berth's static setup does not route to", r.Via, c.Address)
 		case !r.IsDefault():
-			errs.add(r.Line, r.Path, "a route to %s: only the default route is supported yet", r.To)
+			c.Routes = append(c.Routes, network.Route{Dst: r.To.Masked(), Gateway: r.Via})
+			if r.HasMetric {
+				warn.add(r.Line, join(r.Path, "metric"), "not applied: the route takes the kernel's default metric")
+			}
 		case r.To.Addr().Is6():
 			errs.add(r.Line, r.Path, "an IPv6 default route: not supported yet; router advertisements give IPv6's")
 		case gw.IsValid() && gw != r.Via:
@@ -116,9 +128,7 @@ func NetworkConfig(n *Network) (network.Config, []Problem, error) {
 
 	ns := append(append([]netip.Addr(nil), e.Nameservers.Addresses...), n.Nameservers.Addresses...)
 	c.DNS = ns
-	if search := append(append([]string(nil), e.Nameservers.Search...), n.Nameservers.Search...); len(search) > 0 {
-		errs.add(e.Line, at("nameservers.search"), "search domains (%s) are not supported yet", strings.Join(search, ", "))
-	}
+	c.Search = append(append([]string(nil), e.Nameservers.Search...), n.Nameservers.Search...)
 
 	c.IPv6 = e.DHCP6 || e.SLAAC
 	c.DHCPv6 = e.DHCP6
@@ -159,5 +169,6 @@ func NetworkOver(base network.Config, seed *network.Config, has func(key string)
 	c = base
 	c.Mode, c.Interface, c.Address, c.Gateway = seed.Mode, seed.Interface, seed.Address, seed.Gateway
 	c.DNS, c.MTU, c.IPv6, c.DHCPv6 = seed.DNS, seed.MTU, seed.IPv6, seed.DHCPv6
+	c.Routes, c.Search = seed.Routes, seed.Search
 	return c, nil
 }

@@ -15,7 +15,9 @@
 // the instance-store disk (made empty at each start, as an instance
 // store is after a stop). -node-config NODE=FILE adds a NodeConfig part
 // to one node's user data (labels, taints, kubelet settings), merged
-// after the join config as any multi-part user data is.
+// after the join config as any multi-part user data is. -seed nocloud
+// makes the nodes machines off EC2: no IMDS, QEMU's own DMI, and the user
+// data on a NoCloud seed volume beside the node.
 package main
 
 import (
@@ -45,6 +47,7 @@ import (
 	"github.com/berth-node/berth/qemu-tests/kubectl"
 	"github.com/berth-node/berth/qemu-tests/qemu"
 	"github.com/berth-node/berth/qemu-tests/rigflags"
+	"github.com/berth-node/berth/qemu-tests/seedimage"
 	"github.com/berth-node/berth/qemu-tests/vcluster"
 )
 
@@ -67,6 +70,7 @@ type options struct {
 	nodeConfig nodeConfigs
 	ready      bool // power off once every node is Ready
 	e2eImages  string
+	seed       string
 }
 
 // nodeConfigs are -node-config NODE=FILE flags.
@@ -93,6 +97,7 @@ func main() {
 	flag.Var(o.nodeConfig, "node-config", "NODE=FILE: a NodeConfig part added to NODE's user data (repeatable)")
 	flag.BoolVar(&o.ready, "exit-when-ready", false, "power the nodes off and exit once all are Ready (for timing)")
 	flag.StringVar(&o.e2eImages, "e2e-images", "", "also serve the e2e suite's images from this folder (make e2e-images: build/components/e2e-images), under registry.berth.test/<upstream name> as the suite's KUBE_TEST_REPO_LIST asks for them")
+	flag.StringVar(&o.seed, "seed", "imds", "where the nodes find their user data: imds (each an EC2 instance by its DMI, with its own IMDS), nocloud (machines off EC2 with a vfat NoCloud seed labelled cidata, no IMDS on the network) or nocloud-iso (an iso9660 seed on a CD drive)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -261,6 +266,15 @@ func (c *cluster) run(ctx context.Context) error {
 	specs := make([]vcluster.NodeSpec, o.n)
 	for i := range specs {
 		specs[i].UserData = userData(join, extra[vcluster.NodeAt(i).Name])
+		switch o.seed {
+		case "imds":
+		case "nocloud":
+			specs[i].Source, specs[i].SeedFS = vcluster.SourceSeed, seedimage.VFAT
+		case "nocloud-iso":
+			specs[i].Source, specs[i].SeedFS = vcluster.SourceSeed, seedimage.ISO9660
+		default:
+			return fmt.Errorf("-seed %q: want imds, nocloud or nocloud-iso", o.seed)
+		}
 	}
 	sockDir, err := os.MkdirTemp("", "berth-cluster-")
 	if err != nil {

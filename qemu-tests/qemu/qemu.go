@@ -80,7 +80,9 @@ const (
 // Disk is a raw disk image file attached to the guest.
 type Disk struct {
 	Path string
-	// Interface is "nvme" (default) or "virtio".
+	// Interface is "nvme" (default), "virtio" (virtio-blk) or "cdrom"
+	// (a read-only SCSI CD drive on its own virtio-scsi controller, as
+	// virt-install and Proxmox attach a NoCloud seed's ISO).
 	Interface string
 	Serial    string
 }
@@ -517,6 +519,12 @@ func (vm *VM) args() []string {
 		serial := d.Serial
 		if serial == "" {
 			serial = fmt.Sprintf("berth-disk-%d", i)
+		}
+		if d.Interface == "cdrom" {
+			a = append(a, "-drive", fmt.Sprintf("file=%s,if=none,id=%s,format=raw,media=cdrom,readonly=on", d.Path, id),
+				"-device", fmt.Sprintf("virtio-scsi-pci,id=scsi%d", i),
+				"-device", fmt.Sprintf("scsi-cd,drive=%s,bus=scsi%d.0,serial=%s", id, i, serial))
+			continue
 		}
 		a = append(a, "-drive", fmt.Sprintf("file=%s,if=none,id=%s,format=raw", d.Path, id))
 		switch d.Interface {

@@ -174,7 +174,7 @@ func TestArgs(t *testing.T) {
 	}
 	vm := &VM{dir: "/tmp/bqX", plat: amd64, cfg: Config{
 		Kernel: "k", Initrd: "i", Append: "console=ttyS0", MemoryMB: 512, CPUs: 1, Shell: true,
-		Disks: []Disk{{Path: "/d0.img", Serial: "s0"}, {Path: "/d1.img", Interface: "virtio"}},
+		Disks: []Disk{{Path: "/d0.img", Serial: "s0"}, {Path: "/d1.img", Interface: "virtio"}, {Path: "/seed.iso", Interface: "cdrom"}},
 		NICs:  []NIC{{HostFwd: []string{"tcp:127.0.0.1:10250-:10250"}, MAC: "52:54:00:12:34:56"}},
 		Extra: []string{"-device", "virtio-rng-pci"},
 	}}
@@ -187,6 +187,7 @@ func TestArgs(t *testing.T) {
 		"-chardev socket,id=sh0,path=/tmp/bqX/sh.sock,server=on,wait=off -serial chardev:sh0",
 		"-drive file=/d0.img,if=none,id=disk0,format=raw -device nvme,drive=disk0,serial=s0",
 		"-device virtio-blk-pci,drive=disk1,serial=berth-disk-1",
+		"-drive file=/seed.iso,if=none,id=disk2,format=raw,media=cdrom,readonly=on -device virtio-scsi-pci,id=scsi2 -device scsi-cd,drive=disk2,bus=scsi2.0,serial=berth-disk-2",
 		"-netdev user,id=net0,hostfwd=tcp:127.0.0.1:10250-:10250 -device virtio-net-pci,netdev=net0,mac=52:54:00:12:34:56",
 		"-device virtio-rng-pci",
 	} {

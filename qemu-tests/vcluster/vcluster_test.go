@@ -1,6 +1,8 @@
 package vcluster
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -138,4 +140,76 @@ func imdsGet(t *testing.T, h http.Handler, path string) string {
 		t.Fatalf("%s: %d %s", path, w.Code, w.Body)
 	}
 	return w.Body.String()
+}
+
+// A node off EC2 gets no IMDS and QEMU's own DMI, and its user data where
+// its source puts it: on a seed volume (vfat on virtio-blk, iso9660 on a
+// SCSI CD) or served by the rig behind berth.userdata=; an EC2 node's DMI
+// says Amazon EC2 and its instance ID.
+func TestSources(t *testing.T) {
+	dir := t.TempDir()
+	r, err := New(Config{
+		Nodes: []NodeSpec{
+			{UserData: []byte("ec2")},
+			{UserData: []byte("seed-a"), Source: SourceSeed, NetworkConfig: []byte("version: 2\n")},
+			{UserData: []byte("seed-b"), Source: SourceSeed, SeedFS: "iso9660"},
+			{UserData: []byte("url"), Source: SourceURL},
+		},
+		APIServer: netip.MustParseAddrPort("127.0.0.1:6443"), Registry: netip.MustParseAddrPort("127.0.0.1:5000"),
+		Socket: SocketIn(dir),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	img := t.TempDir()
+	cfgs := make([]string, len(r.Nodes))
+	for i := range r.Nodes {
+		c, err := r.QEMUConfig(img, i, Boot{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs[i] = fmt.Sprintf("%s %v %+v", c.Append, c.Extra, c.Disks)
+	}
+	ec2, seedA, seedB, url := r.Nodes[0], r.Nodes[1], r.Nodes[2], r.Nodes[3]
+	if ec2.IMDS == nil || !strings.Contains(cfgs[0], "type=1,manufacturer=Amazon EC2") || !strings.Contains(cfgs[0], "asset="+ec2.InstanceID) {
+		t.Errorf("EC2 node: IMDS %v, config %s: want its IMDS and EC2's DMI", ec2.IMDS, cfgs[0])
+	}
+	for i, nd := range []*Node{seedA, seedB, url} {
+		if nd.IMDS != nil || strings.Contains(cfgs[i+1], "smbios") {
+			t.Errorf("%s: IMDS %v, config %s: off EC2 it has neither IMDS nor EC2's DMI", nd.Name, nd.IMDS, cfgs[i+1])
+		}
+		if nd.Hostname != nd.Name {
+			t.Errorf("%s: hostname %q: off EC2 its node name is its own name", nd.Name, nd.Hostname)
+		}
+	}
+	if !strings.Contains(cfgs[1], seedA.Seed+" Interface:virtio") || !strings.Contains(cfgs[2], seedB.Seed+" Interface:cdrom") {
+		t.Errorf("seeds attached as %s and %s: want vfat on virtio-blk, iso9660 as a CD", cfgs[1], cfgs[2])
+	}
+	for _, nd := range []*Node{seedA, seedB} {
+		if _, err := os.Stat(nd.Seed); err != nil {
+			t.Errorf("%s: seed image: %v", nd.Name, err)
+		}
+	}
+	if !strings.Contains(cfgs[3], "berth.userdata="+url.UserDataURL) || !strings.HasPrefix(url.UserDataURL, "http://192.168.127.254:") {
+		t.Fatalf("URL node: berth.userdata=%q in %s", url.UserDataURL, cfgs[3])
+	}
+	// The rig serves it on the host at the virtual address's port.
+	port := url.UserDataURL[len("http://192.168.127.254:"):strings.Index(url.UserDataURL, "/node-d/")]
+	resp, err := http.Get("http://127.0.0.1:" + port + "/node-d/user-data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "url" {
+		t.Errorf("user data server: %s %q, want node-d's", resp.Status, body)
+	}
+	if _, err := r.QEMUConfig(img, 3, Boot{Disk: &DiskBoot{Path: "/disk.raw"}}); err == nil {
+		t.Error("a disk boot with berth.userdata=: no error")
+	}
+	c, err := r.QEMUConfig(img, 1, Boot{Disk: &DiskBoot{Path: "/disk.raw", Vars: "/vars.fd"}})
+	if err != nil || !c.UEFI || !c.SecureBoot || c.Kernel != "" || c.Disks[0].Path != "/disk.raw" || c.Disks[1].Path != seedA.Seed {
+		t.Errorf("disk boot: %v %+v: want UEFI from /disk.raw, the seed after it", err, c)
+	}
 }

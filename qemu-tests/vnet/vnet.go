@@ -37,6 +37,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -143,15 +144,18 @@ type Network struct {
 	stack   *stack.Stack
 	byIP    map[netip.Addr]*Node
 
-	mu        sync.Mutex
-	routes    map[netip.Prefix]netip.Addr // AddRoute's, by destination
-	refusals  []Refusal
-	refused   int
-	closers   []io.Closer
-	closed    bool
-	listeners []net.Listener
-	conns     map[net.Conn]struct{}
-	wg        sync.WaitGroup
+	mu       sync.Mutex
+	routes   map[netip.Prefix]netip.Addr // AddRoute's, by destination
+	refusals []Refusal
+	refused  int
+	// imdsMisses are the requests to 169.254.169.254 from guests with no
+	// IMDS (machines off EC2 must send none), bounded as refusals are.
+	imdsMisses []string
+	closers    []io.Closer
+	closed     bool
+	listeners  []net.Listener
+	conns      map[net.Conn]struct{}
+	wg         sync.WaitGroup
 }
 
 // New starts the network's gateway: DHCP, DNS, IMDS, time and the
@@ -517,6 +521,11 @@ func (n *Network) startIMDS() error {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			nd, _ := r.Context().Value(nodeKey{}).(*Node)
 			if nd == nil || nd.IMDS == nil {
+				n.mu.Lock()
+				if len(n.imdsMisses) < maxRefusals {
+					n.imdsMisses = append(n.imdsMisses, r.RemoteAddr+" "+r.Method+" "+r.URL.Path)
+				}
+				n.mu.Unlock()
 				http.Error(w, "no instance at "+r.RemoteAddr+" on the berth test network", http.StatusNotFound)
 				return
 			}
@@ -526,6 +535,14 @@ func (n *Network) startIMDS() error {
 	n.addCloser(srv)
 	n.goServe("IMDS", func() error { return srv.Serve(ln) })
 	return nil
+}
+
+// IMDSMisses are the requests to 169.254.169.254 from guests that have no
+// IMDS, each "address method path": a machine off EC2 should send none.
+func (n *Network) IMDSMisses() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.imdsMisses)
 }
 
 // startTime answers NTP at 169.254.169.123 with the host's clock (plus

@@ -512,6 +512,9 @@ func TestUnknownGuest(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no instance at") {
 		t.Errorf("IMDS for an unknown guest: %s %q; want 404 naming no instance", resp.Status, body)
 	}
+	if m := n.IMDSMisses(); len(m) != 1 || !strings.HasSuffix(m[0], " GET /latest/meta-data/instance-id") {
+		t.Errorf("IMDSMisses = %q: want the stranger's one request", m)
+	}
 }
 
 // A config that would leak to the outside, or collide, is refused with
