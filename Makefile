@@ -23,7 +23,7 @@ export VERSION
 LDFLAGS   := -s -w -X github.com/berth-node/berth/internal/version.Version=$(VERSION)
 APT_PKGS  := qemu-system-x86 cpio erofs-utils busybox-static xfsprogs e2fsprogs iproute2 libseccomp-dev \
              cryptsetup-bin dosfstools mtools systemd-boot-efi binutils ovmf iptables netbase nftables ipset \
-             binutils-aarch64-linux-gnu sbsigntool efitools openssl genisoimage
+             binutils-aarch64-linux-gnu sbsigntool efitools openssl genisoimage ca-certificates
 export GOFLAGS := -mod=mod
 
 # ARCH is the node's architecture: amd64 (the default) or arm64 (Graviton).

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,12 @@ func TestNoCloud(t *testing.T) {
 					rig.Nodes[slices.Index(nodes, nd)].Source, cd.LastTransitionTime.Sub(vmStart).Seconds(), end)
 			}
 		}
+	}
+	// berth.userdata=https trusts the image's CA bundle (Go's system pool).
+	if out, err := nodes[2].vm.Shell("grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt", shellTimeout); err != nil {
+		t.Errorf("node-c: the image's CA bundle: %v %q", err, out)
+	} else if n, _ := strconv.Atoi(strings.TrimSpace(lastLine(out))); n < 100 {
+		t.Errorf("node-c: /etc/ssl/certs/ca-certificates.crt holds %q certificates: want Debian's bundle, over 100", lastLine(out))
 	}
 	if m := rig.Net.IMDSMisses(); len(m) > 0 {
 		t.Errorf("machines off EC2 asked 169.254.169.254: %q", m)
