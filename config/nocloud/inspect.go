@@ -228,6 +228,9 @@ func (in *Inspection) Describe() []byte {
 		} else {
 			b.WriteString("  default-route: none (only the address's own network is reached)\n")
 		}
+		for _, r := range c.Routes {
+			fmt.Fprintf(&b, "  route: %s via %s\n", r.Dst, r.Gateway)
+		}
 	}
 	if len(c.DNS) > 0 {
 		dns := strings.Join(in.Nameservers(), ", ")
@@ -237,6 +240,13 @@ func (in *Inspection) Describe() []byte {
 		fmt.Fprintf(&b, "  dns: %s\n", dns)
 	} else if c.Mode == network.ModeStatic {
 		b.WriteString("  dns: none\n")
+	}
+	if len(c.Search) > 0 {
+		search := strings.Join(c.Search, " ")
+		if c.Mode == network.ModeDHCP {
+			search += " (after DHCP's)"
+		}
+		fmt.Fprintf(&b, "  search: %s\n", search)
 	}
 	switch {
 	case c.MTU > 0:
