@@ -62,9 +62,9 @@ type Config struct {
 	Routes []Route `json:"routes,omitempty"`
 	// Search are search domains for resolv.conf: a static setup's, or
 	// added after DHCP's.
-	Search []string `json:"search,omitempty"`
-	MTU       int          `json:"mtu,omitempty"`     // 0: DHCP option 26 or the driver's default
-	Hostname  string       `json:"hostname,omitempty"`
+	Search   []string `json:"search,omitempty"`
+	MTU      int      `json:"mtu,omitempty"` // 0: DHCP option 26 or the driver's default
+	Hostname string   `json:"hostname,omitempty"`
 	// IPv6 waits (bounded by IPv6Timeout) for a SLAAC address. Router
 	// advertisements are accepted whatever this says, at no boot cost.
 	IPv6 bool `json:"ipv6,omitempty"`
