@@ -170,7 +170,7 @@ func TestCmdlineKeysAreDocumented(t *testing.T) {
 func TestBerthNamesAreDocumented(t *testing.T) {
 	var code []string
 	fset := token.NewFileSet()
-	for _, dir := range []string{"config", "init", "mounts", "network", "runtime", "internal", "update"} {
+	for _, dir := range []string{"config", "init", "mounts", "network", "runtime", "internal", "update", "rollout"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 				return err

@@ -157,6 +157,9 @@ func TestSchemeKnowsUpdate(t *testing.T) {
 			t.Errorf("%T registered as %v, want %v", obj, gvks, GroupVersion().WithKind(kind))
 		}
 	}
+	if APIVersion != GroupVersion().String() {
+		t.Errorf("APIVersion %q, group and version %q", APIVersion, GroupVersion())
+	}
 	if got := GroupVersionResource().String(); got != "updates.berth.dev/v1alpha1, Resource=updates" {
 		t.Errorf("GroupVersionResource = %s", got)
 	}

@@ -13,9 +13,12 @@ import (
 
 // The API's names.
 const (
-	Group      = "updates.berth.dev"
-	Version    = "v1alpha1"
-	APIVersion = Group + "/" + Version
+	Group   = "updates.berth.dev"
+	Version = "v1alpha1"
+	// APIVersion is written out whole (not Group+"/"+Version) so that
+	// the docs test, which collects the berth.dev/ names of string
+	// literals, finds the one docs/rollout.md shows.
+	APIVersion = "updates.berth.dev/v1alpha1"
 	Kind       = "Update"
 	ListKind   = "UpdateList"
 	Resource   = "updates"
