@@ -65,6 +65,7 @@ const (
 	ReasonRefused      = "Refused"
 	ReasonFailed       = "UpdateFailed"
 	ReasonNodeTimeout  = "NodeTimeout"
+	ReasonNotTakenUp   = "NotTakenUp"
 	// Events about a node.
 	ReasonCordoned    = "Cordoned"
 	ReasonNodeUpdated = "NodeUpdated"
@@ -266,7 +267,11 @@ func (d *decider) decide() {
 		if d.st.Phase == "" {
 			d.st.Phase = v1alpha1.PhasePending
 		}
-		d.condition(v1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
+		msg := err.Error()
+		if cur := d.inFlightNames(); len(cur) > 0 {
+			msg += "; nodes held where they are until the spec is mended: " + strings.Join(cur, ", ")
+		}
+		d.condition(v1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonInvalidSpec, msg)
 		return
 	}
 	d.spec = spec
@@ -354,6 +359,14 @@ func (d *decider) healthy(n *corev1.Node) bool {
 	s := n.Annotations[AnnotationState]
 	return sameVersion(n.Annotations[AnnotationVersion], d.spec.Version) && ready(n) && (s == agentBlessed || s == agentIdle)
 }
+
+// TakeUpTimeout is how long a node that showed a failure state when it
+// was asked to update may go on showing exactly that: its agent looks at
+// its Node every 10 s and says "downloading" as soon as it acts, so a
+// node still silent after this does not take the request up. That is
+// what a node does that was asked for a release that rolled back on it
+// before: it refuses it for good, and goes on saying rolled-back.
+const TakeUpTimeout = 2 * time.Minute
 
 // failure says n's agent reports a failure of this request: a failure
 // state, different from the one the node showed when it was asked (a
@@ -501,6 +514,13 @@ func (d *decider) follow(e *v1alpha1.NodeStatus, n *corev1.Node) {
 	if r, bad := failure(e, n); bad {
 		d.release(e.Name)
 		d.stop(e, r, fmt.Sprintf("node %s: %s updating to %s: %s", e.Name, state, d.spec.Version, cmp.Or(why, "no reason given")))
+		return
+	}
+	if silent := state == e.StateBefore && why == e.ReasonBefore && (state == agentRolledBack || state == agentRefused || state == agentFailed); silent &&
+		e.Requested != nil && d.in.Now.Sub(e.Requested.Time) > TakeUpTimeout && !sameVersion(v, d.spec.Version) {
+		d.release(e.Name)
+		d.stop(e, ReasonNotTakenUp, fmt.Sprintf("node %s did not take up the request for %s within %s: it still reports %s (%s); a node refuses for good a release that rolled back on it",
+			e.Name, d.spec.Version, TakeUpTimeout, state, cmp.Or(why, "no reason given")))
 		return
 	}
 	if !d.healthy(n) {
@@ -662,6 +682,16 @@ func (d *decider) why(pending []string) string {
 		return fmt.Sprintf("%d pending; outside the maintenance window (%s)", len(pending), d.spec.Window)
 	}
 	return fmt.Sprintf("%d pending: %s", len(pending), strings.Join(pending, ", "))
+}
+
+func (d *decider) inFlightNames() []string {
+	var out []string
+	for _, e := range d.st.Nodes {
+		if inFlight(e.State) {
+			out = append(out, e.Name)
+		}
+	}
+	return out
 }
 
 func (d *decider) counts() {

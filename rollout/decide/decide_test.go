@@ -160,11 +160,27 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "a failure state left from before the request is not this request's",
 		in: Input{Update: mkUpdate(progressing(func() v1alpha1.NodeStatus {
-			e := entry("n1", v1alpha1.NodeUpdating, -5*time.Minute)
+			e := entry("n1", v1alpha1.NodeUpdating, -2*time.Minute)
 			e.StateBefore, e.ReasonBefore = agentFailed, "repository unreachable"
 			return e
 		}())), Nodes: []corev1.Node{mkNode("n1", vA, ours, updateTo(vB), agentState(agentFailed, "repository unreachable"))}},
 		want: want{states: map[string]v1alpha1.NodeState{"n1": v1alpha1.NodeUpdating}},
+	}, {
+		name: "a node that goes on showing the failure it showed before past TakeUpTimeout does not take the request up: stop",
+		in: Input{Update: mkUpdate(progressing(func() v1alpha1.NodeStatus {
+			e := entry("n1", v1alpha1.NodeUpdating, -5*time.Minute)
+			e.StateBefore, e.ReasonBefore = agentRolledBack, "rolled back: not Ready within 5m"
+			return e
+		}())), Nodes: []corev1.Node{mkNode("n1", vA, ours, updateTo(vB), agentState(agentRolledBack, "rolled back: not Ready within 5m"))}},
+		want: want{phase: v1alpha1.PhaseStopped, states: map[string]v1alpha1.NodeState{"n1": v1alpha1.NodeFailed},
+			actions: []string{"release n1", "event Warning NotTakenUp: node n1 did not take up the request for 1.2.0 within 2m0s: it still reports rolled-back (rolled back: not Ready within 5m); a node refuses for good a release that rolled back on it"},
+			conds:   map[string][]string{"Stopped": {"True NotTakenUp", "node n1"}}},
+	}, {
+		name: "an invalid spec mid-rollout holds the nodes in flight and names them",
+		in: Input{Update: mkUpdate(func(u *v1alpha1.Update) { u.Spec.DrainTimeout = "-1m" }, progressing(entry("n1", v1alpha1.NodeDraining, 0))),
+			Nodes: []corev1.Node{mkNode("n1", vA, ours)}, Pods: map[string][]corev1.Pod{"n1": {mkPod("web", "a", "n1")}}},
+		want: want{phase: v1alpha1.PhaseProgressing, states: map[string]v1alpha1.NodeState{"n1": v1alpha1.NodeDraining},
+			conds: map[string][]string{"Progressing": {"False InvalidSpec", "spec.drainTimeout", "held where they are until the spec is mended: n1"}}},
 	}, {
 		name: "a rollback stops the rollout, names the node and gives it back",
 		in: Input{Update: mkUpdate(progressing(entry("n1", v1alpha1.NodeUpdating, -10*time.Minute), pending("n2"))),
