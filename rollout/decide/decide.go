@@ -516,28 +516,34 @@ func (d *decider) follow(e *v1alpha1.NodeStatus, n *corev1.Node) {
 		d.stop(e, r, fmt.Sprintf("node %s: %s updating to %s: %s", e.Name, state, d.spec.Version, cmp.Or(why, "no reason given")))
 		return
 	}
-	if silent := state == e.StateBefore && why == e.ReasonBefore && (state == agentRolledBack || state == agentRefused || state == agentFailed); silent &&
-		e.Requested != nil && d.in.Now.Sub(e.Requested.Time) > TakeUpTimeout && !sameVersion(v, d.spec.Version) {
-		d.release(e.Name)
-		d.stop(e, ReasonNotTakenUp, fmt.Sprintf("node %s did not take up the request for %s within %s: it still reports %s (%s); a node refuses for good a release that rolled back on it",
-			e.Name, d.spec.Version, TakeUpTimeout, state, cmp.Or(why, "no reason given")))
-		return
-	}
 	if !d.healthy(n) {
 		e.State, e.SoakSince = v1alpha1.NodeUpdating, nil
-		if e.Requested != nil && d.in.Now.Sub(e.Requested.Time) > d.spec.NodeTimeout {
+		e.Message = fmt.Sprintf("updating to %s: runs %s, Ready %t, update state %q", d.spec.Version, v, ready(n), state)
+		// A request the status holds but the Node lacks: the controller
+		// stopped between the two (or someone removed it). It is made
+		// now, and the node's time counts from now: a controller that
+		// was down a while does not judge a node on a request it never
+		// saw. Nothing that reached the node is asked twice.
+		if n.Annotations[AnnotationUpdateTo] != d.spec.Version || (n.Annotations[AnnotationAllowDowngrade] == "true") != d.spec.AllowDowngrade {
+			d.act(Action{Kind: RequestUpdate, Node: e.Name, Version: d.spec.Version, AllowDowngrade: d.spec.AllowDowngrade})
+			e.Requested = &d.now
+			return
+		}
+		since := time.Duration(0)
+		if e.Requested != nil {
+			since = d.in.Now.Sub(e.Requested.Time)
+		}
+		if since > d.spec.NodeTimeout {
 			d.release(e.Name)
 			d.stop(e, ReasonNodeTimeout, fmt.Sprintf("node %s did not come back on %s, Ready and blessed, within %s (it runs %s, Ready %t, update state %q: %s); it was uncordoned",
 				e.Name, d.spec.Version, d.spec.NodeTimeout, v, ready(n), state, cmp.Or(why, "no reason given")))
 			return
 		}
-		// A request the status holds but the Node lacks: the controller
-		// stopped between the two (or someone removed it). Nothing that
-		// reached the node is asked twice.
-		if n.Annotations[AnnotationUpdateTo] != d.spec.Version || (n.Annotations[AnnotationAllowDowngrade] == "true") != d.spec.AllowDowngrade {
-			d.act(Action{Kind: RequestUpdate, Node: e.Name, Version: d.spec.Version, AllowDowngrade: d.spec.AllowDowngrade})
+		if silent := state == e.StateBefore && why == e.ReasonBefore && (state == agentRolledBack || state == agentRefused || state == agentFailed); silent && since > TakeUpTimeout {
+			d.release(e.Name)
+			d.stop(e, ReasonNotTakenUp, fmt.Sprintf("node %s did not take up the request for %s within %s: it still reports %s (%s); a node refuses for good a release that rolled back on it",
+				e.Name, d.spec.Version, TakeUpTimeout, state, cmp.Or(why, "no reason given")))
 		}
-		e.Message = fmt.Sprintf("updating to %s: runs %s, Ready %t, update state %q", d.spec.Version, v, ready(n), state)
 		return
 	}
 	if e.State != v1alpha1.NodeSoaking || e.SoakSince == nil {

@@ -156,6 +156,19 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "updating, and the Node lacks the request (a controller stopped between status and patch): it is made",
 		in:   Input{Update: mkUpdate(progressing(entry("n1", v1alpha1.NodeUpdating, -5*time.Minute))), Nodes: []corev1.Node{mkNode("n1", vA, ours)}},
+		want: want{states: map[string]v1alpha1.NodeState{"n1": v1alpha1.NodeUpdating}, actions: []string{"request-update n1 to 1.2.0 allow-downgrade=false"},
+			check: func(t *testing.T, p Plan) {
+				if !p.Status.Nodes[0].Requested.Equal(at(0)) {
+					t.Errorf("requested %v: the node's time counts from the request made now", p.Status.Nodes[0].Requested)
+				}
+			}},
+	}, {
+		name: "a controller back after a long outage makes the missing request and judges nothing yet",
+		in: Input{Update: mkUpdate(progressing(func() v1alpha1.NodeStatus {
+			e := entry("n1", v1alpha1.NodeUpdating, -time.Hour)
+			e.StateBefore, e.ReasonBefore = agentFailed, "repository unreachable"
+			return e
+		}())), Nodes: []corev1.Node{mkNode("n1", vA, ours, agentState(agentFailed, "repository unreachable"))}},
 		want: want{states: map[string]v1alpha1.NodeState{"n1": v1alpha1.NodeUpdating}, actions: []string{"request-update n1 to 1.2.0 allow-downgrade=false"}},
 	}, {
 		name: "a failure state left from before the request is not this request's",
