@@ -123,15 +123,15 @@ func (c *Controller) Round(ctx context.Context) error {
 		}
 		updates = append(updates, u)
 	}
-	if len(updates) == 0 {
-		return nil
-	}
 	nodes, err := c.o.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing Nodes: %w", err)
 	}
-	active := decide.Active(updates)
 	var errs []error
+	if err := c.releaseOrphans(ctx, nodes.Items, updates); err != nil {
+		errs = append(errs, err)
+	}
+	active := decide.Active(updates)
 	for i := range updates {
 		u := &updates[i]
 		if u.Status.Phase == v1alpha1.PhaseCompleted || u.DeletionTimestamp != nil {
@@ -143,6 +143,35 @@ func (c *Controller) Round(ctx context.Context) error {
 		}
 		if err := c.update(ctx, u, nodes.Items, holder); err != nil {
 			errs = append(errs, fmt.Errorf("Update %s: %w", u.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseOrphans gives back the nodes held by an Update that was
+// deleted: no status is left to say why they are cordoned.
+func (c *Controller) releaseOrphans(ctx context.Context, nodes []corev1.Node, updates []v1alpha1.Update) error {
+	rv := map[string]string{}
+	for _, n := range nodes {
+		rv[n.Name] = n.ResourceVersion
+	}
+	var errs []error
+	for _, n := range decide.Orphans(nodes, updates) {
+		var by string
+		for _, nd := range nodes {
+			if nd.Name == n {
+				by = nd.Annotations[decide.AnnotationRollout]
+			}
+		}
+		if err := c.patchNode(ctx, n, rv, map[string]any{"unschedulable": false},
+			map[string]any{decide.AnnotationRollout: nil, decide.AnnotationUpdateTo: nil, decide.AnnotationAllowDowngrade: nil}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.log.Warn("released a node held by an Update that was deleted", "node", n, "update", by)
+		if err := c.record(ctx, corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: n}, nil, corev1.EventTypeWarning, "Released",
+			fmt.Sprintf("uncordoned node %s and removed its update request: Update %s, which held it, was deleted", n, by)); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -293,26 +322,32 @@ func (c *Controller) evict(ctx context.Context, pod types.NamespacedName) decide
 
 // event records an Event about u.
 func (c *Controller) event(ctx context.Context, u *v1alpha1.Update, a decide.Action) error {
-	now := metav1.NewTime(c.o.Now())
-	c.events++
 	typ := corev1.EventTypeNormal
 	if a.Warning {
 		typ = corev1.EventTypeWarning
 	}
+	var related *corev1.ObjectReference
+	if a.Node != "" {
+		// The node it is about.
+		related = &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: a.Node}
+	}
+	return c.record(ctx, corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.Kind, Name: u.Name, UID: u.UID,
+		ResourceVersion: u.ResourceVersion}, related, typ, a.Reason, a.Message)
+}
+
+// record creates an Event about a cluster-scoped object.
+func (c *Controller) record(ctx context.Context, about corev1.ObjectReference, related *corev1.ObjectReference, typ, reason, msg string) error {
+	now := metav1.NewTime(c.o.Now())
+	c.events++
 	e := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: EventNamespace, Name: fmt.Sprintf("%s.%x.%d", u.Name, now.UnixNano(), c.events)},
-		InvolvedObject: corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.Kind, Name: u.Name, UID: u.UID,
-			ResourceVersion: u.ResourceVersion},
-		Reason: a.Reason, Message: a.Message, Type: typ, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+		ObjectMeta:     metav1.ObjectMeta{Namespace: EventNamespace, Name: fmt.Sprintf("%s.%x.%d", about.Name, now.UnixNano(), c.events)},
+		InvolvedObject: about, Related: related,
+		Reason: reason, Message: msg, Type: typ, Count: 1, FirstTimestamp: now, LastTimestamp: now,
 		Source:              corev1.EventSource{Component: Component},
 		ReportingController: Component, ReportingInstance: c.o.Instance,
 	}
-	if a.Node != "" {
-		// The node it is about, where kubectl describe shows it.
-		e.Related = &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: a.Node}
-	}
 	if _, err := c.o.Kube.CoreV1().Events(EventNamespace).Create(ctx, e, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("recording event %s (%s): %w", a.Reason, a.Message, err)
+		return fmt.Errorf("recording event %s (%s): %w", reason, msg, err)
 	}
 	return nil
 }

@@ -153,6 +153,10 @@ func (r *rig) events() []string {
 	}
 	var out []string
 	for _, e := range l.Items {
+		if e.InvolvedObject.Kind == "Node" {
+			out = append(out, fmt.Sprintf("node %s %s %s: %s", e.InvolvedObject.Name, e.Type, e.Reason, e.Message))
+			continue
+		}
 		if e.InvolvedObject.Kind != v1alpha1.Kind || e.InvolvedObject.APIVersion != v1alpha1.APIVersion || e.Source.Component != Component {
 			r.t.Errorf("event %s is about %+v from %+v", e.Name, e.InvolvedObject, e.Source)
 		}
@@ -443,6 +447,31 @@ func TestAControllerKilledMidRolloutResumesWithoutRepeating(t *testing.T) {
 	}
 	if cordons != 3 {
 		t.Errorf("%d cordons for 3 nodes", cordons)
+	}
+}
+
+func TestNodesHeldByADeletedUpdateAreReleased(t *testing.T) {
+	r := newRig(t, []*v1alpha1.Update{update("to-b")}, node("n1", vA), node("n2", vA), pod("web", "a", "n1"))
+	c := r.controller()
+	for range 2 {
+		if err := c.Round(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !r.node("n1").Spec.Unschedulable {
+		t.Fatal("n1 not cordoned")
+	}
+	if err := r.dyn.Resource(v1alpha1.GroupVersionResource()).Delete(context.Background(), "to-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.node("n1"); n.Spec.Unschedulable || n.Annotations[decide.AnnotationRollout] != "" || n.Annotations[decide.AnnotationUpdateTo] != "" {
+		t.Errorf("n1 still held: %v %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	if ev := strings.Join(r.events(), "\n"); !strings.Contains(ev, "node n1 Warning Released: uncordoned node n1 and removed its update request: Update to-b, which held it, was deleted") {
+		t.Errorf("events: %s", ev)
 	}
 }
 

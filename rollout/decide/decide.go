@@ -223,6 +223,24 @@ func Active(us []v1alpha1.Update) string {
 	return ""
 }
 
+// Orphans names the nodes held (AnnotationRollout) by an Update that is
+// no longer there: deleted mid-rollout, it cannot give them back itself,
+// so the controller releases them.
+func Orphans(nodes []corev1.Node, updates []v1alpha1.Update) []string {
+	exists := map[string]bool{}
+	for _, u := range updates {
+		exists[u.Name] = true
+	}
+	var out []string
+	for _, n := range nodes {
+		if by := n.Annotations[AnnotationRollout]; by != "" && !exists[by] {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // NeedPods names the nodes whose pods Decide needs: those being drained.
 func NeedPods(s v1alpha1.UpdateStatus) []string {
 	var out []string

@@ -440,6 +440,16 @@ func TestActive(t *testing.T) {
 	}
 }
 
+func TestOrphans(t *testing.T) {
+	nodes := []corev1.Node{mkNode("n3", vA, cordonedBy("gone")), mkNode("n1", vA, cordonedBy("to-b")), mkNode("n2", vA, cordonedBy("")), mkNode("n0", vA, cordonedBy("gone"))}
+	if got := Orphans(nodes, []v1alpha1.Update{mkUpdate()}); !slices.Equal(got, []string{"n0", "n3"}) {
+		t.Errorf("Orphans = %v", got)
+	}
+	if got := Orphans(nodes[1:3], nil); !slices.Equal(got, []string{"n1"}) {
+		t.Errorf("Orphans with no Update = %v", got)
+	}
+}
+
 func TestNeedPods(t *testing.T) {
 	s := v1alpha1.UpdateStatus{Nodes: []v1alpha1.NodeStatus{pending("a"), entry("b", v1alpha1.NodeCordoned, 0), entry("c", v1alpha1.NodeDraining, 0), entry("d", v1alpha1.NodeUpdating, 0)}}
 	if got := NeedPods(s); !slices.Equal(got, []string{"b", "c"}) {
