@@ -150,9 +150,10 @@ type UpdateStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Nodes are the covered nodes, by name, and where each stands.
 	Nodes []NodeStatus `json:"nodes,omitempty"`
-	// Done and Total count Nodes, for `kubectl get updates`.
-	Done  int32 `json:"done,omitempty"`
-	Total int32 `json:"total,omitempty"`
+	// Done and Total count Nodes, for `kubectl get updates` (kept when
+	// 0, so that the column shows 0, not <none>).
+	Done  int32 `json:"done"`
+	Total int32 `json:"total"`
 	// Current names the nodes out now, comma-separated.
 	Current     string       `json:"current,omitempty"`
 	StartedAt   *metav1.Time `json:"startedAt,omitempty"`
