@@ -12,6 +12,7 @@ import (
 	"github.com/berth-node/berth/rollout/api/v1alpha1"
 	"github.com/berth-node/berth/rollout/controller"
 	"github.com/berth-node/berth/rollout/decide"
+	"github.com/berth-node/berth/update/bootcount"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -62,6 +63,7 @@ type schema struct {
 	Required             []string          `json:"required,omitempty"`
 	Enum                 []any             `json:"enum,omitempty"`
 	Pattern              string            `json:"pattern,omitempty"`
+	MaxLength            *int64            `json:"maxLength,omitempty"`
 	Default              any               `json:"default,omitempty"`
 	Minimum              *float64          `json:"minimum,omitempty"`
 	ListType             string            `json:"x-kubernetes-list-type,omitempty"`
@@ -209,6 +211,10 @@ func TestSchemaDefaultsAreTheCodes(t *testing.T) {
 	}
 	if !slices.ContainsFunc(spec["version"].Validations, func(v struct{ Rule, Message string }) bool { return v.Rule == "self == oldSelf" }) {
 		t.Error("spec.version is not immutable in the schema")
+	}
+	// The longest version the schema takes is the longest the node takes.
+	if m := spec["version"].MaxLength; m == nil || *m != bootcount.MaxVersion {
+		t.Errorf("spec.version maxLength %v, want %d", m, bootcount.MaxVersion)
 	}
 }
 
