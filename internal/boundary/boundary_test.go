@@ -25,8 +25,9 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// hostSide are the trees that never ship in the node image.
-var hostSide = []string{module + "/image", module + "/qemu-tests"}
+// hostSide are the trees that never ship in the node image (rollout/ is
+// the cluster's controller, its own image).
+var hostSide = []string{module + "/image", module + "/qemu-tests", module + "/rollout"}
 
 // TestPID1LinksNoHostSideCode fails when berth's binary (./init) depends
 // on the image builder or a QEMU rig: their code would ship in PID 1, and
