@@ -345,6 +345,18 @@ $(OCI_IMAGES_DIR)/demo.tar: $(wildcard components/demo/*.go image/oci/*.go image
 	CGO_ENABLED=0 $(GO_CROSS)$(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/demo ./components/demo
 	$(GO) run ./image/oci/cmd/mkoci$(MKOCI_ARCH) -name $(DEMO_IMAGE) -title berth-demo -version $(lastword $(subst :, ,$(DEMO_IMAGE))) -entrypoint /demo -file demo=$(OCI_IMAGES_DIR)/demo -out $@
 
+## rollout-image: the rollout controller's OCI image (docs/rollout.md),
+## build/components/images/berth-rollout.tar (ARCH=arm64: arm64's): the static
+## berth-rollout command alone, named ROLLOUT_IMAGE; push it where the
+## cluster pulls from and set controller.yaml's image to it.
+ROLLOUT_IMAGE ?= registry.berth.test/berth/berth-rollout:$(VERSION)
+.PHONY: rollout-image
+rollout-image: $(OCI_IMAGES_DIR)/berth-rollout.tar
+$(OCI_IMAGES_DIR)/berth-rollout.tar: $(filter-out %_test.go,$(wildcard rollout/*/*.go rollout/*/*/*.go rollout/deploy/*.yaml)) $(wildcard image/oci/*.go image/oci/cmd/mkoci/*.go)
+	@mkdir -p $(OCI_IMAGES_DIR)
+	CGO_ENABLED=0 $(GO_CROSS)$(GO) build -trimpath -ldflags '-s -w' -o $(OCI_IMAGES_DIR)/berth-rollout ./rollout/cmd/berth-rollout
+	$(GO) run ./image/oci/cmd/mkoci$(MKOCI_ARCH) -name $(ROLLOUT_IMAGE) -title berth-rollout -version $(VERSION) -entrypoint /berth-rollout -file berth-rollout=$(OCI_IMAGES_DIR)/berth-rollout -out $@
+
 # The cluster's images (install-cni, kube-proxy, coredns, busybox, flannel and its CNI plugin), each
 # from its spec in image/oci/images/ by mkoci, which resolves the shared
 # libraries of dynamically linked programs (iptables) and refuses an ELF file
