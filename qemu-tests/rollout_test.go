@@ -6,22 +6,35 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-node/berth/qemu-tests/controlplane"
+	"github.com/berth-node/berth/rollout/controller"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
-// TestRolloutManifests applies the rollout controller's CRD and manifests
+// TestRolloutAPIServer applies the rollout controller's CRD and manifests
 // (rollout/deploy) to a real kube-apiserver, the judge of what its unit
 // tests only predict: the CRD's schema, defaults and CEL rules, and every
 // object of controller.yaml, are accepted as written; an Update created
 // without the defaulted fields reads back with the API server's defaults,
 // which must be the Go types' (decide.ParseSpec's); `kubectl get updates`
 // shows the printer columns; the version cannot change; a window whose
-// start is its end is refused with the rule's message. No node boots:
-// the controller's rollouts on berth nodes are issue 46's cluster tests.
-func TestRolloutManifests(t *testing.T) {
+// start is its end is refused with the rule's message. Then the
+// controller itself (in-process, rollout/controller) rolls two Node
+// objects from 1.0.0 to 1.0.1 through that API server while a stand-in
+// agent plays each node's part (heartbeats, and on berth.dev/update-to:
+// downloading, trial on the new version, blessed), and never more than
+// one is cordoned. No node boots: the controller's rollouts on berth
+// nodes, with drains and reboots, are issue 46's cluster tests.
+func TestRolloutAPIServer(t *testing.T) {
 	dirs, err := controlplane.BinDirsUnder(componentsDir(t))
 	if err != nil {
 		t.Fatal(err)
@@ -73,5 +86,134 @@ func TestRolloutManifests(t *testing.T) {
 		`{"spec":{"maintenanceWindow":{"days":["Mon"],"start":"02:00","end":"02:00"}}}`)
 	if err == nil || !strings.Contains(out+err.Error(), "start and end must differ") {
 		t.Errorf("a window whose start is its end: %v\n%s\nwant it refused with the rule's message", err, out)
+	}
+
+	run("delete", "update", "bare", "workers-1.2.0")
+	rolloutTwoNodes(t, cp, run)
+}
+
+// rolloutTwoNodes runs the controller against cp's API server over two
+// Node objects that a stand-in agent answers for.
+func rolloutTwoNodes(t *testing.T, cp *controlplane.Cluster, run func(args ...string) string) {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", cp.Info().Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	// Both goroutines end before the test does: the controller logs to t.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	names := []string{"fake-a", "fake-b"}
+	for _, n := range names {
+		_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n,
+			Labels:      map[string]string{"pool": "rollout-test"},
+			Annotations: map[string]string{"berth.dev/version": "1.0.0", "berth.dev/slot": "a", "berth.dev/update-state": "idle"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The stand-in agent: a heartbeat every round (the node lifecycle
+	// controller marks a silent node NotReady), and on update-to the
+	// agent's states, one a round.
+	var mu sync.Mutex
+	maxCordoned, asked := 0, map[string]int{}
+	agentErr := make(chan error, 1)
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			cordoned := 0
+			for _, n := range names {
+				nd, err := kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+				if err != nil {
+					continue
+				}
+				if nd.Spec.Unschedulable {
+					cordoned++
+				}
+				now := metav1.Now()
+				nd.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+					LastHeartbeatTime: now, LastTransitionTime: now}}
+				if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
+					continue
+				}
+				a := nd.Annotations
+				next := ""
+				switch want := a["berth.dev/update-to"]; {
+				case want == "" || a["berth.dev/version"] == want && a["berth.dev/update-state"] == "blessed":
+				case a["berth.dev/update-state"] == "idle":
+					next = `{"metadata":{"annotations":{"berth.dev/update-state":"downloading"}}}`
+					mu.Lock()
+					asked[n]++
+					mu.Unlock()
+				case a["berth.dev/update-state"] == "downloading":
+					next = `{"metadata":{"annotations":{"berth.dev/update-state":"trial","berth.dev/version":"` + want + `","berth.dev/slot":"b"}}}`
+				case a["berth.dev/update-state"] == "trial":
+					next = `{"metadata":{"annotations":{"berth.dev/update-state":"blessed"}}}`
+				}
+				if next != "" {
+					if _, err := kube.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(next), metav1.PatchOptions{}); err != nil && ctx.Err() == nil {
+						select {
+						case agentErr <- err:
+						default:
+						}
+					}
+				}
+			}
+			mu.Lock()
+			maxCordoned = max(maxCordoned, cordoned)
+			mu.Unlock()
+			time.Sleep(300 * time.Millisecond)
+		}
+	})
+	ctl := controller.New(controller.Options{Kube: kube, Dynamic: dyn, Poll: time.Second, Instance: "test",
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	wg.Go(func() { ctl.Run(ctx) })
+
+	upd := filepath.Join(t.TempDir(), "roll.yaml")
+	if err := os.WriteFile(upd, []byte("apiVersion: updates.berth.dev/v1alpha1\nkind: Update\nmetadata:\n  name: roll\nspec:\n  version: 1.0.1\n"+
+		"  nodeSelector: {matchLabels: {pool: rollout-test}}\n  soak: 2s\n  nodeTimeout: 2m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	run("apply", "-f", upd)
+	var phase string
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		phase = strings.TrimSpace(run("get", "update", "roll", "-o", "jsonpath={.status.phase} {.status.done}/{.status.total}"))
+		if strings.HasPrefix(phase, "Completed") || strings.HasPrefix(phase, "Stopped") {
+			break
+		}
+	}
+	if phase != "Completed 2/2" {
+		t.Fatalf("the rollout is %q, want Completed 2/2:\n%s\n%s", phase, run("get", "update", "roll", "-o", "yaml"), run("get", "nodes", "-o", "yaml"))
+	}
+	figure(t, "rollout of two stand-in nodes (soak 2 s, 1 s rounds) against the real API server: %.1f s", time.Since(start).Seconds())
+	select {
+	case err := <-agentErr:
+		t.Errorf("the stand-in agent's patch: %v", err)
+	default:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if maxCordoned != 1 {
+		t.Errorf("at most %d nodes cordoned at once, want 1 (maxUnavailable 1)", maxCordoned)
+	}
+	for _, n := range names {
+		nd, err := kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nd.Spec.Unschedulable || nd.Annotations["berth.dev/version"] != "1.0.1" || nd.Annotations["berth.dev/update-to"] != "" || nd.Annotations["berth.dev/rollout"] != "" || asked[n] != 1 {
+			t.Errorf("%s after the rollout: unschedulable %t, annotations %v, asked %d times: want uncordoned, on 1.0.1, released, asked once",
+				n, nd.Spec.Unschedulable, nd.Annotations, asked[n])
+		}
 	}
 }
