@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/internal/syncbuf"
 	"github.com/berth-node/berth/rollout/api/v1alpha1"
 	"github.com/berth-node/berth/rollout/decide"
@@ -511,7 +512,7 @@ func TestLeaderElection(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		r := replica{log: &syncbuf.Buffer{}, stop: cancel, err: make(chan error, 1)}
 		o := Options{Log: slog.New(slog.NewTextHandler(r.log, nil)), Kube: kube, Dynamic: dyn, Poll: 50 * time.Millisecond, Instance: id}
-		go func() { r.err <- RunLeader(ctx, o, lease(id)) }()
+		safe.Go(slog.Default(), "replica "+id, func() { r.err <- RunLeader(ctx, o, lease(id)) }, func(p *safe.Panic) { r.err <- p })
 		return r
 	}
 	holder := func() string {
