@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/berth-node/berth/rollout/api/v1alpha1"
+	"github.com/berth-node/berth/update/nodeapi"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,16 +25,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Annotations on Nodes. The first six are update/agent's (the test holds
-// them to its constants): the controller writes the update-to pair and
-// reads the others, which each node's agent writes.
+// Annotations on Nodes. The first six are the node agent's (package
+// update/nodeapi names them for both): the controller writes the
+// update-to pair and reads the others, which each node's agent writes.
 const (
-	AnnotationUpdateTo       = "berth.dev/update-to"
-	AnnotationAllowDowngrade = "berth.dev/update-allow-downgrade"
-	AnnotationVersion        = "berth.dev/version"
-	AnnotationSlot           = "berth.dev/slot"
-	AnnotationState          = "berth.dev/update-state"
-	AnnotationReason         = "berth.dev/update-reason"
+	AnnotationUpdateTo       = nodeapi.AnnotationUpdateTo
+	AnnotationAllowDowngrade = nodeapi.AnnotationAllowDowngrade
+	AnnotationVersion        = nodeapi.AnnotationVersion
+	AnnotationSlot           = nodeapi.AnnotationSlot
+	AnnotationState          = nodeapi.AnnotationState
+	AnnotationReason         = nodeapi.AnnotationReason
 	// AnnotationRollout names the Update that cordoned the node. It says
 	// on the Node why it is cordoned, and it is how the controller knows
 	// a cordon (and an update-to) is its own to give back: it never
@@ -41,13 +42,13 @@ const (
 	AnnotationRollout = "berth.dev/rollout"
 )
 
-// The agent's states (update/agent's StateXxx) the controller acts on.
+// The agent's states the controller acts on.
 const (
-	agentIdle       = "idle"
-	agentBlessed    = "blessed"
-	agentRolledBack = "rolled-back"
-	agentRefused    = "refused"
-	agentFailed     = "failed"
+	agentIdle       = nodeapi.StateIdle
+	agentBlessed    = nodeapi.StateBlessed
+	agentRolledBack = nodeapi.StateRolledBack
+	agentRefused    = nodeapi.StateRefused
+	agentFailed     = nodeapi.StateFailed
 )
 
 // Condition and Event reasons.

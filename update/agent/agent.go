@@ -29,34 +29,30 @@ import (
 	"github.com/berth-node/berth/update/apply"
 	"github.com/berth-node/berth/update/bootcount"
 	"github.com/berth-node/berth/update/esp"
+	"github.com/berth-node/berth/update/nodeapi"
 	"github.com/berth-node/berth/update/repo"
 	"github.com/berth-node/berth/update/status"
 	"github.com/berth-node/berth/update/trial"
 )
 
-// Annotations on the node's Node object. The update-to and
-// allow-downgrade ones are read (an operator or a rollout controller sets
-// them); the others are berth's, written with kubelet's credentials
-// (NodeRestriction lets a node patch its own Node's annotations).
+// Annotations on the node's Node object and the update states, as
+// package nodeapi names them (the rollout controller reads the same).
 const (
-	AnnotationUpdateTo       = "berth.dev/update-to"
-	AnnotationAllowDowngrade = "berth.dev/update-allow-downgrade"
-	AnnotationVersion        = "berth.dev/version"
-	AnnotationSlot           = "berth.dev/slot"
-	AnnotationState          = "berth.dev/update-state"
-	AnnotationReason         = "berth.dev/update-reason"
-)
+	AnnotationUpdateTo       = nodeapi.AnnotationUpdateTo
+	AnnotationAllowDowngrade = nodeapi.AnnotationAllowDowngrade
+	AnnotationVersion        = nodeapi.AnnotationVersion
+	AnnotationSlot           = nodeapi.AnnotationSlot
+	AnnotationState          = nodeapi.AnnotationState
+	AnnotationReason         = nodeapi.AnnotationReason
 
-// Node states (AnnotationState).
-const (
-	StateIdle        = "idle"
-	StateDownloading = "downloading"
-	StateRebooting   = "rebooting"
-	StateTrial       = "trial"
-	StateBlessed     = "blessed"
-	StateRolledBack  = "rolled-back"
-	StateRefused     = "refused"
-	StateFailed      = "failed"
+	StateIdle        = nodeapi.StateIdle
+	StateDownloading = nodeapi.StateDownloading
+	StateRebooting   = nodeapi.StateRebooting
+	StateTrial       = nodeapi.StateTrial
+	StateBlessed     = nodeapi.StateBlessed
+	StateRolledBack  = nodeapi.StateRolledBack
+	StateRefused     = nodeapi.StateRefused
+	StateFailed      = nodeapi.StateFailed
 )
 
 // Node is the node's own Node object; *nodeobject.Client is one.
