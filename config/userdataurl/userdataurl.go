@@ -10,6 +10,7 @@
 package userdataurl
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -124,9 +125,9 @@ func Fetch(ctx context.Context, log *slog.Logger, loc Location, opts Options) ([
 		}}
 		defer c.CloseIdleConnections()
 	}
-	per := cmpDur(opts.Attempt, 10*time.Second)
-	wait := cmpDur(opts.Backoff, 500*time.Millisecond)
-	maxWait := cmpDur(opts.MaxBackoff, 5*time.Second)
+	per := cmp.Or(opts.Attempt, 10*time.Second)
+	wait := cmp.Or(opts.Backoff, 500*time.Millisecond)
+	maxWait := cmp.Or(opts.MaxBackoff, 5*time.Second)
 	var attempts []Attempt
 	var last error // the last attempt's error that was not the deadline's
 	for {
@@ -212,11 +213,4 @@ func readFile(path string) ([]byte, error) {
 		return nil, errTooBig
 	}
 	return data, nil
-}
-
-func cmpDur(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }

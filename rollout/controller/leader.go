@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,9 +46,9 @@ func RunLeader(ctx context.Context, o Options, l Lease) error {
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
 		Name:          l.Name,
-		LeaseDuration: orDefault(l.LeaseDuration, 15*time.Second),
-		RenewDeadline: orDefault(l.RenewDeadline, 10*time.Second),
-		RetryPeriod:   orDefault(l.RetryPeriod, 2*time.Second),
+		LeaseDuration: cmp.Or(l.LeaseDuration, 15*time.Second),
+		RenewDeadline: cmp.Or(l.RenewDeadline, 10*time.Second),
+		RetryPeriod:   cmp.Or(l.RetryPeriod, 2*time.Second),
 		// The next leader need not wait out the lease after a clean
 		// stop (a rolling update of the Deployment).
 		ReleaseOnCancel: true,
@@ -81,11 +82,4 @@ func RunLeader(ctx context.Context, o Options, l Lease) error {
 		return ErrLostLease
 	}
 	return nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
