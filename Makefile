@@ -333,28 +333,29 @@ TEST_COMPONENTS    := test-components-dir
 endif
 
 # QEMU_TEST_TIMEOUT bounds test-qemu's go test. The suite took 47 min
-# here with make test's builds beside it (about 10 more with TestUpdate), and CI's 2-core machine runs it
+# here with make test's builds beside it, before TestRollout (about 14 min
+# alone) and TestUpdate's shorter life (about 5 less), and CI's 2-core machine runs it
 # about an eighth slower; with the other steps' 30 or so there, a suite
 # near this bound would run past CI's 90 minutes anyway: it stops a hung
 # suite, it is no budget. test-qemu-busy gives a loaded run about twice
 # that, since a hog halves the guests' CPU and the check there is that the
 # suite passes, not how fast.
-QEMU_TEST_TIMEOUT ?= 66m
+QEMU_TEST_TIMEOUT ?= 70m
 # QEMU_LAST runs after the rest of the suite, inside the same timeout:
-# TestCluster and TestNoCloud, the tests with several guests at once, which
+# TestCluster, TestNoCloud and TestRollout, the tests with several guests at once, which
 # a build beside them slows most, then run with make test's nice-19 builds
 # done (tools/qemu-suite.sh says more).
-QEMU_LAST ?= ^(TestCluster|TestNoCloud)$$
+QEMU_LAST ?= ^(TestCluster|TestNoCloud|TestRollout)$$
 
 ## test-qemu: boots build/image-test under QEMU (TCG), one guest at a time,
-## TestCluster and TestNoCloud last (QEMU_LAST); full log in build/qemu-tests.log,
+## TestCluster, TestNoCloud and TestRollout last (QEMU_LAST); full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/. A run whose every failure is a
 ## hung guest kernel (the harness's ErrGuestStalled: a soft lockup, or a
 ## silent console, both seen under TCG) runs those tests
 ## once more (tools/qemu-suite.sh); both runs are printed, the second's
 ## logs end in .again. ARCH=arm64: build/arm64/image-test
 ## with the arm64 node images (TEST_COMPONENTS_DIR), under qemu-system-aarch64.
-TEST_QEMU_DEPS := image-test update-test-images etcd test-components-node test-components-images $(TEST_COMPONENTS)
+TEST_QEMU_DEPS := image-test update-test-images etcd test-components-node test-components-images rollout-image $(TEST_COMPONENTS)
 test-qemu: $(TEST_QEMU_DEPS)
 	@BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
 	  tools/qemu-suite.sh test-qemu $(ARCH_BUILD)/qemu-tests.log $(ARCH_BUILD)/qemu-logs $(QEMU_TEST_TIMEOUT) '' '$(QEMU_LAST)'

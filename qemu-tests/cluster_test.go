@@ -490,8 +490,9 @@ func clusterWorkloads() bool { return os.Getenv("BERTH_CLUSTER_WORKLOADS") == "1
 // nodeObject is the part of a Node the cluster test reads.
 type nodeObject struct {
 	Spec struct {
-		PodCIDR    string `json:"podCIDR"`
-		ProviderID string `json:"providerID"`
+		PodCIDR       string `json:"podCIDR"`
+		ProviderID    string `json:"providerID"`
+		Unschedulable bool   `json:"unschedulable"`
 	} `json:"spec"`
 	Status struct {
 		Conditions []struct {

@@ -33,7 +33,7 @@ import (
 // agent plays each node's part (heartbeats, and on berth.dev/update-to:
 // downloading, trial on the new version, blessed), and never more than
 // one is cordoned. No node boots: the controller's rollouts on berth
-// nodes, with drains and reboots, are issue 46's cluster tests.
+// nodes, with drains and reboots, are TestRollout's.
 func TestRolloutAPIServer(t *testing.T) {
 	dirs, err := controlplane.BinDirsUnder(componentsDir(t))
 	if err != nil {

@@ -9,6 +9,7 @@ package clusterimages
 
 import (
 	"archive/tar"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type Set struct {
 	// Flannel and FlannelCNIPlugin are flannel's two images (TestCluster's
 	// CNI across nodes).
 	Flannel, FlannelCNIPlugin string
+	// Rollout is the rollout controller's image (make rollout-image),
+	// which TestRollout deploys.
+	Rollout string
 	// paths maps each reference to its tarball.
 	paths map[string]string
 	// missing holds, by tarball name, why an optional image is absent.
@@ -60,22 +64,26 @@ func Find(componentsDir string) (Set, error) {
 		file     string
 		ref      *string
 		optional bool
+		// make is the target that builds it, when not cluster-images.
+		make string
 	}{
-		{"install-cni.tar", &s.InstallCNI, false},
-		{"kube-proxy.tar", &s.KubeProxy, true},
-		{"coredns.tar", &s.CoreDNS, true},
-		{"busybox.tar", &s.Busybox, true},
-		{"flannel.tar", &s.Flannel, true},
-		{"flannel-cni-plugin.tar", &s.FlannelCNIPlugin, true},
+		{"install-cni.tar", &s.InstallCNI, false, ""},
+		{"kube-proxy.tar", &s.KubeProxy, true, ""},
+		{"coredns.tar", &s.CoreDNS, true, ""},
+		{"busybox.tar", &s.Busybox, true, ""},
+		{"flannel.tar", &s.Flannel, true, ""},
+		{"flannel-cni-plugin.tar", &s.FlannelCNIPlugin, true, ""},
+		{"berth-rollout.tar", &s.Rollout, true, "rollout-image"},
 	} {
 		p := filepath.Join(dir, im.file)
+		target := cmp.Or(im.make, "cluster-images")
 		if _, err := os.Stat(p); im.optional && errors.Is(err, fs.ErrNotExist) {
-			s.missing[im.file] = fmt.Errorf("cluster image %s (make cluster-images builds it): %w", p, err)
+			s.missing[im.file] = fmt.Errorf("cluster image %s (make %s builds it): %w", p, target, err)
 			continue
 		}
 		name, err := ImageName(p)
 		if err != nil {
-			return s, fmt.Errorf("cluster image %s (make cluster-images builds it): %w", p, err)
+			return s, fmt.Errorf("cluster image %s (make %s builds it): %w", p, target, err)
 		}
 		if !strings.HasPrefix(name, Registry+"/") {
 			return s, fmt.Errorf("cluster image %s is named %q, want a name under %s/", p, name, Registry)

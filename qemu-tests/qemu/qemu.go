@@ -169,8 +169,13 @@ func (b *lineBuf) add(text string) {
 	if b.sink != nil {
 		fmt.Fprintf(b.sink, "%9.3f %s\n", time.Since(b.start).Seconds(), text)
 	}
-	close(b.changed)
-	b.changed = make(chan struct{})
+	// A line the harness adds after QEMU's output ended (its hard
+	// deadline passing on a VM that exited without Close) is kept; the
+	// waiters were woken for good by close.
+	if !b.closed {
+		close(b.changed)
+		b.changed = make(chan struct{})
+	}
 }
 
 func (b *lineBuf) close() {
