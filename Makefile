@@ -97,7 +97,8 @@ lint:
 ##   3. test-qemu beside test-build-beside-qemu: the amd64 QEMU suite while
 ##      the arm64 half and then the e2e suite build at nice 19 in what the
 ##      guests leave idle, starting once the suite's own prerequisites are
-##      made; TestCluster, which a build beside it slows most, runs last;
+##      made; TestNoCloud and TestRollout, which a build beside them slows
+##      most, run last;
 ##   4. test-qemu-arm64, alone: its builds are done, its tests boot (its
 ##      aarch64 guests beside the amd64 suite's starved);
 ##   5. test-e2e-images, then test-conformance, alone: the e2e images'
@@ -342,13 +343,17 @@ endif
 # suite passes, not how fast.
 QEMU_TEST_TIMEOUT ?= 70m
 # QEMU_LAST runs after the rest of the suite, inside the same timeout:
-# TestCluster, TestNoCloud and TestRollout, the tests with several guests at once, which
-# a build beside them slows most, then run with make test's nice-19 builds
-# done (tools/qemu-suite.sh says more).
-QEMU_LAST ?= ^(TestCluster|TestNoCloud|TestRollout)$$
+# TestNoCloud and TestRollout, the tests with several guests at once,
+# which a build beside them slows most, then run with make test's nice-19
+# builds done (tools/qemu-suite.sh says more). QEMU_SKIP is left out:
+# TestCluster is make test-cluster's (its network checks run in
+# TestRollout's cluster).
+QEMU_LAST ?= ^(TestNoCloud|TestRollout)$$
+QEMU_SKIP ?= ^TestCluster$$
 
 ## test-qemu: boots build/image-test under QEMU (TCG), one guest at a time,
-## TestCluster, TestNoCloud and TestRollout last (QEMU_LAST); full log in build/qemu-tests.log,
+## TestNoCloud and TestRollout last (QEMU_LAST), all but TestCluster
+## (make test-cluster's); full log in build/qemu-tests.log,
 ## each VM's console in build/qemu-logs/. A run whose every failure is a
 ## hung guest kernel (the harness's ErrGuestStalled: a soft lockup, or a
 ## silent console, both seen under TCG) runs those tests
@@ -358,16 +363,27 @@ QEMU_LAST ?= ^(TestCluster|TestNoCloud|TestRollout)$$
 TEST_QEMU_DEPS := image-test update-test-images etcd test-components-node test-components-images rollout-image $(TEST_COMPONENTS)
 test-qemu: $(TEST_QEMU_DEPS)
 	@BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
-	  tools/qemu-suite.sh test-qemu $(ARCH_BUILD)/qemu-tests.log $(ARCH_BUILD)/qemu-logs $(QEMU_TEST_TIMEOUT) '' '$(QEMU_LAST)'
+	  tools/qemu-suite.sh test-qemu $(ARCH_BUILD)/qemu-tests.log $(ARCH_BUILD)/qemu-logs $(QEMU_TEST_TIMEOUT) '' '$(QEMU_LAST)' '$(QEMU_SKIP)'
 
-## test-cluster: TestCluster with its workloads (BERTH_CLUSTER_WORKLOADS=1:
-## pods, Service, DNS, NodePort, kubectl across two nodes), which make
-## test leaves out for CI's time; log in build/test-cluster.log, consoles
-## in build/qemu-logs-cluster/.
+## test-cluster: TestCluster: two nodes on a virtual network with its
+## workloads (pods, Service, DNS, NodePort, kubectl across them), which
+## make test leaves out for CI's time (its network checks run in
+## TestRollout); log in build/test-cluster.log, consoles in
+## build/qemu-logs-cluster/.
 .PHONY: test-cluster
 test-cluster: $(TEST_QEMU_DEPS)
-	@BERTH_CLUSTER_WORKLOADS=1 BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
+	@BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
 	  tools/qemu-suite.sh test-cluster $(ARCH_BUILD)/test-cluster.log $(ARCH_BUILD)/qemu-logs-cluster 40m '^TestCluster$$'
+
+## test-rollout: TestRollout alone, on N nodes (default 2, as in make
+## test; `make test-rollout N=3` for three, by hand: three TCG guests and
+## a control plane want more than two cores); log in
+## build/test-rollout.log, consoles in build/qemu-logs-rollout/.
+ROLLOUT_N := $(if $(filter command line,$(origin N)),$(N),2)
+.PHONY: test-rollout
+test-rollout: $(TEST_QEMU_DEPS)
+	@BERTH_ROLLOUT_NODES=$(ROLLOUT_N) BERTH_IMAGE=$(ARCH_BUILD)/image-test BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) GO=$(GO) \
+	  tools/qemu-suite.sh test-rollout $(ARCH_BUILD)/test-rollout.log $(ARCH_BUILD)/qemu-logs-rollout 60m '^TestRollout$$'
 
 # make test's third step: the builds beside the amd64 QEMU suite, the
 # arm64 half and then the e2e suite, one at a time (-j1 here; each Go
@@ -485,7 +501,7 @@ endif
 ## host's amd64 control plane, with arm64 install-cni, kube-proxy, CoreDNS,
 ## busybox and demo images (TEST_COMPONENTS_DIR); output in build/arm64/demo.
 # The demo's one node runs install-cni, kube-proxy and CoreDNS: flannel's
-# images (TestCluster's two nodes) are not built for it.
+# images (the two-node tests') are not built for it.
 DEMO_CLUSTER_IMAGES := $(addprefix $(OCI_IMAGES_DIR)/,install-cni.tar kube-proxy.tar coredns.tar busybox.tar)
 demo: deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(TEST_COMPONENTS)
 	BERTH_COMPONENTS_DIR=$(TEST_COMPONENTS_DIR) BERTH_IMAGE=$(ARCH_BUILD)/image-test $(FIGURE) -row demo -- \
@@ -595,7 +611,7 @@ conformance-merge: e2e
 ## every one must pass, and a name e2e.test no longer has fails it.
 ## Its node's pods are on install-cni's bridge, as every one-node QEMU
 ## test's (flannel's pulls and flanneld cost minutes under TCG, and
-## TestCluster checks flannel across two nodes).
+## TestRollout checks flannel across two nodes).
 ## Output under build/conformance-subset/. Bounded for CI: the cluster
 ## must be up within 15 minutes and the specs done within 25 (about 3 and
 ## 9 on a loaded 2-core host).

@@ -48,10 +48,13 @@ const clusterTimeout = 6 * time.Minute
 // gateway. The nodes reach each other directly; a connection to an
 // address outside the machine is refused at once, and the network
 // records it. Last, node-b fails (nodeFailure: power cut, node NotReady,
-// its pod moved to node-a). CoreDNS and the workloads (the pods, the
-// Service, DNS, NodePort and kubectl) run only with BERTH_CLUSTER_WORKLOADS=1 (make
-// test-cluster): on make test's two cores they alone took 10 to 17
-// minutes, which CI's 90 cannot hold.
+// its pod moved to node-a).
+//
+// It is make test-cluster's, not make test's: on make test's two cores
+// CoreDNS and the workloads alone took 10 to 17 minutes, which CI's 90
+// cannot hold. make test runs the rest (waitNoCNI, clusterNetwork,
+// clusterReach, nodeFailure) on TestRollout's two nodes, which boot
+// with the same network, add-ons, clock and disks.
 func TestCluster(t *testing.T) {
 	tc := startRigControlPlane(t, clusterOptions{noCNI: true})
 	if err := tc.images.Require("kube-proxy.tar", "busybox.tar"); err != nil {
@@ -68,106 +71,15 @@ func TestCluster(t *testing.T) {
 	n := rig.Net
 	a := api{c: tc.Client(), base: info.HostEndpoint}
 
-	// 1. No CNI yet: registered, NotReady, and kubelet says why.
-	podCIDRs := map[string]string{}
-	for _, nd := range nodes {
-		waitFor(t, nd.vm, nd.name+" registered, NotReady for want of a CNI", joinTimeout, func() (bool, string) {
-			o, err := getNode(a, nd.nodeName)
-			if err != nil {
-				return false, err.Error()
-			}
-			podCIDRs[nd.name] = o.Spec.PodCIDR
-			for _, cd := range o.Status.Conditions {
-				if cd.Type == "Ready" {
-					return cd.Status == "False" && strings.Contains(cd.Message, "cni plugin not initialized"), fmt.Sprintf("%+v", cd)
-				}
-			}
-			return false, "no Ready condition yet"
-		})
-		if out, err := nd.vm.Shell("ls -A /etc/cni/net.d | wc -l", shellTimeout); err != nil || strings.TrimSpace(lastLine(out)) != "0" {
-			t.Fatalf("%s: /etc/cni/net.d is not empty before the CNI DaemonSet (the image must not bake a CNI config): %v %q", nd.name, err, out)
-		}
-	}
+	podCIDRs := waitNoCNI(t, a, nodes)
 	figure(t, "QEMU start to both nodes registered and NotReady (no CNI): %.1f s", since())
 
 	// 2. The add-ons, as a new EKS cluster has them, with flannel as the
 	// CNI (from its upstream manifest) where EKS has aws-node.
-	tc.applyAddons(t, addonChoice{flannel: true, kubeProxy: true, coreDNS: clusterWorkloads()})
-	for _, nd := range nodes {
-		waitNodeReady(t, nd.vm, a, nd.nodeName)
-	}
-	figure(t, "QEMU start to both nodes Ready (flannel's conflist installed by its DaemonSet): %.1f s", since())
-	// kubelet says Ready once the conflist is there; flanneld's subnet
-	// and vxlan come when its pod is ready.
-	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-flannel", "rollout", "status", "daemonset/kube-flannel-ds", "--timeout="+clusterTimeout.String()); err != nil {
-		logs, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-flannel", "logs", "daemonset/kube-flannel-ds", "--tail=40")
-		t.Fatalf("flannel: %v\n%s", err, logs)
-	} else {
-		t.Log(strings.TrimSpace(out))
-	}
-	figure(t, "QEMU start to flanneld ready on both nodes: %.1f s", since())
-	for _, nd := range nodes {
-		if podCIDRs[nd.name] == "" {
-			o, err := getNode(a, nd.nodeName)
-			if err != nil {
-				t.Fatal(err)
-			}
-			podCIDRs[nd.name] = o.Spec.PodCIDR
-		}
-		pc, err := netip.ParsePrefix(podCIDRs[nd.name])
-		if err != nil {
-			t.Fatalf("%s: pod CIDR %q: %v", nd.name, podCIDRs[nd.name], err)
-		}
-		out, err := nd.vm.Shell("cat /etc/cni/net.d/10-flannel.conflist /run/flannel/subnet.env /sys/class/net/flannel.1/uevent; ls -l /opt/cni/bin", shellTimeout)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(out, `"type": "flannel"`) || !strings.Contains(out, "DEVTYPE=vxlan") {
-			t.Errorf("%s: no flannel conflist or no flannel.1 vxlan link:\n%s", nd.name, out)
-		}
-		m := regexp.MustCompile(`FLANNEL_SUBNET=(\S+)`).FindStringSubmatch(out)
-		if sub, err := netip.ParsePrefix(lastOf(m)); err != nil || !pc.Contains(sub.Addr()) {
-			t.Errorf("%s: flannel's subnet %q is not in the node's pod CIDR %s:\n%s", nd.name, lastOf(m), pc, out)
-		}
-	}
-	if podCIDRs["node-a"] == podCIDRs["node-b"] {
-		t.Errorf("both nodes have pod CIDR %q: the controller-manager gives each its own", podCIDRs["node-a"])
-	}
-
-	// 3. kube-proxy programs Services in each host's iptables: the
-	// kubernetes Service (its endpoint, the API server, is there from the
-	// start) is answered through its ClusterIP from each host.
-	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout="+clusterTimeout.String()); err != nil {
-		t.Fatalf("kube-proxy: %v\nnode-a:\n%s\nnode-b:\n%s", err, nodes[0].vm.ConsoleTail(30), nodes[1].vm.ConsoleTail(30))
-	} else {
-		t.Log(strings.TrimSpace(out))
-	}
-	figure(t, "QEMU start to kube-proxy Running on both nodes: %.1f s", since())
-	var kubeSvc struct {
-		Spec struct {
-			ClusterIP string `json:"clusterIP"`
-		} `json:"spec"`
-	}
-	if err := a.do("GET", "/api/v1/namespaces/default/services/kubernetes", nil, &kubeSvc); err != nil {
-		t.Fatal(err)
-	}
-	for _, nd := range nodes {
-		waitServiceRules(t, tc, nd, "default/kubernetes:https")
-		// Without kube-proxy's DNAT the connection would go to the
-		// gateway, which refuses it.
-		out, err := nd.vm.Shell("nc "+kubeSvc.Spec.ClusterIP+" 443 </dev/null 2>&1; echo rc=$?", shellTimeout)
-		if err != nil || !strings.Contains(out, "rc=0") {
-			t.Errorf("%s: the kubernetes Service's ClusterIP %s:443 from the host: %v %q: want a connection, through kube-proxy's DNAT to the API server", nd.name, kubeSvc.Spec.ClusterIP, err, out)
-		}
-	}
-	figure(t, "QEMU start to kube-proxy's rules for the kubernetes Service on both nodes: %.1f s", since())
+	tc.applyAddons(t, addonChoice{flannel: true, kubeProxy: true, coreDNS: true})
+	clusterNetwork(t, tc, a, nodes, podCIDRs, since)
 
 	na, nb := nodes[0], nodes[1]
-	if !clusterWorkloads() {
-		t.Log("BERTH_CLUSTER_WORKLOADS unset: CoreDNS and the workloads (steps 4 to 8: pods across nodes, Service, DNS, NodePort, kubectl logs, exec and debug) not run; make test-cluster runs them")
-		clusterBase(t, tc, a, n, nodes)
-		return
-	}
 
 	// CoreDNS becomes Ready behind kube-dns. The pod's Ready condition, not
 	// the Deployment's Available: with one replica and maxUnavailable 1 a
@@ -365,7 +277,7 @@ echo "peer answer: $(tail -n 1 /tmp/peer)"
 	// 8. kubectl logs, exec, and a shell on the node by kubectl debug.
 	expectKubeletReach(t, tc, na.vm, na.nodeName, "demo-"+na.name)
 
-	// Each node's kubelet healthz through the node proxy is clusterBase's.
+	// Each node's kubelet healthz through the node proxy is clusterReach's.
 	t.Run("pod logs through the gateway", func(t *testing.T) {
 		for _, nd := range nodes {
 			// The API server to the kubelet, through the egress proxy and
@@ -386,13 +298,18 @@ echo "peer answer: $(tail -n 1 /tmp/peer)"
 		}
 	})
 
-	clusterBase(t, tc, a, n, nodes)
+	clusterReach(t, a, n, nodes)
+	// Last, as it takes node-b down.
+	t.Run("node failure", func(t *testing.T) { nodeFailure(t, tc, a, na, nb) })
+	powerOffRig(t, nodes[:1])
 }
 
-// clusterBase is what TestCluster checks with or without its workloads:
-// the time from the network's time server, node to node, the outside
-// refused, and last (it takes node-b down) the node failure.
-func clusterBase(t *testing.T, tc *testCluster, a api, n *vnet.Network, nodes []*rigNode) {
+// clusterReach is what the rig's two nodes reach and what reaches them:
+// each kubelet from the API server through the gateway, the network's
+// time server (node-a's RTC is behind by na.boot.RTCBehind), node-b from
+// node-a, and nothing outside the machine (refused at once, and recorded).
+func clusterReach(t *testing.T, a api, n *vnet.Network, nodes []*rigNode) {
+	t.Helper()
 	na, nb := nodes[0], nodes[1]
 	t.Run("kubelet healthz through the gateway", func(t *testing.T) {
 		// The API server's node proxy to each kubelet, through the egress
@@ -475,17 +392,112 @@ func clusterBase(t *testing.T, tc *testCluster, a api, n *vnet.Network, nodes []
 			figure(t, "image %s: %.1f MB (OCI tarball)", f, float64(st.Size())/1e6)
 		}
 	}
-
-	// Last, as it takes node-b down.
-	t.Run("node failure", func(t *testing.T) { nodeFailure(t, tc, a, na, nb) })
-	powerOffRig(t, nodes[:1])
 }
 
-// clusterWorkloads is BERTH_CLUSTER_WORKLOADS=1 (make test-cluster):
-// TestCluster's pods, Service, DNS, NodePort and kubectl checks. Two TCG
-// guests and a control plane on make test's two cores took 10 to 17
-// minutes for them alone; make test runs the cluster without them.
-func clusterWorkloads() bool { return os.Getenv("BERTH_CLUSTER_WORKLOADS") == "1" }
+// waitNoCNI waits for each node to register and stay NotReady for want
+// of a CNI (kubelet says why), with nothing in /etc/cni/net.d: the image
+// bakes no CNI config, the CNI's DaemonSet writes it. It returns each
+// node's pod CIDR, by node name, where the controller-manager gave one.
+func waitNoCNI(t *testing.T, a api, nodes []*rigNode) map[string]string {
+	t.Helper()
+	podCIDRs := map[string]string{}
+	for _, nd := range nodes {
+		waitFor(t, nd.vm, nd.name+" registered, NotReady for want of a CNI", joinTimeout, func() (bool, string) {
+			o, err := getNode(a, nd.nodeName)
+			if err != nil {
+				return false, err.Error()
+			}
+			podCIDRs[nd.name] = o.Spec.PodCIDR
+			for _, cd := range o.Status.Conditions {
+				if cd.Type == "Ready" {
+					return cd.Status == "False" && strings.Contains(cd.Message, "cni plugin not initialized"), fmt.Sprintf("%+v", cd)
+				}
+			}
+			return false, "no Ready condition yet"
+		})
+		if out, err := nd.vm.Shell("ls -A /etc/cni/net.d | wc -l", shellTimeout); err != nil || strings.TrimSpace(lastLine(out)) != "0" {
+			t.Fatalf("%s: /etc/cni/net.d is not empty before the CNI DaemonSet (the image must not bake a CNI config): %v %q", nd.name, err, out)
+		}
+	}
+	return podCIDRs
+}
+
+// clusterNetwork waits, once the add-ons are applied, for the nodes to
+// be Ready and checks the network they run on: flannel's conflist, subnet
+// (inside the node's pod CIDR, a CIDR of each node's own) and vxlan link
+// on each node, then kube-proxy's rules, by which each host reaches the
+// kubernetes Service's ClusterIP.
+func clusterNetwork(t *testing.T, tc *testCluster, a api, nodes []*rigNode, podCIDRs map[string]string, since func() float64) {
+	t.Helper()
+	for _, nd := range nodes {
+		waitNodeReady(t, nd.vm, a, nd.nodeName)
+	}
+	figure(t, "QEMU start to both nodes Ready (flannel's conflist installed by its DaemonSet): %.1f s", since())
+	// kubelet says Ready once the conflist is there; flanneld's subnet
+	// and vxlan come when its pod is ready.
+	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-flannel", "rollout", "status", "daemonset/kube-flannel-ds", "--timeout="+clusterTimeout.String()); err != nil {
+		logs, _ := kubectl(t, tc.Cluster, kubectlTimeout, "-n", "kube-flannel", "logs", "daemonset/kube-flannel-ds", "--tail=40")
+		t.Fatalf("flannel: %v\n%s", err, logs)
+	} else {
+		t.Log(strings.TrimSpace(out))
+	}
+	figure(t, "QEMU start to flanneld ready on both nodes: %.1f s", since())
+	for _, nd := range nodes {
+		if podCIDRs[nd.name] == "" {
+			o, err := getNode(a, nd.nodeName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			podCIDRs[nd.name] = o.Spec.PodCIDR
+		}
+		pc, err := netip.ParsePrefix(podCIDRs[nd.name])
+		if err != nil {
+			t.Fatalf("%s: pod CIDR %q: %v", nd.name, podCIDRs[nd.name], err)
+		}
+		out, err := nd.vm.Shell("cat /etc/cni/net.d/10-flannel.conflist /run/flannel/subnet.env /sys/class/net/flannel.1/uevent; ls -l /opt/cni/bin", shellTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, `"type": "flannel"`) || !strings.Contains(out, "DEVTYPE=vxlan") {
+			t.Errorf("%s: no flannel conflist or no flannel.1 vxlan link:\n%s", nd.name, out)
+		}
+		m := regexp.MustCompile(`FLANNEL_SUBNET=(\S+)`).FindStringSubmatch(out)
+		if sub, err := netip.ParsePrefix(lastOf(m)); err != nil || !pc.Contains(sub.Addr()) {
+			t.Errorf("%s: flannel's subnet %q is not in the node's pod CIDR %s:\n%s", nd.name, lastOf(m), pc, out)
+		}
+	}
+	if podCIDRs["node-a"] == podCIDRs["node-b"] {
+		t.Errorf("both nodes have pod CIDR %q: the controller-manager gives each its own", podCIDRs["node-a"])
+	}
+
+	// 3. kube-proxy programs Services in each host's iptables: the
+	// kubernetes Service (its endpoint, the API server, is there from the
+	// start) is answered through its ClusterIP from each host.
+	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout="+clusterTimeout.String()); err != nil {
+		t.Fatalf("kube-proxy: %v\nnode-a:\n%s\nnode-b:\n%s", err, nodes[0].vm.ConsoleTail(30), nodes[1].vm.ConsoleTail(30))
+	} else {
+		t.Log(strings.TrimSpace(out))
+	}
+	figure(t, "QEMU start to kube-proxy Running on both nodes: %.1f s", since())
+	var kubeSvc struct {
+		Spec struct {
+			ClusterIP string `json:"clusterIP"`
+		} `json:"spec"`
+	}
+	if err := a.do("GET", "/api/v1/namespaces/default/services/kubernetes", nil, &kubeSvc); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		waitServiceRules(t, tc, nd, "default/kubernetes:https")
+		// Without kube-proxy's DNAT the connection would go to the
+		// gateway, which refuses it.
+		out, err := nd.vm.Shell("nc "+kubeSvc.Spec.ClusterIP+" 443 </dev/null 2>&1; echo rc=$?", shellTimeout)
+		if err != nil || !strings.Contains(out, "rc=0") {
+			t.Errorf("%s: the kubernetes Service's ClusterIP %s:443 from the host: %v %q: want a connection, through kube-proxy's DNAT to the API server", nd.name, kubeSvc.Spec.ClusterIP, err, out)
+		}
+	}
+	figure(t, "QEMU start to kube-proxy's rules for the kubernetes Service on both nodes: %.1f s", since())
+}
 
 // nodeObject is the part of a Node the cluster test reads.
 type nodeObject struct {

@@ -14,7 +14,7 @@ import (
 // 300 s, which would make the test wait five minutes for nothing).
 const nodeLostToleration = 5
 
-// nodeBFailureConfig is what TestCluster's node-b adds to the rig's
+// nodeBFailureConfig is what node-b of TestCluster and TestRollout adds to the rig's
 // NodeConfig: its instance-store NVMe disk mounted (nodeadm's Mount
 // strategy: a filesystem of its own at /mnt/k8s-disks/0; containerd and
 // kubelet stay on /var, so the node is no slower to boot than the other).
@@ -26,10 +26,10 @@ func nodeBStore(t *testing.T) qemu.Disk {
 	return qemu.Disk{Path: sparseDisk(t, t.TempDir(), "node-b-is0", 1<<30), Interface: "nvme", Serial: "berth-is-node-b"}
 }
 
-// nodeFailure pulls the plug on one of TestCluster's two nodes, as an
-// instance that fails its hardware does; it runs last there, on the
-// nodes the cluster checks used (a cluster of its own cost a control
-// plane and two boots to Ready). node-b has an instance-store NVMe disk
+// nodeFailure pulls the plug on one of the rig's two nodes (TestCluster's,
+// TestRollout's), as an instance that fails its hardware does; it runs
+// last there, on the nodes the other checks used (a cluster of its own
+// cost a control plane and two boots to Ready). node-b has an instance-store NVMe disk
 // (nodeBStore) that its user data mounts (nodeBFailureConfig). A
 // Deployment's pod runs on node-b (preferred there, tolerating an
 // unreachable node nodeLostToleration seconds), and QEMU quits: no signal

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,13 @@ spec:
 // and image, as a user deploys it. The nodes boot from the signed disk
 // (OVMF, Secure Boot, A/B slots) on the virtual network, with flannel and
 // kube-proxy; a reboot is QEMU exiting, and the test powers the machine
-// on again, as the hardware would.
+// on again, as the hardware would. The cluster is checked first as
+// TestCluster checks its own (it runs only in make test-cluster): no CNI
+// until flannel's DaemonSet writes one, flannel's subnet and vxlan,
+// kube-proxy's rules, each kubelet through the gateway, the clock from
+// the network's time server (node-a's RTC is an hour behind), node to
+// node, the outside refused; and last, node-b's power is cut for good
+// (nodeFailure).
 //   - 1.0.0 to 1.0.1 over both nodes: never more than one node
 //     unavailable; a Deployment with a PodDisruptionBudget (minAvailable
 //     1) keeps serving through its NodePort Service, which the host polls
@@ -108,35 +115,53 @@ func TestRollout(t *testing.T) {
 	if !strings.Contains(nc, "  annotations:\n") {
 		t.Fatalf("the rig's NodeConfig has no annotations to add the update's to:\n%s", nc)
 	}
-	userData := func(deadline time.Duration) []byte {
-		return mimeUserData(strings.Replace(nc, "  annotations:\n", fmt.Sprintf("  annotations:\n    berth.dev/update-repository: http://%s\n    berth.dev/update-trial-soak: %s\n    berth.dev/update-trial-ready-deadline: %s\n",
+	// node-b mounts an instance-store disk, for the node failure at the
+	// end (nodeFailure).
+	count := rolloutNodes(t)
+	ncs := []string{nc, nc + nodeBFailureConfig}
+	for len(ncs) < count {
+		ncs = append(ncs, nc)
+	}
+	userData := func(i int, deadline time.Duration) []byte {
+		return mimeUserData(strings.Replace(ncs[i], "  annotations:\n", fmt.Sprintf("  annotations:\n    berth.dev/update-repository: http://%s\n    berth.dev/update-trial-soak: %s\n    berth.dev/update-trial-ready-deadline: %s\n",
 			repoSvc.Virtual, trialSoak, deadline), 1))
 	}
 	img, res := testDiskWith(t, dirA, cmdline)
 	vars := enrolledVars(t, qemu.ImageManifest(t, dirA).Arch, img)
-	specs := make([]vcluster.NodeSpec, 2)
-	boots := make([]vcluster.Boot, 2)
+	specs := make([]vcluster.NodeSpec, count)
+	boots := make([]vcluster.Boot, count)
 	for i := range specs {
-		specs[i] = vcluster.NodeSpec{UserData: userData(deadline)}
+		specs[i] = vcluster.NodeSpec{UserData: userData(i, deadline)}
 		// A node runs from its first boot to its next update, or to the end.
 		boots[i] = vcluster.Boot{Timeout: 40 * time.Minute, Disk: &vcluster.DiskBoot{Path: copyDisk(t, img, res.Layout.Size()+8<<30), Vars: vars}}
 	}
+	// node-a's RTC is an hour behind at every power-on, so each boot's
+	// clock step proves the time came from the network's server
+	// (clusterReach).
+	boots[0].RTCBehind = time.Hour
+	boots[1].Disks = []qemu.Disk{nodeBStore(t)}
 	r.publish(t, dirA, cmdline)
 	r.publish(t, dirB, cmdline)
 	start := time.Now()
+	since := func() float64 { return time.Since(start).Seconds() }
 	rig, nodes := bootRigSpecs(t, tc, specs, boots, repoSvc)
 	pw := &powerSupply{t: t, rig: rig, nodes: nodes, dir: qemu.ImageDir(t), boots: map[string][]*qemu.VM{}}
 	for _, nd := range nodes {
 		pw.boots[nd.name] = []*qemu.VM{nd.vm}
 	}
 
+	// The cluster as TestCluster checks it without its workloads: no CNI
+	// until flannel's DaemonSet, then flannel and kube-proxy on each
+	// node, the kubelets, the time server and each other reached, the
+	// outside refused.
+	podCIDRs := waitNoCNI(t, a, nodes)
 	tc.applyAddons(t, addonChoice{flannel: true, kubeProxy: true})
+	clusterNetwork(t, tc, a, nodes, podCIDRs, since)
 	for _, nd := range nodes {
-		waitNodeReady(t, nd.vm, a, nd.nodeName)
 		waitUpdateState(t, nd.vm, a, nd.nodeName, nodeapi.StateIdle, joinTimeout)
 	}
-	mustKubectl(t, tc, clusterTimeout, nil, "-n", "kube-flannel", "rollout", "status", "daemonset/kube-flannel-ds", "--timeout="+clusterTimeout.String())
-	figure(t, "rollout: QEMU start to both disk-booted nodes Ready with flannel: %.0f s", time.Since(start).Seconds())
+	figure(t, "rollout: QEMU start to %d disk-booted nodes Ready with flannel and kube-proxy: %.0f s", count, since())
+	clusterReach(t, a, rig.Net, nodes)
 
 	// The controller, from its manifests, with the image make
 	// rollout-image built; a round every 5 s (the default 10 s would do,
@@ -190,9 +215,9 @@ func TestRollout(t *testing.T) {
 	})
 	took := time.Since(rollStart)
 	gap, polls, failed := poller.result()
-	figure(t, "rollout: two nodes 1.0.0 to 1.0.1: %.0f s (soak %s, trial soak %s, the leader killed mid-way); the Service's longest gap %.1f s, %d of %d polls unanswered",
-		took.Seconds(), rolloutSoak, trialSoak, gap.Seconds(), failed, polls)
-	if u.Status.Phase != v1alpha1.PhaseCompleted || u.Status.Done != 2 {
+	figure(t, "rollout: %d nodes 1.0.0 to 1.0.1: %.0f s (soak %s, trial soak %s, the leader killed mid-way); the Service's longest gap %.1f s, %d of %d polls unanswered",
+		count, took.Seconds(), rolloutSoak, trialSoak, gap.Seconds(), failed, polls)
+	if u.Status.Phase != v1alpha1.PhaseCompleted || int(u.Status.Done) != count {
 		t.Fatalf("Update to-1.0.1 ended %s with %d/%d done: %+v", u.Status.Phase, u.Status.Done, u.Status.Total, u.Status)
 	}
 	if killed == "" {
@@ -223,8 +248,8 @@ func TestRollout(t *testing.T) {
 
 	// 1.0.1 to 1.0.2, which never becomes Ready.
 	r.publish(t, dirC, cmdline)
-	for _, vn := range rig.Nodes {
-		if err := vn.IMDS.SetUserData(userData(deadlineC)); err != nil {
+	for i, vn := range rig.Nodes {
+		if err := vn.IMDS.SetUserData(userData(i, deadlineC)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -261,7 +286,8 @@ func TestRollout(t *testing.T) {
 	if u.Status.Phase != v1alpha1.PhaseStopped {
 		t.Fatalf("Update to-1.0.2 ended %s, want Stopped: %+v", u.Status.Phase, u.Status)
 	}
-	var failedNode, other string
+	var failedNode string
+	var others []string
 	for _, n := range u.Status.Nodes {
 		switch n.State {
 		case v1alpha1.NodeFailed:
@@ -270,11 +296,11 @@ func TestRollout(t *testing.T) {
 				t.Errorf("the failed node's message %q: want the agent's reason (kubelet not Ready)", n.Message)
 			}
 		case v1alpha1.NodePending:
-			other = n.Name
+			others = append(others, n.Name)
 		}
 	}
-	if failedNode == "" || other == "" {
-		t.Fatalf("Update to-1.0.2's nodes %+v: want one failed, the other pending", u.Status.Nodes)
+	if failedNode == "" || len(others) != count-1 {
+		t.Fatalf("Update to-1.0.2's nodes %+v: want one failed, the others pending", u.Status.Nodes)
 	}
 	if c := meta.FindStatusCondition(u.Status.Conditions, v1alpha1.ConditionStopped); c == nil || c.Reason != decide.ReasonRolledBack || !strings.Contains(c.Message, failedNode) {
 		t.Errorf("Stopped condition %+v: want reason %s naming %s", c, decide.ReasonRolledBack, failedNode)
@@ -294,8 +320,8 @@ func TestRollout(t *testing.T) {
 	for _, nd := range nodes {
 		waitUncordoned(t, a, nd)
 		ann, _ := nodeAnnotations(a, nd.nodeName)
-		switch nd.nodeName {
-		case failedNode:
+		switch {
+		case nd.nodeName == failedNode:
 			if nd.name != cut {
 				t.Errorf("%s failed, but the power was cut on %s", nd.name, cut)
 			}
@@ -311,7 +337,7 @@ func TestRollout(t *testing.T) {
 					t.Errorf("%s: %d console lines matching %q over its boots, want %d", nd.name, n, re, want)
 				}
 			}
-		case other:
+		case slices.Contains(others, nd.nodeName):
 			if n := pw.count(nd.name, regexp.MustCompile(`update to 1\.0\.2|to=1\.0\.2`)); n > 0 || ann[nodeapi.AnnotationState] != before[nd.name][nodeapi.AnnotationState] || ann[nodeapi.AnnotationUpdateTo] != "" {
 				t.Errorf("%s, which the stopped rollout must not touch: %d console lines about 1.0.2, annotations %v (before: %v)", nd.name, n, ann, before[nd.name])
 			}
@@ -319,10 +345,31 @@ func TestRollout(t *testing.T) {
 	}
 	// Stopped is final: rounds later, nothing has moved.
 	time.Sleep(15 * time.Second)
-	if u2 := getUpdate(t, a, "to-1.0.2"); u2.Status.Phase != v1alpha1.PhaseStopped || !slices.ContainsFunc(u2.Status.Nodes, func(n v1alpha1.NodeStatus) bool { return n.Name == other && n.State == v1alpha1.NodePending }) {
+	if u2 := getUpdate(t, a, "to-1.0.2"); u2.Status.Phase != v1alpha1.PhaseStopped || slices.ContainsFunc(u2.Status.Nodes, func(n v1alpha1.NodeStatus) bool {
+		return slices.Contains(others, n.Name) && n.State != v1alpha1.NodePending
+	}) {
 		t.Errorf("the stopped Update moved on: %+v", u2.Status)
 	}
 	figure(t, "rollout: boots per node over both Updates: %v", pw.bootCounts())
+
+	// Last, as it takes node-b down for good.
+	t.Run("node failure", func(t *testing.T) { nodeFailure(t, tc, a, nodes[0], nodes[1]) })
+}
+
+// rolloutNodes is how many nodes TestRollout rolls: 2, or
+// BERTH_ROLLOUT_NODES (2 to 5) for a run by hand; make test's two cores
+// hold two guests and the control plane.
+func rolloutNodes(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("BERTH_ROLLOUT_NODES")
+	if v == "" {
+		return 2
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 || n > 5 {
+		t.Fatalf("BERTH_ROLLOUT_NODES=%q: want a number of nodes from 2 to 5", v)
+	}
+	return n
 }
 
 // powerSupply powers a rig node on again when it reboots (QEMU exits on
@@ -441,36 +488,51 @@ func (p *powerSupply) follow(t *testing.T, a api, name string, timeout time.Dura
 // killLeader kills the leading controller replica's process with SIGKILL
 // in its node, as the kernel's OOM killer or a crash would: the Lease is
 // not given back, and the other replica must wait it out and take over.
-// It returns the killed replica's name.
+// It returns the killed replica's name. The Lease can name a replica that
+// is already gone (evicted from a node being drained, its successor not
+// yet leading): it reads the Lease again until a holder's process is
+// found, for up to a minute.
 func killLeader(t *testing.T, a api, nodes []*rigNode) string {
 	t.Helper()
-	var lease struct {
-		Spec struct {
-			HolderIdentity string `json:"holderIdentity"`
-		} `json:"spec"`
+	try := func() (leader, where, out string, err error) {
+		var lease struct {
+			Spec struct {
+				HolderIdentity string `json:"holderIdentity"`
+			} `json:"spec"`
+		}
+		if err := a.do("GET", "/apis/coordination.k8s.io/v1/namespaces/berth-system/leases/berth-rollout", nil, &lease); err != nil || lease.Spec.HolderIdentity == "" {
+			return "", "", "", fmt.Errorf("the rollout controller's Lease: %v %+v", err, lease)
+		}
+		leader = lease.Spec.HolderIdentity
+		var pod struct {
+			Spec struct {
+				NodeName string `json:"nodeName"`
+			} `json:"spec"`
+		}
+		if err := a.do("GET", "/api/v1/namespaces/berth-system/pods/"+leader, nil, &pod); err != nil {
+			return leader, "", "", fmt.Errorf("the leader's pod %s: %w", leader, err)
+		}
+		i := slices.IndexFunc(nodes, func(nd *rigNode) bool { return nd.nodeName == pod.Spec.NodeName })
+		if i < 0 {
+			return leader, "", "", fmt.Errorf("the leader %s runs on %q, not a rig node", leader, pod.Spec.NodeName)
+		}
+		out, err = nodes[i].vm.Shell(fmt.Sprintf(`for p in $(pidof berth-rollout); do if tr '\0' '\n' < /proc/$p/environ | grep -qx 'POD_NAME=%s'; then kill -9 $p && echo killed $p; fi; done`, leader), shellTimeout)
+		if err == nil && !strings.Contains(out, "killed") {
+			err = fmt.Errorf("no berth-rollout process of %s on %s", leader, nodes[i].name)
+		}
+		return leader, nodes[i].name, out, err
 	}
-	if err := a.do("GET", "/apis/coordination.k8s.io/v1/namespaces/berth-system/leases/berth-rollout", nil, &lease); err != nil || lease.Spec.HolderIdentity == "" {
-		t.Fatalf("the rollout controller's Lease: %v %+v", err, lease)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(3 * time.Second) {
+		leader, where, out, err := try()
+		if err == nil {
+			t.Logf("killed the leading controller replica %s on %s: %s", leader, where, strings.TrimSpace(lastLine(out)))
+			return leader
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("killing the leading controller replica: %v\n%s", err, out)
+		}
+		t.Logf("killing the leading controller replica: %v; reading the Lease again", err)
 	}
-	leader := lease.Spec.HolderIdentity
-	var pod struct {
-		Spec struct {
-			NodeName string `json:"nodeName"`
-		} `json:"spec"`
-	}
-	if err := a.do("GET", "/api/v1/namespaces/berth-system/pods/"+leader, nil, &pod); err != nil {
-		t.Fatalf("the leader's pod %s: %v", leader, err)
-	}
-	i := slices.IndexFunc(nodes, func(nd *rigNode) bool { return nd.nodeName == pod.Spec.NodeName })
-	if i < 0 {
-		t.Fatalf("the leader %s runs on %q, not a rig node", leader, pod.Spec.NodeName)
-	}
-	out, err := nodes[i].vm.Shell(fmt.Sprintf(`for p in $(pidof berth-rollout); do if tr '\0' '\n' < /proc/$p/environ | grep -qx 'POD_NAME=%s'; then kill -9 $p && echo killed $p; fi; done`, leader), shellTimeout)
-	if err != nil || !strings.Contains(out, "killed") {
-		t.Fatalf("killing the leader %s on %s: %v\n%s", leader, nodes[i].name, err, out)
-	}
-	t.Logf("killed the leading controller replica %s on %s: %s", leader, nodes[i].name, strings.TrimSpace(lastLine(out)))
-	return leader
 }
 
 // rolloutSoak is the Updates' soak: short, as the test's nodes run
