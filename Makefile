@@ -333,12 +333,11 @@ TEST_COMPONENTS_DIR = $(ARCH_BUILD)/test-components
 TEST_COMPONENTS    := test-components-dir
 endif
 
-# QEMU_TEST_TIMEOUT bounds test-qemu's go test. The suite took 47 min
-# here with make test's builds beside it, before TestRollout (about 14 min
-# alone) and TestUpdate's shorter life (about 5 less), and CI's 2-core machine runs it
-# about an eighth slower; with the other steps' 30 or so there, a suite
-# near this bound would run past CI's 90 minutes anyway: it stops a hung
-# suite, it is no budget. test-qemu-busy gives a loaded run about twice
+# QEMU_TEST_TIMEOUT bounds test-qemu's go test. The suite took 57 min
+# here with make test's builds beside it (TestRollout about 22 of them),
+# and CI's 2-core machine can run it slower; with the other steps' 17 or
+# so, a suite near this bound would run past CI's 90 minutes anyway: it
+# stops a hung suite, it is no budget. test-qemu-busy gives a loaded run about twice
 # that, since a hog halves the guests' CPU and the check there is that the
 # suite passes, not how fast.
 QEMU_TEST_TIMEOUT ?= 70m

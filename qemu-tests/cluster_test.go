@@ -432,7 +432,7 @@ func clusterNetwork(t *testing.T, tc *testCluster, a api, nodes []*rigNode, podC
 	for _, nd := range nodes {
 		waitNodeReady(t, nd.vm, a, nd.nodeName)
 	}
-	figure(t, "QEMU start to both nodes Ready (flannel's conflist installed by its DaemonSet): %.1f s", since())
+	figure(t, "QEMU start to all %d nodes Ready (flannel's conflist installed by its DaemonSet): %.1f s", len(nodes), since())
 	// kubelet says Ready once the conflist is there; flanneld's subnet
 	// and vxlan come when its pod is ready.
 	if out, err := kubectl(t, tc.Cluster, clusterTimeout, "-n", "kube-flannel", "rollout", "status", "daemonset/kube-flannel-ds", "--timeout="+clusterTimeout.String()); err != nil {
@@ -441,7 +441,7 @@ func clusterNetwork(t *testing.T, tc *testCluster, a api, nodes []*rigNode, podC
 	} else {
 		t.Log(strings.TrimSpace(out))
 	}
-	figure(t, "QEMU start to flanneld ready on both nodes: %.1f s", since())
+	figure(t, "QEMU start to flanneld ready on all %d nodes: %.1f s", len(nodes), since())
 	for _, nd := range nodes {
 		if podCIDRs[nd.name] == "" {
 			o, err := getNode(a, nd.nodeName)
@@ -478,7 +478,7 @@ func clusterNetwork(t *testing.T, tc *testCluster, a api, nodes []*rigNode, podC
 	} else {
 		t.Log(strings.TrimSpace(out))
 	}
-	figure(t, "QEMU start to kube-proxy Running on both nodes: %.1f s", since())
+	figure(t, "QEMU start to kube-proxy Running on all %d nodes: %.1f s", len(nodes), since())
 	var kubeSvc struct {
 		Spec struct {
 			ClusterIP string `json:"clusterIP"`
@@ -496,7 +496,7 @@ func clusterNetwork(t *testing.T, tc *testCluster, a api, nodes []*rigNode, podC
 			t.Errorf("%s: the kubernetes Service's ClusterIP %s:443 from the host: %v %q: want a connection, through kube-proxy's DNAT to the API server", nd.name, kubeSvc.Spec.ClusterIP, err, out)
 		}
 	}
-	figure(t, "QEMU start to kube-proxy's rules for the kubernetes Service on both nodes: %.1f s", since())
+	figure(t, "QEMU start to kube-proxy's rules for the kubernetes Service on all %d nodes: %.1f s", len(nodes), since())
 }
 
 // nodeObject is the part of a Node the cluster test reads.

@@ -305,8 +305,18 @@ func TestRollout(t *testing.T) {
 	if c := meta.FindStatusCondition(u.Status.Conditions, v1alpha1.ConditionStopped); c == nil || c.Reason != decide.ReasonRolledBack || !strings.Contains(c.Message, failedNode) {
 		t.Errorf("Stopped condition %+v: want reason %s naming %s", c, decide.ReasonRolledBack, failedNode)
 	}
-	if out := mustKubectl(t, tc, kubectlTimeout, nil, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=to-1.0.2", "-o", "custom-columns=REASON:.reason,MESSAGE:.message"); !strings.Contains(out, decide.ReasonRolledBack) || !strings.Contains(out, failedNode) {
-		t.Errorf("the Update's Events:\n%s\nwant a %s Event naming %s", out, decide.ReasonRolledBack, failedNode)
+	// The controller writes the status first, then acts in the same
+	// round (the release, then the Event): the Event can come seconds
+	// after the Stopped status under load.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(3 * time.Second) {
+		out := mustKubectl(t, tc, kubectlTimeout, nil, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=to-1.0.2", "-o", "custom-columns=REASON:.reason,MESSAGE:.message")
+		if strings.Contains(out, decide.ReasonRolledBack) && strings.Contains(out, failedNode) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the Update's Events a minute after it stopped:\n%s\nwant a %s Event naming %s", out, decide.ReasonRolledBack, failedNode)
+			break
+		}
 	}
 	// The failed trial says so on the Node before its reboot, and the
 	// rollout stops on that: the node comes back on 1.0.1 after.
