@@ -14,10 +14,11 @@ import (
 // 300 s, which would make the test wait five minutes for nothing).
 const nodeLostToleration = 5
 
-// nodeBFailureConfig is what node-b of TestCluster and TestRollout adds to the rig's
-// NodeConfig: its instance-store NVMe disk mounted (nodeadm's Mount
-// strategy: a filesystem of its own at /mnt/k8s-disks/0; containerd and
-// kubelet stay on /var, so the node is no slower to boot than the other).
+// nodeBFailureConfig is what node-b of TestCluster and TestRollout adds
+// to the rig's NodeConfig: its instance-store NVMe disk mounted (nodeadm's
+// Mount strategy: a filesystem of its own at /mnt/k8s-disks/0; containerd
+// and kubelet stay on /var, so the node is no slower to boot than the
+// other).
 const nodeBFailureConfig = "  instance:\n    localStorage:\n      strategy: Mount\n"
 
 // nodeBStore is node-b's instance-store disk.
@@ -29,8 +30,9 @@ func nodeBStore(t *testing.T) qemu.Disk {
 // nodeFailure pulls the plug on one of the rig's two nodes (TestCluster's,
 // TestRollout's), as an instance that fails its hardware does; it runs
 // last there, on the nodes the other checks used (a cluster of its own
-// cost a control plane and two boots to Ready). node-b has an instance-store NVMe disk
-// (nodeBStore) that its user data mounts (nodeBFailureConfig). A
+// cost a control plane and two boots to Ready). node-b has an
+// instance-store NVMe disk (nodeBStore) that its user data mounts
+// (nodeBFailureConfig). A
 // Deployment's pod runs on node-b (preferred there, tolerating an
 // unreachable node nodeLostToleration seconds), and QEMU quits: no signal
 // to the guest. The node goes NotReady by the controller-manager's
