@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,9 +34,12 @@ const (
 	// trialFailDelay is how long a failed trial boot's console stays
 	// readable before the reboot into the previous version.
 	trialFailDelay = 10 * time.Second
-	// hungTaskPanic is armed on the image's command line
-	// (hung_task_panic=1) and, on a trial boot, until it is blessed.
-	hungTaskPanic = "kernel.hung_task_panic"
+	// hungTaskPanic and softLockupPanic are armed on the image's command
+	// line (hung_task_panic=1, softlockup_panic=1) and, on a trial boot,
+	// until it is blessed: a task blocked for two minutes, or a CPU stuck
+	// in the kernel for 20 s, then panics, reboots and spends a try.
+	hungTaskPanic   = "kernel.hung_task_panic"
+	softLockupPanic = "kernel.softlockup_panic"
 )
 
 // updateSettings is the update repository and trial timings: the image's
@@ -95,19 +99,27 @@ func (b *boot) updateOptions(log *slog.Logger) *agent.Options {
 	} else {
 		o.Repo, o.Trial = repo, tc
 	}
-	// At rest, hung_task_panic is what the plan wrote (kubelet.Sysctls'
-	// 0, or the user's value).
-	rest := "0"
-	if p := b.node.plan; p != nil {
-		if i := slices.IndexFunc(p.Sysctls, func(s kubelet.Sysctl) bool { return s.Key == hungTaskPanic }); i >= 0 {
-			rest = p.Sysctls[i].Value
+	// At rest, each is what the plan wrote (kubelet.Sysctls' 0, or the
+	// user's value).
+	rest := map[string]string{}
+	for _, k := range []string{hungTaskPanic, softLockupPanic} {
+		rest[k] = "0"
+		if p := b.node.plan; p != nil {
+			if i := slices.IndexFunc(p.Sysctls, func(s kubelet.Sysctl) bool { return s.Key == k }); i >= 0 {
+				rest[k] = p.Sysctls[i].Value
+			}
 		}
 	}
 	o.HangPanic = func(armed bool) error {
-		if armed {
-			return writeSysctl(hungTaskPanic, "1")
+		var errs []error
+		for _, k := range []string{hungTaskPanic, softLockupPanic} {
+			v := rest[k]
+			if armed {
+				v = "1"
+			}
+			errs = append(errs, writeSysctl(k, v))
 		}
-		return writeSysctl(hungTaskPanic, rest)
+		return errors.Join(errs...)
 	}
 	if p := b.rep.Plan; p != nil && p.NodeName != "" {
 		o.Node = &lazyNode{o: nodeobject.Options{Kubeconfig: kubelet.KubeconfigPath, NodeName: p.NodeName, Log: log}}

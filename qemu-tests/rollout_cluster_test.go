@@ -2,6 +2,7 @@ package qemutests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -90,7 +91,11 @@ spec:
 //     rollout, once the first node is told to update, the leading
 //     controller replica is killed (SIGKILL in the guest: its Lease is not
 //     given back); the other takes the Lease and resumes from the status.
-//     Each node stages 1.0.1 once.
+//     Each node stages 1.0.1 once. The first node's 1.0.1 trial boot is
+//     made to look hung (a soft lockup in its kernel's log, as a real
+//     one hung a node here on CI): the test resets it from outside, as
+//     EC2's reboot on a failed status check would, the reset spends a
+//     try, and 1.0.1 boots on trial again and is blessed.
 //   - 1.0.1 to 1.0.2, whose kubelet never starts: the first node's trial
 //     fails, it rolls back to 1.0.1 by itself, the rollout stops there
 //     with the node and the reason in its status and an Event, the node
@@ -145,7 +150,7 @@ func TestRollout(t *testing.T) {
 	start := time.Now()
 	since := func() float64 { return time.Since(start).Seconds() }
 	rig, nodes := bootRigSpecs(t, tc, specs, boots, repoSvc)
-	pw := &powerSupply{t: t, rig: rig, nodes: nodes, dir: qemu.ImageDir(t), boots: map[string][]*qemu.VM{}}
+	pw := &powerSupply{t: t, rig: rig, nodes: nodes, dir: qemu.ImageDir(t), boots: map[string][]*qemu.VM{}, resets: map[string]int{}}
 	for _, nd := range nodes {
 		pw.boots[nd.name] = []*qemu.VM{nd.vm}
 	}
@@ -207,21 +212,31 @@ func TestRollout(t *testing.T) {
 	// 1.0.0 to 1.0.1.
 	rollStart := time.Now()
 	createUpdate(t, tc, "to-1.0.1", "1.0.1")
-	var killed string
+	var killed, hung string
 	u := pw.follow(t, a, "to-1.0.1", 30*time.Minute, func(u v1alpha1.Update) {
 		if killed == "" && slices.ContainsFunc(u.Status.Nodes, func(n v1alpha1.NodeStatus) bool { return n.State == v1alpha1.NodeUpdating }) {
 			killed = killLeader(t, a, nodes)
 		}
+		if hung == "" {
+			hung = pw.hangOnTrial(t, "1.0.1")
+		}
 	})
 	took := time.Since(rollStart)
 	gap, polls, failed := poller.result()
-	figure(t, "rollout: %d nodes 1.0.0 to 1.0.1: %.0f s (soak %s, trial soak %s, the leader killed mid-way); the Service's longest gap %.1f s, %d of %d polls unanswered",
-		count, took.Seconds(), rolloutSoak, trialSoak, gap.Seconds(), failed, polls)
+	figure(t, "rollout: %d nodes 1.0.0 to 1.0.1: %.0f s (soak %s, trial soak %s, the leader killed mid-way, %s reset on its trial boot); the Service's longest gap %.1f s, %d of %d polls unanswered",
+		count, took.Seconds(), rolloutSoak, trialSoak, hung, gap.Seconds(), failed, polls)
 	if u.Status.Phase != v1alpha1.PhaseCompleted || int(u.Status.Done) != count {
 		t.Fatalf("Update to-1.0.1 ended %s with %d/%d done: %+v", u.Status.Phase, u.Status.Done, u.Status.Total, u.Status)
 	}
 	if killed == "" {
 		t.Error("no controller replica was killed mid-rollout")
+	}
+	// The hung trial boot was reset once, which spent one of 1.0.1's
+	// tries: the next boot tried 1.0.1 again, and it was blessed there.
+	if hung == "" {
+		t.Error("no node's 1.0.1 trial boot was made to hang")
+	} else if n, trials := pw.resets[hung], pw.count(hung, regexp.MustCompile(`update state version=1\.0\.1 slot=b .*trial=true`)); n != 1 || trials != 2 {
+		t.Errorf("%s, hung on its 1.0.1 trial: reset %d times, %d boots on trial of 1.0.1; want reset once, and 1.0.1 tried again", hung, n, trials)
 	}
 	// minAvailable 1 keeps a backend ready throughout: the Service is
 	// never without one for longer than kube-proxy takes to follow the
@@ -392,17 +407,35 @@ type powerSupply struct {
 	// boots are each node's QEMU runs, by node name, in order.
 	boots          map[string][]*qemu.VM
 	maxUnavailable int
+	// resets is how many of a node's boots hung and were reset.
+	resets map[string]int
 }
 
-// restart starts every node whose QEMU has exited again, from its disk.
+// restart starts every node whose QEMU has exited again, from its disk,
+// and resets a node whose kernel hung (resetRigNode), twice in a test at
+// most.
 func (p *powerSupply) restart() {
 	p.t.Helper()
 	for i, nd := range p.nodes {
+		if err := nd.vm.Stalled(); err != nil && !nd.vm.Exited() {
+			total := 0
+			for _, n := range p.resets {
+				total += n
+			}
+			if total >= 2 {
+				p.t.Fatalf("%s: %v; the third hung kernel in this test is no accident: not reset", nd.name, err)
+			}
+			p.resets[nd.name]++
+			runs := p.boots[nd.name]
+			nd.vm = resetRigNode(p.t, p.rig, i, nd, err, fmt.Sprintf("%s-%d", nd.name, len(runs)+1))
+			p.boots[nd.name] = append(runs, nd.vm)
+			continue
+		}
 		if !nd.vm.Exited() {
 			continue
 		}
 		runs := p.boots[nd.name]
-		if len(runs) >= 6 {
+		if len(runs) >= 6+p.resets[nd.name] {
 			p.t.Fatalf("%s rebooted %d times: a node updated once boots twice, one rolled back three times\n%s", nd.name, len(runs), nd.vm.ConsoleTail(40))
 		}
 		cfg, err := p.rig.QEMUConfig(p.dir, i, nd.boot)
@@ -414,6 +447,34 @@ func (p *powerSupply) restart() {
 		nd.vm = qemu.Start(p.t, cfg)
 		p.boots[nd.name] = append(runs, nd.vm)
 	}
+}
+
+// hangOnTrial makes the first node it finds on a trial boot of version
+// look hung to the harness, as a node's kernel hung on CI: the
+// soft-lockup watchdog's words, written at a critical level into the
+// kernel's log, reach the console as a real lockup's do, and restart
+// resets the machine. It returns that node's name, or "" while no node
+// is on that trial yet.
+func (p *powerSupply) hangOnTrial(t *testing.T, version string) string {
+	t.Helper()
+	trial := regexp.MustCompile(`update state version=` + regexp.QuoteMeta(version) + ` .*trial=true`)
+	for _, nd := range p.nodes {
+		if nd.vm.Exited() || nd.vm.Stalled() != nil || !slices.ContainsFunc(nd.vm.Lines(), func(l qemu.Line) bool { return trial.MatchString(l.Text) }) {
+			continue
+		}
+		const lockup = "watchdog: BUG: soft lockup - CPU#0 stuck for 61s! [rollout-test:1]"
+		// The shell's wait for its prompt ends on the line it wrote.
+		if _, err := nd.vm.Shell("echo '<2>"+lockup+"' >/dev/kmsg", time.Minute); err != nil && !errors.Is(err, qemu.ErrGuestStalled) {
+			t.Fatalf("%s: writing a soft lockup into the kernel's log: %v", nd.name, err)
+		}
+		for deadline := time.Now().Add(time.Minute); nd.vm.Stalled() == nil; time.Sleep(time.Second) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: a soft lockup of 61 s in the kernel's log did not read as a hung kernel in a minute\n%s", nd.name, nd.vm.ConsoleTail(20))
+			}
+		}
+		return nd.name
+	}
+	return ""
 }
 
 // waitNode waits until ok holds of nd's annotations and Ready, powering

@@ -178,27 +178,28 @@ func TestUpdate(t *testing.T) {
 		}
 		return vm, rep
 	}
-	// hangPanic is the kernel's hung-task panic as the guest has it: the
-	// image boots with it on, berth's sysctls turn it off, a trial boot
-	// keeps it on until blessed.
-	// The agent arms it from its own goroutine, which a busy host may
-	// run after the boot report: looked at until it says want, for a
-	// minute.
+	// hangPanic is the kernel's panics on a hung task and on a soft
+	// lockup as the guest has them: the image boots with them on,
+	// berth's sysctls turn them off, a trial boot keeps them on until
+	// blessed. The agent arms them from its own goroutine, which a busy
+	// host may run after the boot report: looked at until they say want,
+	// for a minute.
 	hangPanic := func(vm *qemu.VM, want, when string) {
 		t.Helper()
+		const cmd = "cat /proc/sys/kernel/hung_task_panic /proc/sys/kernel/softlockup_panic"
 		var got string
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Second) {
-			out, err := vm.Shell("cat /proc/sys/kernel/hung_task_panic", time.Minute)
+			out, err := vm.Shell(cmd, time.Minute)
 			if err != nil {
-				t.Errorf("%s: reading hung_task_panic: %v", when, err)
+				t.Errorf("%s: %s: %v", when, cmd, err)
 				return
 			}
-			if got = strings.TrimSpace(out); got == want || time.Now().After(deadline) {
+			if got = strings.Join(strings.Fields(out), " "); got == want+" "+want || time.Now().After(deadline) {
 				break
 			}
 		}
-		if got != want {
-			t.Errorf("%s: kernel.hung_task_panic = %q for a minute, want %s", when, got, want)
+		if got != want+" "+want {
+			t.Errorf("%s: kernel.hung_task_panic and kernel.softlockup_panic = %q for a minute, want %s both", when, got, want)
 		}
 	}
 	trigger := func(to string) {

@@ -6,7 +6,9 @@
 # failed test's output has the harness's ErrGuestStalled; at most 2 such
 # tests; qemu-tests/cmd/stalled decides) is run once more, those tests
 # alone, and that run's result is the suite's. Both runs are printed and
-# kept (LOG.again, LOGDIR/again). Any other failure stands as it is.
+# kept (LOG.again, LOGDIR/again). Any other failure stands as it is, and
+# so does a hung test whose run took longer than the rerun's 20 minutes
+# (TestRollout, which resets a hung guest itself).
 #
 # LAST (a -run pattern of top-level tests) runs after all the others, in
 # a second go test of its own appended to LOG, with what is left of
@@ -77,13 +79,14 @@ fi
 summary "$log"
 [ "$rc" -eq 0 ] && exit 0
 failures "$log"
-again=$($GO run ./qemu-tests/cmd/stalled "$log")
+again_timeout=20m
+again=$($GO run ./qemu-tests/cmd/stalled -fit "$again_timeout" "$log")
 if [ -n "$again" ]; then
 	# A RUN with a subtest part (test-qemu-arm64's) keeps it.
 	sub=""
 	case "$run" in */*) sub="/${run#*/}" ;; esac
 	echo "$name: every failure was a hung guest kernel; running $again once more (log: $log.again)"
-	suite "$log.again" "$logdir/again" 20m "$again$sub"
+	suite "$log.again" "$logdir/again" "$again_timeout" "$again$sub"
 	rc=$?
 	summary "$log.again"
 	if [ "$rc" -eq 0 ]; then

@@ -55,8 +55,9 @@ func TestRepoSpec(t *testing.T) {
 	if _, err := s.Resolve("nope"); err == nil {
 		t.Error("unknown variant accepted")
 	}
-	// Every boot of the image skips the kernel's crypto self-tests.
-	for _, a := range []string{"cryptomgr.notests", "initcall_blacklist=crypto_kdf108_init"} {
+	// Every boot of the image skips the kernel's crypto self-tests, and
+	// a hang before berth runs panics and reboots.
+	for _, a := range []string{"cryptomgr.notests", "initcall_blacklist=crypto_kdf108_init", "panic=10", "hung_task_panic=1", "softlockup_panic=1"} {
 		if !slices.Contains(def.KernelArgs, a) || !slices.Contains(test.KernelArgs, a) {
 			t.Errorf("kernelArgs lack %s: default %q, test %q", a, def.KernelArgs, test.KernelArgs)
 		}

@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,6 +123,9 @@ type VM struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// reset is set by Reset: the test went on with another boot, so a
+	// later failure is not the hang's.
+	reset atomic.Bool
 
 	console *lineBuf
 	// stall is what the console said about CPUs stuck in the guest
@@ -319,12 +323,8 @@ func Start(t testing.TB, cfg Config) *VM {
 		}
 		if t.Failed() {
 			t.Logf("qemu: console tail:\n%s", vm.ConsoleTail(80))
-			// Whichever wait failed, the test's output names a stuck
-			// guest kernel (make test-qemu's rerun looks for it).
-			if err := vm.stall.err(); err != nil {
-				t.Logf("qemu: %v", err)
-			} else if l := vm.stall.earlier(); l != "" {
-				t.Logf("qemu: the guest kernel reported a stall that had not (yet) lasted %s: %q", hardStall, l)
+			if note := vm.stallNote(); note != "" {
+				t.Logf("qemu: %s", note)
 			}
 		}
 	})
@@ -698,6 +698,38 @@ func (vm *VM) WaitExit(timeout time.Duration) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("qemu still running %s later\nconsole tail:\n%s", timeout, vm.ConsoleTail(25))
 	}
+}
+
+// stallNote is what a failed test's output says of the guest's stalls.
+// Whichever wait failed, it names a stuck guest kernel (make test-qemu's
+// rerun looks for ErrGuestStalled's words), unless the test reset the
+// machine and went on: then the failure is not the hang's, and the note
+// leaves those words out.
+func (vm *VM) stallNote() string {
+	if why := vm.stall.reason(); why != "" && vm.reset.Load() {
+		return fmt.Sprintf("this machine was reset from outside after its kernel stopped (%s), and the test went on", why)
+	}
+	if err := vm.stall.err(); err != nil {
+		return err.Error()
+	}
+	if l := vm.stall.earlier(); l != "" {
+		return fmt.Sprintf("the guest kernel reported a stall that had not (yet) lasted %s: %q", hardStall, l)
+	}
+	return ""
+}
+
+// Stalled is nil until the guest kernel has hung; then ErrGuestStalled,
+// saying what showed it.
+func (vm *VM) Stalled() error { return vm.stall.err() }
+
+// Reset ends a VM whose guest hung, as a reset from outside would (EC2's
+// reboot action on a failed status check, a hypervisor's watchdog): QEMU
+// is killed, and the caller boots the machine again from its disk. A
+// failed test's output then says the machine was reset rather than
+// ErrGuestStalled, since the test did not end on the hang.
+func (vm *VM) Reset() error {
+	vm.reset.Store(true)
+	return vm.Close()
 }
 
 // Exited reports whether QEMU has exited.

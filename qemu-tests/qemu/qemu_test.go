@@ -76,6 +76,9 @@ func TestStalledGuestEndsWaits(t *testing.T) {
 	if !errors.Is(err, errTimeout) {
 		t.Fatalf("a 22 s soft lockup must not end a wait: %v", err)
 	}
+	if err := vm.Stalled(); err != nil {
+		t.Errorf("Stalled after a 22 s soft lockup: %v", err)
+	}
 	if got := vm.stall.earlier(); got != rcu {
 		t.Errorf("earlier stall line = %q, want the RCU line", got)
 	}
@@ -91,6 +94,18 @@ func TestStalledGuestEndsWaits(t *testing.T) {
 	}
 	if vm.stall.earlier() != "" {
 		t.Errorf("earlier() must be empty once a CPU counts as stuck: %q", vm.stall.earlier())
+	}
+	if err := vm.Stalled(); !errors.Is(err, ErrGuestStalled) {
+		t.Errorf("Stalled: %v", err)
+	}
+	// A failed test's note names the hang for make test-qemu's rerun,
+	// unless the test reset the machine (Reset) and went on.
+	if n := vm.stallNote(); !strings.Contains(n, ErrGuestStalled.Error()) {
+		t.Errorf("note before a reset lacks %q: %s", ErrGuestStalled, n)
+	}
+	vm.reset.Store(true)
+	if n := vm.stallNote(); strings.Contains(n, ErrGuestStalled.Error()) || !strings.Contains(n, "reset from outside") || !strings.Contains(n, "stuck for 104s!") {
+		t.Errorf("note after a reset: %s", n)
 	}
 	if _, err := vm.Report(time.Minute); !errors.Is(err, ErrGuestStalled) {
 		t.Errorf("Report: %v", err)

@@ -132,6 +132,16 @@ func (s *stallWatch) err() error {
 	return fmt.Errorf("%w: %s; nothing in the guest runs again (an emulator or guest-kernel hang, not a slow boot)", ErrGuestStalled, s.why)
 }
 
+// reason is what showed the guest hung; "" until it has.
+func (s *stallWatch) reason() string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.why
+}
+
 // earlier is the first stall line when no CPU (yet) counts as stuck: a
 // short stall a busy host can cause, worth a line in a failed test's log.
 func (s *stallWatch) earlier() string {

@@ -52,6 +52,10 @@ type Sysctl struct {
 //     a hang before berth runs becomes a panic and a reboot (a spent try
 //     on a trial boot); from here on a slow disk must not panic a node.
 //     The update agent arms it again for a trial boot until it is blessed.
+//   - kernel.softlockup_panic 0: the kernel's default, for the same
+//     reasons: the image boots with softlockup_panic=1, and a trial boot
+//     arms it until blessed; at rest, a CPU held 20 s by a noisy
+//     neighbour's steal must not panic a working node.
 //   - net.ipv4.conf.{default,lo}.rp_filter 2: systemd's 50-default.conf,
 //     which AL2023 and Bottlerocket both ship (loose mode on every
 //     interface, all left at 0); the kernel's default would be 0. The VPC
@@ -66,6 +70,7 @@ func Sysctls(ipv6 bool) []Sysctl {
 		{Key: "kernel.panic", Value: "10", Required: true},
 		{Key: "kernel.panic_on_oops", Value: "1", Required: true},
 		{Key: "kernel.pid_max", Value: "4194304"},
+		{Key: "kernel.softlockup_panic", Value: "0"},
 		{Key: "net.bridge.bridge-nf-call-ip6tables", Value: "1", Module: "br_netfilter"},
 		{Key: "net.bridge.bridge-nf-call-iptables", Value: "1", Module: "br_netfilter"},
 		{Key: "net.ipv4.conf.default.rp_filter", Value: "2"},

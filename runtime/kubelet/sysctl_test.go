@@ -34,6 +34,13 @@ func TestSysctls(t *testing.T) {
 				t.Errorf("ipv6=%v: %s = %+v, want %s, required", ipv6, k, x, v)
 			}
 		}
+		// The image boots with both panics armed; at rest they are off,
+		// and not fatal to write (the update agent arms them on a trial).
+		for _, k := range []string{"kernel.hung_task_panic", "kernel.softlockup_panic"} {
+			if x := got[k]; x.Value != "0" || x.Required {
+				t.Errorf("ipv6=%v: %s = %+v, want 0, not required", ipv6, k, x)
+			}
+		}
 		if x, ok := got["net.ipv6.conf.all.forwarding"]; ok != ipv6 || (ok && !x.Required) {
 			t.Errorf("ipv6=%v: net.ipv6.conf.all.forwarding %+v present=%v", ipv6, x, ok)
 		}

@@ -105,9 +105,10 @@ type Options struct {
 	// Verify checks a written slot (apply.Request.Verify); nil checks it
 	// in user space. On a node, VerifySlot: the kernel's dm-verity.
 	Verify func(ctx context.Context, dev string, p verity.Param) (int64, error)
-	// HangPanic arms (true) or disarms the kernel's hung-task panic: a
-	// trial boot keeps it armed until it is blessed, so that a hang
-	// becomes a panic, a reboot and a spent try. nil leaves it alone.
+	// HangPanic arms (true) or disarms the kernel's panics on a hang (a
+	// hung task, a soft lockup): a trial boot keeps them armed until it
+	// is blessed, so that a hang becomes a panic, a reboot and a spent
+	// try. nil leaves them alone.
 	HangPanic func(armed bool) error
 	// Poll is how often the Node is read (default 10 s).
 	Poll time.Duration
@@ -243,16 +244,16 @@ func (a *agent) step(ctx context.Context) time.Duration {
 	return a.o.Poll
 }
 
-// hangPanic arms or disarms the kernel's hung-task panic.
+// hangPanic arms or disarms the kernel's panics on a hang.
 func (a *agent) hangPanic(armed bool) {
 	if a.o.HangPanic == nil {
 		return
 	}
 	if err := a.o.HangPanic(armed); err != nil {
-		a.log.Warn("update: the kernel's hung-task panic", "armed", armed, "err", err)
+		a.log.Warn("update: the kernel's panics on a hang", "armed", armed, "err", err)
 		return
 	}
-	a.log.Info("update: the kernel's hung-task panic", "armed", armed)
+	a.log.Info("update: the kernel's panics on a hang", "armed", armed)
 }
 
 // untrigger forgets the last trigger once the Node no longer carries one:

@@ -107,7 +107,7 @@ type rig struct {
 	clock   *clock
 	esp     string
 	reboots []string
-	// hang is each arming (true) or disarming of the hung-task panic.
+	// hang is each arming (true) or disarming of the panics on a hang.
 	hang []bool
 }
 
@@ -173,7 +173,7 @@ func TestTrialBlessed(t *testing.T) {
 		t.Errorf("state on the Node during the trial = %q, want %s", got, StateTrial)
 	}
 	if !slices.Equal(r.hang, []bool{true}) {
-		t.Errorf("hung-task panic during the trial: %v, want armed once", r.hang)
+		t.Errorf("hang panics during the trial: %v, want armed once", r.hang)
 	}
 	r.node.n.ReadyHeartbeat = t0.Add(2 * time.Minute)
 	r.run(t0.Add(10 * time.Minute))
@@ -184,7 +184,7 @@ func TestTrialBlessed(t *testing.T) {
 		t.Errorf("rebooted: %v", r.reboots)
 	}
 	if !slices.Equal(r.hang, []bool{true, false}) {
-		t.Errorf("hung-task panic after blessing: %v, want armed, then disarmed", r.hang)
+		t.Errorf("hang panics after blessing: %v, want armed, then disarmed", r.hang)
 	}
 	s := r.state(t)
 	if s.Pending != nil || s.Last == nil || s.Last.Result != ResultBlessed || s.Last.From != "1.0.0" || s.Last.To != "1.1.0" || s.Last.Entry != "berth-1.1.0.efi" {
@@ -258,7 +258,7 @@ func TestTriggerWithoutRepository(t *testing.T) {
 		t.Fatalf("Node annotations = %v, want refused for want of a repository", ann)
 	}
 	if len(r.hang) != 0 {
-		t.Errorf("hung-task panic touched on a boot not on trial: %v", r.hang)
+		t.Errorf("hang panics touched on a boot not on trial: %v", r.hang)
 	}
 	n := len(r.node.patches)
 	r.run(t0.Add(10 * time.Minute))

@@ -6,9 +6,12 @@
 // hung tests (a hang that common is no accident) prints nothing on stdout
 // and says why on stderr: that run's failure stands. Either is a decision
 // and exits 0 (go run would add a line of its own for any other status);
-// a log it cannot read exits 2.
+// a log it cannot read exits 2. A hung test whose first run took longer
+// than -fit (the rerun's timeout) is not run again either: it could not
+// end in time (TestRollout's twenty-odd minutes; it resets a hung guest
+// itself instead).
 //
-//	stalled [-max N] LOG
+//	stalled [-max N] [-fit D] LOG
 //
 // A kernel hang under TCG is the emulator's or the guest kernel's, and
 // rare (once in thousands of boots on CI), but it fails whichever test's
@@ -24,16 +27,19 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-node/berth/qemu-tests/qemu"
 )
 
 func main() {
 	limit := flag.Int("max", 2, "most hung tests to run again")
+	fit := flag.Duration("fit", 20*time.Minute, "longest first run of a test to run again (the rerun's timeout)")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: stalled [-max N] LOG")
+		fmt.Fprintln(os.Stderr, "usage: stalled [-max N] [-fit D] LOG")
 		os.Exit(2)
 	}
 	f, err := os.Open(flag.Arg(0))
@@ -42,7 +48,7 @@ func main() {
 		os.Exit(2)
 	}
 	defer f.Close()
-	names, err := hungOnly(f, *limit)
+	names, err := hungOnly(f, *limit, *fit)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stalled: %s: not run again: %v\n", flag.Arg(0), err)
 		return
@@ -52,15 +58,17 @@ func main() {
 
 var (
 	headerRE = regexp.MustCompile(`^=== (RUN|CONT|NAME|PAUSE)\s+(\S+)`)
-	failRE   = regexp.MustCompile(`^--- FAIL: (\S+)`)
+	failRE   = regexp.MustCompile(`^--- FAIL: (\S+)(?: \(([0-9.]+)s\))?`)
 )
 
 // hungOnly returns the top-level tests that failed, in order, when each of
-// them failed with the harness's ErrGuestStalled in its output and there
-// are at most limit; otherwise an error saying why the failure stands.
-func hungOnly(log io.Reader, limit int) ([]string, error) {
+// them failed with the harness's ErrGuestStalled in its output, there are
+// at most limit, and none took longer than fit; otherwise an error saying
+// why the failure stands.
+func hungOnly(log io.Reader, limit int, fit time.Duration) ([]string, error) {
 	marker := qemu.ErrGuestStalled.Error()
 	hung := map[string]bool{}
+	took := map[string]time.Duration{}
 	var failed []string
 	cur := ""
 	sc := bufio.NewScanner(log)
@@ -73,6 +81,9 @@ func hungOnly(log io.Reader, limit int) ([]string, error) {
 		}
 		if m := failRE.FindStringSubmatch(line); m != nil {
 			failed = append(failed, m[1])
+			if s, err := strconv.ParseFloat(m[2], 64); err == nil {
+				took[m[1]] = time.Duration(s * float64(time.Second))
+			}
 			continue
 		}
 		switch {
@@ -102,6 +113,11 @@ func hungOnly(log io.Reader, limit int) ([]string, error) {
 		return nil, fmt.Errorf("%s failed with no hung guest kernel", strings.Join(plain, ", "))
 	case len(failed) > limit:
 		return nil, fmt.Errorf("%d tests hit a hung guest kernel (%s), more than the %d run again", len(failed), strings.Join(failed, ", "), limit)
+	}
+	for _, n := range failed {
+		if took[n] > fit {
+			return nil, fmt.Errorf("%s hit a hung guest kernel, but its run took %s, and run again it would not end within the %s a rerun gets", n, took[n].Round(time.Second), fit)
+		}
 	}
 	return failed, nil
 }
