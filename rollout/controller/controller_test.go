@@ -530,6 +530,19 @@ func TestLeaderElection(t *testing.T) {
 			}
 		}
 	}
+	// Once someone else has taken the lease from b (below), the fake
+	// refuses b's renewals as the apiserver would (a conflict): it checks
+	// no resourceVersion itself. The reactor is in place before any
+	// replica runs, as the fake's reactor chain is not safe to change
+	// while a replica calls it.
+	var intruded atomic.Bool
+	kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if intruded.Load() && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "b" {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, l.Name, errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
 	a := start("a")
 	waitFor("a to lead", func() bool { return holder() == "a" && strings.Contains(a.log.String(), "leading") })
 	b := start("b")
@@ -544,16 +557,6 @@ func TestLeaderElection(t *testing.T) {
 	waitFor("b to lead", func() bool { return holder() == "b" && strings.Contains(b.log.String(), "leading:") })
 
 	// Someone else takes the lease from b: b stops acting and says so.
-	// The fake checks no resourceVersion, so it is told to refuse b's
-	// renewals as the apiserver would (a conflict).
-	var intruded atomic.Bool
-	kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
-		if intruded.Load() && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "b" {
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, l.Name, errors.New("the object has been modified"))
-		}
-		return false, nil, nil
-	})
 	l, err := kube.CoordinationV1().Leases("berth-system").Get(context.Background(), "berth-rollout", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
