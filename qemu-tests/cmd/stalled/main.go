@@ -6,12 +6,12 @@
 // hung tests (a hang that common is no accident) prints nothing on stdout
 // and says why on stderr: that run's failure stands. Either is a decision
 // and exits 0 (go run would add a line of its own for any other status);
-// a log it cannot read exits 2. A hung test whose first run took longer
-// than -fit (the rerun's timeout) is not run again either: it could not
-// end in time (TestRollout's twenty-odd minutes; it resets a hung guest
-// itself instead).
+// a log it cannot read exits 2. Nor is a hung test run again that -never
+// names (a test that resets its hung guests itself and is too long to run
+// twice: TestRollout), or whose first run took longer than -fit, the
+// rerun's timeout: it could not end in time.
 //
-//	stalled [-max N] [-fit D] LOG
+//	stalled [-max N] [-fit D] [-never REGEXP] LOG
 //
 // A kernel hang under TCG is the emulator's or the guest kernel's, and
 // rare (once in thousands of boots on CI), but it fails whichever test's
@@ -37,10 +37,19 @@ import (
 func main() {
 	limit := flag.Int("max", 2, "most hung tests to run again")
 	fit := flag.Duration("fit", 20*time.Minute, "longest first run of a test to run again (the rerun's timeout)")
+	never := flag.String("never", "", "top-level tests never run again (a regular expression)")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: stalled [-max N] [-fit D] LOG")
+		fmt.Fprintln(os.Stderr, "usage: stalled [-max N] [-fit D] [-never REGEXP] LOG")
 		os.Exit(2)
+	}
+	var neverRE *regexp.Regexp
+	if *never != "" {
+		var err error
+		if neverRE, err = regexp.Compile(*never); err != nil {
+			fmt.Fprintf(os.Stderr, "stalled: -never %q: %v\n", *never, err)
+			os.Exit(2)
+		}
 	}
 	f, err := os.Open(flag.Arg(0))
 	if err != nil {
@@ -48,7 +57,7 @@ func main() {
 		os.Exit(2)
 	}
 	defer f.Close()
-	names, err := hungOnly(f, *limit, *fit)
+	names, err := hungOnly(f, *limit, *fit, neverRE)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stalled: %s: not run again: %v\n", flag.Arg(0), err)
 		return
@@ -63,9 +72,9 @@ var (
 
 // hungOnly returns the top-level tests that failed, in order, when each of
 // them failed with the harness's ErrGuestStalled in its output, there are
-// at most limit, and none took longer than fit; otherwise an error saying
-// why the failure stands.
-func hungOnly(log io.Reader, limit int, fit time.Duration) ([]string, error) {
+// at most limit, none took longer than fit and never (nil: none) matches
+// none; otherwise an error saying why the failure stands.
+func hungOnly(log io.Reader, limit int, fit time.Duration, never *regexp.Regexp) ([]string, error) {
 	marker := qemu.ErrGuestStalled.Error()
 	hung := map[string]bool{}
 	took := map[string]time.Duration{}
@@ -115,6 +124,9 @@ func hungOnly(log io.Reader, limit int, fit time.Duration) ([]string, error) {
 		return nil, fmt.Errorf("%d tests hit a hung guest kernel (%s), more than the %d run again", len(failed), strings.Join(failed, ", "), limit)
 	}
 	for _, n := range failed {
+		if never != nil && never.MatchString(n) {
+			return nil, fmt.Errorf("%s hit a hung guest kernel, but is never run again (-never %s): it resets a hung guest itself, and is too long to run twice", n, never)
+		}
 		if took[n] > fit {
 			return nil, fmt.Errorf("%s hit a hung guest kernel, but its run took %s, and run again it would not end within the %s a rerun gets", n, took[n].Round(time.Second), fit)
 		}
