@@ -417,7 +417,9 @@ type powerSupply struct {
 func (p *powerSupply) restart() {
 	p.t.Helper()
 	for i, nd := range p.nodes {
-		if err := nd.vm.Stalled(); err != nil && !nd.vm.Exited() {
+		// A kernel that panicked on its soft lockup (softlockup_panic)
+		// has exited already; it counts as a reset all the same.
+		if err := nd.vm.Stalled(); err != nil {
 			total := 0
 			for _, n := range p.resets {
 				total += n

@@ -127,6 +127,30 @@ func TestStalledGuestEndsWaits(t *testing.T) {
 	}
 }
 
+// With softlockup_panic=1 (the image's command line; a trial boot until
+// blessed) the kernel panics at the watchdog's first report, 20 s in: a
+// hang all the same, which the waits end on (the boot that follows is a
+// reboot's, not the test's subject).
+func TestSoftLockupPanicIsAHang(t *testing.T) {
+	s := newStallWatch()
+	lockup := "[   32.734927] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [init:98]"
+	s.see(lockup)
+	if err := s.err(); err != nil {
+		t.Fatalf("a 22 s soft lockup alone: %v", err)
+	}
+	s.see("[   32.735001] Kernel panic - not syncing: softlockup: hung tasks")
+	err := s.err()
+	if !errors.Is(err, ErrGuestStalled) || !strings.Contains(err.Error(), "panicked on a soft lockup") || !strings.Contains(err.Error(), "stuck for 22s!") {
+		t.Fatalf("softlockup panic: %v", err)
+	}
+	// Another panic (1.0.3's missing init in TestUpdate) is no hang.
+	s = newStallWatch()
+	s.see("[    3.1] Kernel panic - not syncing: No working init found.")
+	if err := s.err(); err != nil {
+		t.Errorf("a panic that is not a soft lockup's: %v", err)
+	}
+}
+
 // A guest that prints nothing at all, not even a failing kernel's error,
 // hung before berth's first line (TestJoinFailureSaysWhy here,
 // 2026-11-30); QEMU's own lines and the harness's are not the guest's.

@@ -43,7 +43,12 @@ const silentFor = 150 * time.Second
 
 var (
 	softLockupRE = regexp.MustCompile(`watchdog: BUG: soft lockup - CPU#\d+ stuck for (\d+)s!`)
-	rcuStallRE   = regexp.MustCompile(`rcu: INFO: rcu_\w+ (self-)?detected stalls?`)
+	// lockupPanicRE is the kernel's panic on a soft lockup
+	// (softlockup_panic=1: the image's command line, and a trial boot
+	// until blessed). The guest hung as surely as with a minute's stall,
+	// and reboots 10 s later.
+	lockupPanicRE = regexp.MustCompile(`Kernel panic - not syncing: softlockup: hung tasks`)
+	rcuStallRE    = regexp.MustCompile(`rcu: INFO: rcu_\w+ (self-)?detected stalls?`)
 )
 
 // stallWatch keeps what the console said about stalled CPUs. The console
@@ -69,6 +74,14 @@ func (s *stallWatch) see(text string) {
 	defer s.mu.Unlock()
 	if !strings.HasPrefix(text, harnessPrefix) && !strings.HasPrefix(text, stderrPrefix) {
 		s.heard = true
+	}
+	if lockupPanicRE.MatchString(text) {
+		why := fmt.Sprintf("the kernel panicked on a soft lockup: %q", strings.TrimSpace(text))
+		if s.first != "" {
+			why += fmt.Sprintf(", after %q", s.first)
+		}
+		s.hang(why)
+		return
 	}
 	m := softLockupRE.FindStringSubmatch(text)
 	if m == nil && !rcuStallRE.MatchString(text) {
