@@ -17,10 +17,11 @@ import (
 // stuck for minutes, one in a child berth had just forked, one in
 // containerd) and here the same day (TestJoinFailureSaysWhy: not one
 // console line in 3 minutes, so the kernel hung before berth's first
-// line). Two signs end every wait of the VM at once, with an error that
+// line). Three signs end every wait of the VM at once, with an error that
 // says which: the kernel's soft-lockup watchdog (on the console at any log
-// level) reporting a CPU stuck for hardStall or longer, and a console with
-// no line from the guest silentFor after QEMU started.
+// level) reporting a CPU stuck for hardStall or longer, the kernel's panic
+// on a soft lockup (softlockup_panic), and a console with no line from the
+// guest silentFor after QEMU started.
 
 // ErrGuestStalled is what a wait ends with once the guest kernel has hung.
 // make test-qemu runs a test that failed with it once more (the error
