@@ -571,7 +571,13 @@ cluster-down:
 ## docs/conformance-parts/ (commit it: a part run in one session, or on
 ## one machine, counts with the others run elsewhere, its build/ gone)
 ## and rewrites the doc from the parts recorded so far, naming those not
-## yet run.
+## yet run. SELECTION=FILE (qemu-tests/conformance/wider.yaml: the
+## node's and the network's specs beyond [Conformance], in parts: `make
+## conformance N=2 PROCS=2 SELECTION=qemu-tests/conformance/wider.yaml
+## SHARD=K/3`) runs the specs the file selects, a focus less rules that
+## each give their reason, instead of FOCUS; its output goes under
+## build/conformance-wider-shards/ (for wider.yaml) and the doc's section,
+## with the rules and their counts, is named for the file.
 ## Not part of make test (its subset is: test-conformance).
 CONFORMANCE_N := $(if $(filter command line,$(origin N)),$(N),1)
 FOCUS ?= $(if $(filter 1,$(CONFORMANCE_N)),\[NodeConformance\],\[Conformance\])
@@ -581,7 +587,8 @@ CONFORMANCE_DOC := $(if $(RERUN)$(if $(FOCUS_FILE)$(filter command line environm
 # FOCUS_FILE: a file holding the focus, for one make cannot carry on its
 # command line (a pattern of whole spec names ends in `$`, which make
 # would expand).
-CONFORMANCE_FOCUS = $(if $(FOCUS_FILE),$(if $(wildcard $(FOCUS_FILE)),-focus "$$(cat '$(FOCUS_FILE)')",$(error FOCUS_FILE=$(FOCUS_FILE): no such file)),-focus '$(FOCUS)')
+CONFORMANCE_FOCUS = $(if $(SELECTION),$(if $(wildcard $(SELECTION)),-selection '$(SELECTION)',$(error SELECTION=$(SELECTION): no such file)),$(CONFORMANCE_FOCUS_ONLY))
+CONFORMANCE_FOCUS_ONLY = $(if $(FOCUS_FILE),$(if $(wildcard $(FOCUS_FILE)),-focus "$$(cat '$(FOCUS_FILE)')",$(error FOCUS_FILE=$(FOCUS_FILE): no such file)),-focus '$(FOCUS)')
 CONFORMANCE_DEPS := deps image-test etcd $(DEMO_CLUSTER_IMAGES) $(addprefix $(OCI_IMAGES_DIR)/,flannel.tar flannel-cni-plugin.tar) $(TEST_COMPONENTS) \
   e2e e2e-images e2e-repo-list
 # $(call CONFORMANCE_RUN,OUT,FLAGS[,PREFIX]): the cluster command built
@@ -594,19 +601,23 @@ CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests
   -repo-list $(E2E_REPO_LIST) -e2e-images $(E2E_IMAGES_DIR) -components $(TEST_COMPONENTS_DIR) -image $(ARCH_BUILD)/image-test \
   -procs $(PROCS) -out $(1) $(2)
 .PHONY: conformance test-conformance
+# A selection's runs have a folder of their own: its parts are not the
+# focus's of the same number.
+CONFORMANCE_OUT = $(ARCH_BUILD)/conformance$(if $(SELECTION),-$(basename $(notdir $(SELECTION))))
 conformance: $(CONFORMANCE_DEPS)
-	$(call CONFORMANCE_RUN,$(ARCH_BUILD)/conformance$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),$(foreach f,$(RERUN),$(foreach g,$(or $(wildcard $(f)),$(f)),-rerun '$(abspath $(g))')),$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC),$(CONFORMANCE_FIGURE))
+	$(call CONFORMANCE_RUN,$(CONFORMANCE_OUT)$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),$(foreach f,$(RERUN),$(foreach g,$(or $(wildcard $(f)),$(f)),-rerun '$(abspath $(g))')),$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC),$(CONFORMANCE_FIGURE))
 
 ## conformance-merge: runs nothing; records in docs/conformance-parts/
 ## the parts of a SHARD=K/SHARDS run (SHARDS, default 2) of FOCUS (N=2:
-## [Conformance]) there are under build/conformance-shards/ and not yet
+## [Conformance]) or SELECTION there are under build/conformance-shards/
+## (build/conformance-SELECTION-shards/) and not yet
 ## recorded there, and rewrites docs/conformance.md's section from the
 ## parts recorded, naming each part not yet run (a part does both itself
 ## when it ends; this is for a part run by an older runner, or whose
 ## record was lost).
 .PHONY: conformance-merge
 conformance-merge: e2e
-	$(GO) run ./qemu-tests/conformance -e2e $(E2E_DIR) -out $(ARCH_BUILD)/conformance-shards -merge $(or $(SHARDS),2) $(CONFORMANCE_FOCUS) -doc docs/conformance.md -parts docs/conformance-parts
+	$(GO) run ./qemu-tests/conformance -e2e $(E2E_DIR) -out $(CONFORMANCE_OUT)-shards -merge $(or $(SHARDS),2) $(CONFORMANCE_FOCUS) -doc docs/conformance.md -parts docs/conformance-parts
 
 ## test-conformance: make test's slice of the suite, the specs
 ## qemu-tests/conformance/subset.yaml names (each area of a pod's life on

@@ -24,13 +24,35 @@ type runInfo struct {
 	// each part's date, image and readiness; Date is then the first
 	// part's and Wall their sum.
 	Parts *partsInfo `json:",omitempty"`
+	// Selection, for a run of a selection (make conformance
+	// SELECTION=), is what it selected and why the rest was left out;
+	// Focus is then the names it kept.
+	Selection *selectionInfo `json:",omitempty"`
+}
+
+// shown is the run's focus as the console names it: a selection's
+// file, not the thousands of characters of its names.
+func (ri runInfo) shown() string {
+	if ri.Selection != nil {
+		return fmt.Sprintf("selection %s (%d specs)", ri.Selection.File, ri.Selection.Kept)
+	}
+	return fmt.Sprintf("focus %q", ri.Focus)
+}
+
+// heading is what the doc's section of the run is named for: its
+// selection's file, or its focus.
+func (ri runInfo) heading() string {
+	if ri.Selection != nil {
+		return ri.Selection.File
+	}
+	return docFocus(ri.Focus)
 }
 
 // writeSummary prints the run's result as the console shows it: counts,
 // then each failure with its first line.
 func writeSummary(w io.Writer, s summary, ri runInfo) {
-	fmt.Fprintf(w, "conformance: %d passed, %d failed, %d skipped by the suite, %d skipped by berth's list, %d not reached (focus %q, %d node(s), %s)\n",
-		len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached), ri.Focus, ri.Nodes, ri.Wall.Round(time.Second))
+	fmt.Fprintf(w, "conformance: %d passed, %d failed, %d skipped by the suite, %d skipped by berth's list, %d not reached (%s, %d node(s), %s)\n",
+		len(s.Passed), len(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached), ri.shown(), ri.Nodes, ri.Wall.Round(time.Second))
 	for _, o := range s.Setup {
 		fmt.Fprintf(w, "  SUITE FAILED %s: %s\n", o.Name, o.Why)
 	}
@@ -84,8 +106,7 @@ qemu-tests/conformance/subset.yaml names, each of which must pass).
 
 `)
 	sections := previousRuns(previous)
-	focus := docFocus(ri.Focus)
-	sections[focus] = runSection(s, ri)
+	sections[ri.heading()] = runSection(s, ri)
 	for _, f := range slices.Sorted(maps.Keys(sections)) {
 		fmt.Fprint(w, sections[f])
 	}
@@ -140,8 +161,16 @@ func runSection(s summary, ri runInfo) string {
 | skipped by name (below) | %d |
 | not reached (the run ended first) | %d |
 %s
-`, latestRun, docFocus(ri.Focus), partsRow, date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
+`, latestRun, ri.heading(), partsRow, date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
 		wall, ready, len(s.Passed), len(s.Failed), againRow(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached), againRow(s.NotReached))
+	if sel := ri.Selection; sel != nil {
+		fmt.Fprintf(&w, "### What it runs\n\n%s: of the %d specs its focus `%s` matches, the %d no rule below takes out. Each rule counts the specs it took out that no rule above it had.\n\n| left out | specs | why |\n|---|---|---|\n",
+			cell(sel.Title), sel.Matched, docFocus(sel.Focus), sel.Kept)
+		for _, r := range sel.Rules {
+			fmt.Fprintf(&w, "| `%s` | %d | %s |\n", docFocus(r.Pattern), r.Specs, cell(r.Reason))
+		}
+		fmt.Fprintln(&w)
+	}
 	failures := append(append([]outcome{}, s.Setup...), s.Failed...)
 	for _, o := range failedUnreached(s.NotReached) {
 		o.Why = "not reached in its part's run"

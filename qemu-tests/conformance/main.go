@@ -45,6 +45,7 @@ type options struct {
 	cluster, e2eDir, kubectl, repoList, e2eImages string
 	components, image                             string
 	out, skips, doc, subset, shard, parts         string
+	selection                                     string
 	reruns                                        []string
 	focus, skip, cni                              string
 	n, procs, merge                               int
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&o.doc, "doc", "", "rewrite this Markdown file (docs/conformance.md) from the run")
 	flag.StringVar(&o.focus, "focus", `\[NodeConformance\]`, "ginkgo --focus: the specs to run")
 	flag.StringVar(&o.subset, "subset", "", "run exactly the specs this file names (qemu-tests/conformance/subset.yaml, make test's), each of which must pass; replaces -focus")
+	flag.StringVar(&o.selection, "selection", "", "run the specs this file selects (qemu-tests/conformance/wider.yaml: a focus, and rules that take specs out of it, each with its reason); replaces -focus, and the doc's section is named for the file")
 	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip, besides the skip list")
 	flag.Func("rerun", "run again the specs this JUnit report (an earlier run's junit.xml) says failed or never started, or this part's record (docs/conformance-parts/*.json) says failed or were not reached and have not passed run again since; replaces -focus. Given more than once, one cluster runs those of every file, and each part's outcomes are recorded with that part", func(v string) error {
 		o.reruns = append(o.reruns, v)
@@ -101,6 +103,26 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var listed []string
+	var sel *selectionInfo
+	if o.selection != "" {
+		if o.subset != "" || len(o.reruns) > 0 {
+			return fmt.Errorf("-selection names a run's specs: not with -subset or -rerun (a rerun's specs come from its report)")
+		}
+		s, err := loadSelection(o.selection)
+		if err != nil {
+			return err
+		}
+		if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
+			return err
+		}
+		names, info, err := s.resolve(listed, o.selection)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "conformance: selection %s: %d of the %d specs its focus selects\n", o.selection, info.Kept, info.Matched)
+		o.focus, sel = namesPattern(names), &info
+	}
 	if strings.TrimSpace(o.focus) == "" && o.subset == "" {
 		// ginkgo runs every spec of the suite (7000 and more) for an
 		// empty focus: never what was meant (an empty FOCUS_FILE, say).
@@ -115,9 +137,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if o.merge < 2 || o.shard != "" || o.subset != "" || len(o.reruns) > 0 || o.skip != "" {
 			return fmt.Errorf("-merge N (N >= 2) puts a run's parts together: not with -shard, -subset, -rerun or -skip")
 		}
-		listed, err := listTests(ctx, filepath.Join(o.e2eDir, "e2e.test"))
-		if err != nil {
-			return err
+		if listed == nil {
+			if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
+				return err
+			}
 		}
 		kubeVersion, err := e2eVersion(ctx, filepath.Join(o.e2eDir, "e2e.test"))
 		if err != nil {
@@ -150,7 +173,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		asked = sub.asked
 	}
 	var sh shard
-	var listed []string
 	runFocus := focus // the run's focus, before a part or a rerun narrows it
 	if o.shard != "" {
 		if o.subset != "" || len(o.reruns) > 0 {
@@ -159,14 +181,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if sh, err = parseShard(o.shard); err != nil {
 			return err
 		}
-		if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
-			return err
+		if listed == nil {
+			if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
+				return err
+			}
 		}
 		names := sh.names(listed, focus)
 		if len(names) == 0 {
-			return fmt.Errorf("-shard %s: focus %q leaves part %s no spec", sh, o.focus, sh)
+			return fmt.Errorf("-shard %s: %s leaves part %s no spec", sh, runInfo{Focus: o.focus, Selection: sel}.shown(), sh)
 		}
-		fmt.Fprintf(out, "conformance: part %s: %d of the specs focus %q selects\n", sh, len(names), o.focus)
+		fmt.Fprintf(out, "conformance: part %s: %d of the specs %s selects\n", sh, len(names), runInfo{Focus: o.focus, Selection: sel}.shown())
 		if focus, err = regexp.Compile(namesPattern(names)); err != nil {
 			return fmt.Errorf("-shard %s: %w", sh, err)
 		}
@@ -279,7 +303,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	case sh != (shard{}):
 		shownFocus = runFocus.String()
 	}
-	ri := runInfo{Date: start, Focus: shownFocus, Nodes: o.n, Procs: o.procs, Kubernetes: kubeVersion, Image: imageVersion(o.image),
+	ri := runInfo{Date: start, Focus: shownFocus, Selection: sel, Nodes: o.n, Procs: o.procs, Kubernetes: kubeVersion, Image: imageVersion(o.image),
 		Wall: wall, ClusterReadySeconds: ready}
 	var sum bytes.Buffer
 	writeSummary(&sum, s, ri)
@@ -386,7 +410,7 @@ func mergeParts(partsDir string, n int, focus *regexp.Regexp, kubeVersion string
 		fmt.Fprintf(out, "conformance: not yet counted: %v\n", m)
 	}
 	if len(recs) == 0 {
-		return fmt.Errorf("no part of %d of focus %q is recorded in %s", n, focus, partsDir)
+		return fmt.Errorf("no part of %d of focus %.120q is recorded in %s", n, focus, partsDir)
 	}
 	ri := shardsInfo(recs, n, missing)
 	var sum bytes.Buffer
