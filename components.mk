@@ -792,4 +792,4 @@ $(E2E_REPO_LIST): $(filter-out %_test.go,$(wildcard image/oci/e2erepo/*.go image
 test-e2e-images: e2e e2e-images e2e-repo-list
 	BERTH_E2E_DIR=$(E2E_DIR) BERTH_E2E_IMAGES_DIR=$(E2E_IMAGES_DIR) BERTH_E2E_REPO_LIST=$(E2E_REPO_LIST) \
 	  BERTH_E2E_IMAGE_REFS='$(E2E_IMAGE_REFS)' BERTH_ARCH=$(ARCH) \
-	  $(GO) test -tags components,e2e -count=1 -v -run 'TestE2E|TestNamesPatternAgainstSuite|TestSkipListAgainstSuite|TestListTestsAgainstSuite|TestShardsAgainstSuite' ./image/oci/imagespec/ ./qemu-tests/conformance/
+	  $(GO) test -tags components,e2e -count=1 -v -run 'TestE2E|TestNamesPatternAgainstSuite|TestSkipListAgainstSuite|TestListTestsAgainstSuite|TestShardsAgainstSuite|TestWiderAgainstSuite' ./image/oci/imagespec/ ./qemu-tests/conformance/

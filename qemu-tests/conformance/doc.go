@@ -92,7 +92,8 @@ func writeDoc(w io.Writer, s summary, ri runInfo, list skipList, previous []byte
 	fmt.Fprintf(w, `# Conformance: Kubernetes' e2e suite against berth nodes
 
 Written by `+"`make conformance`"+` (qemu-tests/conformance) after each run,
-which replaces the section of its focus and keeps the others;
+which replaces the section of its focus (or of its selection, a file
+naming a focus and what it leaves out) and keeps the others;
 edit the skip list (qemu-tests/conformance/skips.yaml), not this file.
 A run made in parts (`+"`make conformance SHARD=K/N`"+`) is counted from
 the parts' records in docs/conformance-parts/, each written when its
@@ -164,8 +165,8 @@ func runSection(s summary, ri runInfo) string {
 `, latestRun, ri.heading(), partsRow, date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
 		wall, ready, len(s.Passed), len(s.Failed), againRow(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached), againRow(s.NotReached))
 	if sel := ri.Selection; sel != nil {
-		fmt.Fprintf(&w, "### What it runs\n\n%s: of the %d specs its focus `%s` matches, the %d no rule below takes out. Each rule counts the specs it took out that no rule above it had.\n\n| left out | specs | why |\n|---|---|---|\n",
-			cell(sel.Title), sel.Matched, docFocus(sel.Focus), sel.Kept)
+		fmt.Fprintf(&w, "### What it runs\n\n**%s.** The %d of the %d specs its focus `%s` matches that no rule below takes out; each rule counts the specs it took out that no rule above it had.\n\n| left out | specs | why |\n|---|---|---|\n",
+			cell(sel.Title), sel.Kept, sel.Matched, docFocus(sel.Focus))
 		for _, r := range sel.Rules {
 			fmt.Fprintf(&w, "| `%s` | %d | %s |\n", docFocus(r.Pattern), r.Specs, cell(r.Reason))
 		}

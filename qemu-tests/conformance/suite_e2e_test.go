@@ -199,3 +199,40 @@ func TestShardsAgainstSuite(t *testing.T) {
 		t.Errorf("rerun of a report with every asked spec passed: %d specs, %v", len(again), err)
 	}
 }
+
+// TestWiderAgainstSuite holds make conformance
+// SELECTION=qemu-tests/conformance/wider.yaml to this e2e.test: every
+// rule takes out at least one spec, no kept spec carries a tag a rule
+// names, and a dry run focused on the pattern of its names selects
+// exactly those specs.
+func TestWiderAgainstSuite(t *testing.T) {
+	dir := e2eDir(t)
+	listed, err := listTests(t.Context(), filepath.Join(dir, "e2e.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := loadSelection("wider.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, info, err := s.resolve(listed, "wider.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		for _, tag := range []string{"[Conformance]", "[Serial]", "[Disruptive]", "[Slow]", "[Feature:", "[Alpha]"} {
+			if strings.Contains(n, tag) {
+				t.Errorf("kept %s, which is %s", n, tag)
+			}
+		}
+	}
+	focused := dryRun(t, dir, "focus", namesPattern(names))
+	if len(focused.Passed) != info.Kept {
+		t.Errorf("a dry run focused on the selection's %d names selects %d specs", info.Kept, len(focused.Passed))
+	}
+	for _, o := range focused.Passed {
+		if !slices.ContainsFunc(names, func(n string) bool { return sameSpec(o.Name, n) }) {
+			t.Errorf("the dry run selects %s, not in the selection", o.Name)
+		}
+	}
+}
