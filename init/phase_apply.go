@@ -43,7 +43,11 @@ func phaseApply(ctx context.Context, b *boot, log *slog.Logger) error {
 	}
 	writePulledRecords(log, rep, "/", p.PulledRecords, time.Now())
 	blockModules(b, log, rep, p.BlockedModules)
-	errs := applySysctls(ctx, b, log, rep, p.KernelModules, p.Sysctls)
+	sysctls, held := heldForTrial(b.rep.Update, p.Sysctls)
+	if len(held) > 0 {
+		log.Info("sysctls held armed for the trial boot, until it is blessed", "keys", held)
+	}
+	errs := applySysctls(ctx, b, log, rep, p.KernelModules, sysctls)
 	applyHostname(log, rep, p.Hostname)
 	b.retime(ctx, log, p.NTPServers)
 	for _, f := range p.Files {

@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/berth-node/berth/init/report"
 	"github.com/berth-node/berth/runtime/kubelet"
+	"github.com/berth-node/berth/update/status"
 )
 
 func TestWritePulledRecords(t *testing.T) {
@@ -69,5 +71,34 @@ func TestWritePulledRecords(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(root, kubelet.PulledRecordsDir))
 	if len(entries) != 3 {
 		t.Errorf("%d files in the records dir, want 3 (no temp files left)", len(entries))
+	}
+}
+
+// On a trial boot the apply phase leaves the kernel's panics on a hang as
+// the image's command line armed them; the update agent writes their
+// at-rest values once the trial is blessed. Any other boot writes all.
+func TestHeldForTrial(t *testing.T) {
+	all := kubelet.Sysctls(false)
+	for _, c := range []struct {
+		name string
+		st   *status.Status
+		held []string
+	}{
+		{"no status (not a disk boot)", nil, nil},
+		{"blessed", &status.Status{Trial: false}, nil},
+		{"trial", &status.Status{Trial: true}, []string{hungTaskPanic, softLockupPanic}},
+	} {
+		kept, held := heldForTrial(c.st, all)
+		if !slices.Equal(held, c.held) {
+			t.Errorf("%s: held %q, want %q", c.name, held, c.held)
+		}
+		if len(kept)+len(held) != len(all) {
+			t.Errorf("%s: %d kept and %d held of %d sysctls", c.name, len(kept), len(held), len(all))
+		}
+		for _, s := range kept {
+			if slices.Contains(held, s.Key) {
+				t.Errorf("%s: %s both kept and held", c.name, s.Key)
+			}
+		}
 	}
 }

@@ -42,6 +42,25 @@ const (
 	softLockupPanic = "kernel.softlockup_panic"
 )
 
+// heldForTrial is the plan's sysctls, less the kernel's panics on a hang
+// on a boot systemd-boot started on trial: the image's command line armed
+// them, and writing their at-rest values in the apply phase would leave
+// the trial unguarded until the update agent armed them again. The agent
+// writes the at-rest values once the trial is blessed.
+func heldForTrial(st *status.Status, sysctls []kubelet.Sysctl) (kept []kubelet.Sysctl, held []string) {
+	if st == nil || !st.Trial {
+		return sysctls, nil
+	}
+	for _, s := range sysctls {
+		if s.Key == hungTaskPanic || s.Key == softLockupPanic {
+			held = append(held, s.Key)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	return kept, held
+}
+
 // updateSettings is the update repository and trial timings: the image's
 // default repository and trusted root (its manifest), and what user data
 // sets (nodeconfig.UpdateSettingsOf), which wins.

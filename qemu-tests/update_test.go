@@ -222,6 +222,11 @@ func TestUpdate(t *testing.T) {
 		t.Errorf("A's annotations: %v", ann)
 	}
 	hangPanic(vm, "0", "A, not on trial")
+	for _, l := range vm.Lines() {
+		if strings.Contains(l.Text, "held armed for the trial boot") {
+			t.Errorf("A, not on trial, held the hang panics armed: %s", l.Text)
+		}
+	}
 
 	// Each refusal says why on the Node. A repository's own trouble
 	// (other keys, expired metadata) is a failure, tried again later as
@@ -307,6 +312,12 @@ func TestUpdate(t *testing.T) {
 	}
 	booted := time.Now()
 	hangPanic(vm, "1", "B on trial")
+	// Never written 0 on the trial boot, not even for the moment before
+	// the agent arms them: the apply phase held them as the image's
+	// command line armed them.
+	if _, err := vm.Expect(regexp.MustCompile(`sysctls held armed for the trial boot.*kernel\.hung_task_panic.*kernel\.softlockup_panic`), time.Minute); err != nil {
+		t.Error(err)
+	}
 	ann = waitUpdateState(t, vm, a, node, agent.StateBlessed, deadline+soak+time.Minute)
 	figure(t, "update: 1.0.1's boot report to blessed %.0f s", time.Since(booted).Seconds())
 	if ann[agent.AnnotationVersion] != "1.0.1" || ann[agent.AnnotationSlot] != "b" || !strings.Contains(ann[agent.AnnotationReason], "kubelet Ready") {
