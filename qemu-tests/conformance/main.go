@@ -468,7 +468,10 @@ func runSuite(ctx context.Context, o options, focus, skip, kubeconfig, junit str
 		args = append(args, "--skip="+skip)
 	}
 	args = append(args, filepath.Join(o.e2eDir, "e2e.test"), "--",
-		"--provider=skeleton", "--kubeconfig="+kubeconfig, "--kubectl-path="+o.kubectl,
+		// --num-nodes: the skeleton provider leaves it at -1, and specs
+		// that need two nodes or more (Networking Granular Checks) then
+		// skip themselves ("Requires at least 2 nodes (not -1)").
+		"--provider=skeleton", "--num-nodes="+strconv.Itoa(o.n), "--kubeconfig="+kubeconfig, "--kubectl-path="+o.kubectl,
 		"--report-dir="+filepath.Dir(junit), "--non-blocking-taints=node-role.kubernetes.io/control-plane")
 	logf, err := os.Create(filepath.Join(o.out, "e2e.log"))
 	if err != nil {
