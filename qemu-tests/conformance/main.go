@@ -103,7 +103,17 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// listed is e2e.test's listing, read once by whichever of -selection,
+	// -merge, -shard and -rerun needs it first.
 	var listed []string
+	readListing := func() error {
+		if listed != nil {
+			return nil
+		}
+		var err error
+		listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test"))
+		return err
+	}
 	var sel *selectionInfo
 	if o.selection != "" {
 		if o.subset != "" || len(o.reruns) > 0 {
@@ -113,7 +123,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
+		if err := readListing(); err != nil {
 			return err
 		}
 		names, info, err := s.resolve(listed, o.selection)
@@ -137,10 +147,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if o.merge < 2 || o.shard != "" || o.subset != "" || len(o.reruns) > 0 || o.skip != "" {
 			return fmt.Errorf("-merge N (N >= 2) puts a run's parts together: not with -shard, -subset, -rerun or -skip")
 		}
-		if listed == nil {
-			if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
-				return err
-			}
+		if err := readListing(); err != nil {
+			return err
 		}
 		kubeVersion, err := e2eVersion(ctx, filepath.Join(o.e2eDir, "e2e.test"))
 		if err != nil {
@@ -181,16 +189,14 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if sh, err = parseShard(o.shard); err != nil {
 			return err
 		}
-		if listed == nil {
-			if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
-				return err
-			}
+		if err := readListing(); err != nil {
+			return err
 		}
-		names := sh.names(listed, focus)
+		names, what := sh.names(listed, focus), runInfo{Focus: o.focus, Selection: sel}.shown()
 		if len(names) == 0 {
-			return fmt.Errorf("-shard %s: %s leaves part %s no spec", sh, runInfo{Focus: o.focus, Selection: sel}.shown(), sh)
+			return fmt.Errorf("-shard %s: %s leaves part %s no spec", sh, what, sh)
 		}
-		fmt.Fprintf(out, "conformance: part %s: %d of the specs %s selects\n", sh, len(names), runInfo{Focus: o.focus, Selection: sel}.shown())
+		fmt.Fprintf(out, "conformance: part %s: %d of the specs %s selects\n", sh, len(names), what)
 		if focus, err = regexp.Compile(namesPattern(names)); err != nil {
 			return fmt.Errorf("-shard %s: %w", sh, err)
 		}
@@ -206,7 +212,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if o.subset != "" {
 			return fmt.Errorf("-rerun reruns part of a run: not with -subset")
 		}
-		if listed, err = listTests(ctx, filepath.Join(o.e2eDir, "e2e.test")); err != nil {
+		if err := readListing(); err != nil {
 			return err
 		}
 		var names []string
