@@ -562,7 +562,9 @@ cluster-down:
 ## Conformance-part-*-of-2.json'): one cluster runs all their specs. A
 ## rerun of a part's report or record is recorded with the part (its own
 ## specs' outcomes only), and the doc shows how each failure went run
-## again; any other rerun leaves the doc alone. SHARD=K/N runs part K
+## again; any other rerun leaves the doc alone. RERUN_SKIPPED=1 also
+## runs again the specs the suite skipped at run time (a skip the rig
+## caused, and no longer does), and the doc says how each went. SHARD=K/N runs part K
 ## of N of the focus's specs (every Nth, from the Kth, of those
 ## e2e.test lists), each part with its own cluster, into
 ## build/conformance-shards/shard-K-of-N/: for a run longer than the time
@@ -605,7 +607,7 @@ CONFORMANCE_RUN = @mkdir -p $(1) && $(GO) build -o $(1)/cluster-cmd ./qemu-tests
 # focus's of the same number.
 CONFORMANCE_OUT = $(ARCH_BUILD)/conformance$(if $(SELECTION),-$(basename $(notdir $(SELECTION))))
 conformance: $(CONFORMANCE_DEPS)
-	$(call CONFORMANCE_RUN,$(CONFORMANCE_OUT)$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),$(foreach f,$(RERUN),$(foreach g,$(or $(wildcard $(f)),$(f)),-rerun '$(abspath $(g))')),$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC),$(CONFORMANCE_FIGURE))
+	$(call CONFORMANCE_RUN,$(CONFORMANCE_OUT)$(if $(RERUN),-rerun,$(if $(SHARD),-shards)),-n $(CONFORMANCE_N) $(if $(RERUN),$(foreach f,$(RERUN),$(foreach g,$(or $(wildcard $(f)),$(f)),-rerun '$(abspath $(g))'))$(if $(RERUN_SKIPPED), -rerun-skipped),$(CONFORMANCE_FOCUS)) -skip '$(SKIP)' $(if $(SHARD),-shard '$(SHARD)') $(if $(TIMEOUT),-timeout $(TIMEOUT)) $(CONFORMANCE_DOC),$(CONFORMANCE_FIGURE))
 
 ## conformance-merge: runs nothing; records in docs/conformance-parts/
 ## the parts of a SHARD=K/SHARDS run (SHARDS, default 2) of FOCUS (N=2:

@@ -68,6 +68,11 @@ func writeSummary(w io.Writer, s summary, ri runInfo) {
 	for _, o := range failedUnreached(s.NotReached) {
 		fmt.Fprintf(w, "  NOT REACHED, then run again alone: %s\n         %s\n", o.Name, o.Again)
 	}
+	for _, o := range s.Skipped {
+		if o.Again != "" {
+			fmt.Fprintf(w, "  SKIPPED (%s), then run again alone: %s\n         %s\n", o.Why, o.Name, o.Again)
+		}
+	}
 }
 
 // failedUnreached are the specs a part never reached that failed
@@ -133,8 +138,9 @@ const latestRun = "## Latest run: `"
 func runSection(s summary, ri runInfo) string {
 	date, image := ri.Date.UTC().Format("2006-01-02 15:04 UTC"), ri.Image
 	wall, ready := ri.Wall.Round(time.Second).String(), fmt.Sprintf("%.0f s", ri.ClusterReadySeconds)
-	partsRow := ""
+	partsRow, procs := "", fmt.Sprint(ri.Procs)
 	if p := ri.Parts; p != nil {
+		procs = cmp.Or(p.Procs, procs)
 		// Each part brought its own cluster up (make conformance SHARD=).
 		date, image, ready = p.Dates, p.Images, p.Ready+" (each part's own cluster)"
 		wall += " (its parts' added up)"
@@ -153,17 +159,17 @@ func runSection(s summary, ri runInfo) string {
 | Kubernetes (e2e.test, kubelet) | %s |
 | node image | %s |
 | nodes | %d (QEMU, TCG, on this machine) |
-| ginkgo processes | %d |
+| ginkgo processes | %s |
 | wall time (suite only) | %s |
 | cluster Ready after | %s |
 | **passed** | **%d** |
 | **failed** | **%d** |
 %s| skipped by the suite at run time | %d |
-| skipped by name (below) | %d |
+%s| skipped by name (below) | %d |
 | not reached (the run ended first) | %d |
 %s
-`, latestRun, ri.heading(), partsRow, date, ri.Kubernetes, image, ri.Nodes, ri.Procs,
-		wall, ready, len(s.Passed), len(s.Failed), againRow(s.Failed), len(s.Skipped), len(s.Listed), len(s.NotReached), againRow(s.NotReached))
+`, latestRun, ri.heading(), partsRow, date, ri.Kubernetes, image, ri.Nodes, procs,
+		wall, ready, len(s.Passed), len(s.Failed), againRow(s.Failed), len(s.Skipped), againRow(s.Skipped), len(s.Listed), len(s.NotReached), againRow(s.NotReached))
 	if sel := ri.Selection; sel != nil {
 		fmt.Fprintf(&w, "### What it runs\n\n**%s.** The %d of the %d specs its focus `%s` matches that no rule below takes out; each rule counts the specs it took out that no rule above it had.\n\n| left out | specs | why |\n|---|---|---|\n",
 			cell(sel.Title), sel.Kept, sel.Matched, docFocus(sel.Focus))
@@ -194,9 +200,18 @@ func runSection(s summary, ri runInfo) string {
 		fmt.Fprintln(&w)
 	}
 	if len(s.Skipped) > 0 {
-		fmt.Fprintf(&w, "### Skipped by the suite at run time\n\n| spec | why |\n|---|---|\n")
-		for _, o := range s.Skipped {
-			fmt.Fprintf(&w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
+		if !slices.ContainsFunc(s.Skipped, func(o outcome) bool { return o.Again != "" }) {
+			fmt.Fprintf(&w, "### Skipped by the suite at run time\n\n| spec | why |\n|---|---|\n")
+			for _, o := range s.Skipped {
+				fmt.Fprintf(&w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
+			}
+		} else {
+			// A skip the rig caused (make conformance RERUN= RERUN_SKIPPED=1)
+			// is told from one whose reason still holds by running it again.
+			fmt.Fprintf(&w, "### Skipped by the suite at run time\n\nThe last column is how it went run again alone, on a fresh cluster of its own (`make conformance RERUN_SKIPPED=1 RERUN=` with its part's record).\n\n| spec | why | run again alone |\n|---|---|---|\n")
+			for _, o := range s.Skipped {
+				fmt.Fprintf(&w, "| %s | %s | %s |\n", cell(o.Name), cell(o.Why), cell(cmp.Or(o.Again, "not run again")))
+			}
 		}
 		fmt.Fprintln(&w)
 	}

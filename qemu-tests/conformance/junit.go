@@ -50,8 +50,9 @@ type outcome struct {
 	Seconds float64 `json:"seconds"`
 	// Why is a failure's first line, or a skip's reason.
 	Why string `json:"why,omitempty"`
-	// Again, for a failed or unreached spec of a part, is how it went
-	// when run again alone (partRecord.Reruns), as the doc says it.
+	// Again, for a failed, unreached or skipped spec of a part, is how
+	// it went when run again alone (partRecord.Reruns), as the doc says
+	// it.
 	Again string `json:"-"`
 }
 
@@ -82,12 +83,18 @@ const againPassed = "passed"
 // and did not (an interrupted rerun).
 const againNotRun = "not run"
 
+// againSkipped begins outcome.Again for a spec the suite skipped when
+// run again: its reason still held.
+const againSkipped = "skipped"
+
 // passedAgain says whether o's spec passed when run again alone.
 func (o outcome) passedAgain() bool { return strings.HasPrefix(o.Again, againPassed) }
 
 // ranAgain says whether o's spec ran when run again alone, and so either
 // passed or failed there.
-func (o outcome) ranAgain() bool { return o.Again != "" && !strings.HasPrefix(o.Again, againNotRun) }
+func (o outcome) ranAgain() bool {
+	return o.Again != "" && !strings.HasPrefix(o.Again, againNotRun) && !strings.HasPrefix(o.Again, againSkipped)
+}
 
 // all is every spec's outcome, the suite's own nodes (Setup) aside.
 func (s summary) all() []outcome {
@@ -121,7 +128,10 @@ func (s summary) againOf(name string, date time.Time, ranBefore bool) (string, b
 		}
 		return fmt.Sprintf("%s (%s): %s", failed, on, o.Why), true
 	}
-	for _, l := range [][]outcome{s.Skipped, s.Listed, s.NotReached} {
+	if o, ok := find(s.Skipped); ok {
+		return fmt.Sprintf(againSkipped+" again (%s): %s", on, o.Why), true
+	}
+	for _, l := range [][]outcome{s.Listed, s.NotReached} {
 		if _, ok := find(l); ok {
 			return fmt.Sprintf(againNotRun+" (%s)", on), true
 		}

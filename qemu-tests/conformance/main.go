@@ -47,6 +47,7 @@ type options struct {
 	out, skips, doc, subset, shard, parts         string
 	selection                                     string
 	reruns                                        []string
+	rerunSkipped                                  bool
 	focus, skip, cni                              string
 	n, procs, merge                               int
 	upTimeout, suiteTimeout                       time.Duration
@@ -72,6 +73,7 @@ func main() {
 		o.reruns = append(o.reruns, v)
 		return nil
 	})
+	flag.BoolVar(&o.rerunSkipped, "rerun-skipped", false, "with -rerun, also run again the specs the suite skipped at run time (not those the skip list skips): for a skip the rig caused, one it no longer causes; a skip whose reason still holds is skipped again, and the doc says so")
 	flag.StringVar(&o.shard, "shard", "", "K/N: run only part K of N of the focus's specs, into OUT/shard-K-of-N, and record its result in -parts; with -doc, the doc is rewritten from the parts recorded so far, naming those not yet run")
 	flag.IntVar(&o.merge, "merge", 0, "N: run nothing; record the parts of -focus's run in N parts run under -out (OUT/shard-K-of-N, -shard's) in -parts, put the parts recorded there together, and with -doc rewrite the doc from them")
 	flag.StringVar(&o.parts, "parts", "", "where each part of a run in parts is recorded (docs/conformance-parts, kept in the repository so that parts run in different sessions add up); default: -out, the parts' folder")
@@ -216,7 +218,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 		var names []string
-		if names, reruns, err = planRerun(o.reruns, list, listed, out); err != nil {
+		if names, reruns, err = planRerun(o.reruns, o.rerunSkipped, list, listed, out); err != nil {
 			return err
 		}
 		if focus, err = regexp.Compile(namesPattern(names)); err != nil {

@@ -45,9 +45,10 @@ func parseListTests(out string) []string {
 // (reportFilters: every spec outside them is in the report too, as
 // "skipped"). The report names a spec with ginkgo's labels appended, so
 // each is matched to its listed name (sameSpec). Specs the suite skipped
-// with a reason, or berth's list skips, are not rerun: they would be
-// skipped again.
-func rerunNames(j junitSuites, file string, list skipList, listed []string) ([]string, error) {
+// with a reason, or berth's list skips, are not rerun (they would be
+// skipped again) unless skipped says to: the first, for a reason the rig
+// gave and gives no more.
+func rerunNames(j junitSuites, file string, skipped bool, list skipList, listed []string) ([]string, error) {
 	focus, skip, err := reportFilters(j, file)
 	if err != nil {
 		return nil, err
@@ -60,18 +61,22 @@ func rerunNames(j junitSuites, file string, list skipList, listed []string) ([]s
 		asked = notSkipped(asked, skip)
 	}
 	s := summarize(j, asked, list)
-	return listedAmong(append(append([]outcome{}, s.Failed...), s.NotReached...), listed), nil
+	again := append(append([]outcome{}, s.Failed...), s.NotReached...)
+	if skipped {
+		again = append(again, s.Skipped...)
+	}
+	return listedAmong(again, listed), nil
 }
 
 // rerunSpecs are the specs -rerun's file says to run again, of those
 // e2e.test lists: a part's record (docs/conformance-parts/*.json, which
 // outlives the session that ran the part) names its failed and unreached
-// specs, less those that passed run again since; a JUnit report, those
-// rerunNames reads. of is the part whose specs they are, to record the
+// specs (and with skipped, those the suite skipped), less those that
+// passed run again since; a JUnit report, those rerunNames reads. of is the part whose specs they are, to record the
 // rerun with (nil for a whole run's report), and parts where that part's
 // record is by default: beside the record read, or the parts' folder
 // holding the report's part.
-func rerunSpecs(file string, list skipList, listed []string) (names []string, of *runRecord, parts string, err error) {
+func rerunSpecs(file string, skipped bool, list skipList, listed []string) (names []string, of *runRecord, parts string, err error) {
 	if strings.HasSuffix(file, ".json") {
 		p, err := readPartRecord(file)
 		if err != nil {
@@ -82,7 +87,11 @@ func rerunSpecs(file string, list skipList, listed []string) (names []string, of
 		}
 		s := again(p.Results, p.Reruns)
 		var outcomes []outcome
-		for _, o := range append(append([]outcome{}, s.Failed...), s.NotReached...) {
+		candidates := append(append([]outcome{}, s.Failed...), s.NotReached...)
+		if skipped {
+			candidates = append(candidates, s.Skipped...)
+		}
+		for _, o := range candidates {
 			if !o.passedAgain() {
 				outcomes = append(outcomes, o)
 			}
@@ -93,7 +102,7 @@ func rerunSpecs(file string, list skipList, listed []string) (names []string, of
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if names, err = rerunNames(j, file, list, listed); err != nil {
+	if names, err = rerunNames(j, file, skipped, list, listed); err != nil {
 		return nil, nil, "", err
 	}
 	if r, err := readRunRecord(filepath.Dir(file)); err == nil && r.Shard != "" {
@@ -131,11 +140,11 @@ type rerunSource struct {
 // outcomes are recorded with that part only (among). A file with nothing
 // left to run again is said on out and passed over; all of them with
 // nothing is an error, since there is nothing to run.
-func planRerun(files []string, list skipList, listed []string, out io.Writer) ([]string, []rerunSource, error) {
+func planRerun(files []string, skipped bool, list skipList, listed []string, out io.Writer) ([]string, []rerunSource, error) {
 	var sources []rerunSource
 	var all []string
 	for _, f := range files {
-		names, of, parts, err := rerunSpecs(f, list, listed)
+		names, of, parts, err := rerunSpecs(f, skipped, list, listed)
 		if err != nil {
 			return nil, nil, err
 		}

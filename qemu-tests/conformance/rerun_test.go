@@ -31,7 +31,7 @@ func TestParseListTests(t *testing.T) {
 // not, nor a listed spec whose name merely starts with a rerun one's.
 func TestRerunNames(t *testing.T) {
 	j, list := sampleReport(t)
-	got, err := rerunNames(j, "sample", list, parseListTests(listTestsSample))
+	got, err := rerunNames(j, "sample", false, list, parseListTests(listTestsSample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRerunReadsTheRunsFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := rerunNames(j, "x", nil, parseListTests(listTestsSample))
+	got, err := rerunNames(j, "x", false, nil, parseListTests(listTestsSample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestRerunReadsTheRunsFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rerunNames(bare, "bare.xml", nil, nil); err == nil || !strings.Contains(err.Error(), "bare.xml: no FocusStrings") {
+	if _, err := rerunNames(bare, "bare.xml", false, nil, nil); err == nil || !strings.Contains(err.Error(), "bare.xml: no FocusStrings") {
 		t.Errorf("a report without ginkgo's filters: %v", err)
 	}
 }

@@ -286,9 +286,9 @@ func recordRerun(partsDir, focus string, sh shard, runDate time.Time, r rerunRec
 	return fmt.Sprintf("part %s: recorded the rerun of %d spec(s) in %s", sh, len(r.Results.all()), path), nil
 }
 
-// again says, of each of s's failed and unreached specs, how its latest
-// rerun went (rerunRecord), for the doc: the outcomes are s's own,
-// their Again set.
+// again says, of each of s's failed, unreached and skipped specs, how
+// its latest rerun went (rerunRecord), for the doc: the outcomes are
+// s's own, their Again set.
 func again(s summary, reruns []rerunRecord) summary {
 	mark := func(l []outcome, ranBefore bool) []outcome {
 		l = slices.Clone(l)
@@ -301,7 +301,7 @@ func again(s summary, reruns []rerunRecord) summary {
 		}
 		return l
 	}
-	s.Failed, s.NotReached = mark(s.Failed, true), mark(s.NotReached, false)
+	s.Failed, s.NotReached, s.Skipped = mark(s.Failed, true), mark(s.NotReached, false), mark(s.Skipped, false)
 	return s
 }
 
@@ -351,8 +351,11 @@ func readShard(dir string, sh shard, list skipList) (summary, runRecord, *regexp
 func shardsInfo(recs []runRecord, n int, missing []missingPart) runInfo {
 	ri := recs[0].runInfo
 	ri.Wall = 0
-	var dates, images, ready []string
+	var dates, images, ready, procs []string
+	sameProcs := true
 	for _, r := range recs {
+		sameProcs = sameProcs && r.Procs == ri.Procs
+		procs = append(procs, fmt.Sprintf("%d (part %s)", r.Procs, r.Shard))
 		ri.Wall += r.Wall
 		if r.Date.Before(ri.Date) {
 			ri.Date = r.Date
@@ -364,6 +367,11 @@ func shardsInfo(recs []runRecord, n int, missing []missingPart) runInfo {
 		ready = append(ready, fmt.Sprintf("%.0f s", r.ClusterReadySeconds))
 	}
 	p := &partsInfo{N: n, Dates: strings.Join(dates, ", "), Images: strings.Join(images, "; "), Ready: strings.Join(ready, ", ")}
+	if !sameProcs {
+		// A part may be run with more processes to fit a session; the
+		// doc must not credit the first part's number to all of them.
+		p.Procs = strings.Join(procs, ", ")
+	}
 	for _, m := range missing {
 		p.NotRun = append(p.NotRun, fmt.Sprintf("%s (%d specs)", m.Shard, m.Specs))
 	}
@@ -377,5 +385,7 @@ func shardsInfo(recs []runRecord, n int, missing []missingPart) runInfo {
 type partsInfo struct {
 	N                    int
 	Dates, Images, Ready string
-	NotRun               []string
+	// Procs is each part's ginkgo processes, where they differ.
+	Procs  string `json:",omitempty"`
+	NotRun []string
 }

@@ -59,7 +59,8 @@ func TestShardNames(t *testing.T) {
 // writePart writes part sh's run as the runner leaves it under base: its
 // run.json, and a ginkgo JUnit report whose FocusStrings is focus and in
 // which each listed spec has the state states gives it (skipped, as
-// ginkgo reports specs outside the focus, when not given).
+// ginkgo reports specs outside the focus, when not given; a skip's
+// message, as the suite skips at run time).
 func writePart(t *testing.T, base string, sh shard, rec runRecord, focus string, listed []string, states map[string]string) {
 	t.Helper()
 	dir := sh.dir(base)
@@ -86,6 +87,8 @@ func writePart(t *testing.T, base string, sh shard, rec runRecord, focus string,
 			fmt.Fprintf(&x, `<testcase name="[It] %s" status="skipped"><skipped message="skipped"></skipped></testcase>`, esc(n))
 		case "failed":
 			fmt.Fprintf(&x, `<testcase name="[It] %s" status="failed" time="10"><failure message="[FAILED] it broke"></failure></testcase>`, esc(n))
+		case "skipped - Requires at least 2 nodes (not -1)", "skipped - Only supported for providers [gce] (not skeleton)":
+			fmt.Fprintf(&x, `<testcase name="[It] %s" status="skipped" time="1"><skipped message="%s"></skipped></testcase>`, esc(n), esc(st))
 		default:
 			fmt.Fprintf(&x, `<testcase name="[It] %s" status="%s" time="5"></testcase>`, esc(n), st)
 		}
@@ -142,6 +145,7 @@ func TestMergeShards(t *testing.T) {
 	for _, want := range []string{
 		"| parts (`make conformance SHARD=K/2`) | 1 of 2 run; **not yet run: 2/2 (1 specs)**, in no count below |",
 		"| date | 2026-11-29 13:45 UTC (part 1/2) |",
+		"| ginkgo processes | 2 |",
 		"| **passed** | **1** |",
 	} {
 		if !strings.Contains(partial, want) {
@@ -150,7 +154,10 @@ func TestMergeShards(t *testing.T) {
 	}
 	// By hand, with Python's escaping: another pattern, the same specs.
 	handFocus := `(?:^|\s)(?:` + regexp.MustCompile(`([ \-])`).ReplaceAllString(regexp.QuoteMeta(n2[0]), `\$1`) + `)$`
-	writePart(t, base, p2, rec(30, "berth b"), handFocus, listed, map[string]string{n2[0]: "passed"})
+	// Run with more processes than part 1: the doc says each part's.
+	r2 := rec(30, "berth b")
+	r2.Procs = 3
+	writePart(t, base, p2, r2, handFocus, listed, map[string]string{n2[0]: "passed"})
 	record(t, base, parts, p2, focus, listed)
 	if said := record(t, base, parts, p2, focus, listed); !strings.Contains(said, "already records its run of 2026-11-30T13:45:00Z") {
 		t.Errorf("recording the same run again: %q", said)
@@ -167,6 +174,7 @@ func TestMergeShards(t *testing.T) {
 		"| parts (`make conformance SHARD=K/2`) | 2, all run |",
 		"| date | 2026-11-29 13:45 UTC (part 1/2), 2026-11-30 13:45 UTC (part 2/2) |",
 		"| node image | berth a; berth b |",
+		"| ginkgo processes | 2 (part 1/2), 3 (part 2/2) |",
 		"| wall time (suite only) | 3h20m0s (its parts' added up) |",
 		"| cluster Ready after | 159 s, 160 s (each part's own cluster) |",
 		"| **passed** | **2** |", "| **failed** | **1** |",
@@ -331,13 +339,13 @@ func TestRerunRecordedWithPart(t *testing.T) {
 	doc := filepath.Join(t.TempDir(), "conformance.md")
 	var out bytes.Buffer
 	// The part's report names its failure for a rerun, and the part.
-	names, part, defaultParts, err := rerunSpecs(filepath.Join(p1.dir(base), "junit.xml"), nil, listed)
+	names, part, defaultParts, err := rerunSpecs(filepath.Join(p1.dir(base), "junit.xml"), false, nil, listed)
 	if err != nil || !slices.Equal(names, n1[1:2]) || part == nil || part.Shard != "1/2" || defaultParts != base {
 		t.Fatalf("rerun of part 1's report: %q of %+v, parts in %s, %v", names, part, defaultParts, err)
 	}
 	// So does its record, sessions later.
 	recFile := partFile(parts, focus.String(), p1)
-	if names, of, defaultParts, err := rerunSpecs(recFile, nil, listed); err != nil || !slices.Equal(names, n1[1:2]) || of == nil || !of.Date.Equal(runDate) || defaultParts != parts {
+	if names, of, defaultParts, err := rerunSpecs(recFile, false, nil, listed); err != nil || !slices.Equal(names, n1[1:2]) || of == nil || !of.Date.Equal(runDate) || defaultParts != parts {
 		t.Fatalf("rerun of part 1's record: %q of %+v, parts in %s, %v", names, of, defaultParts, err)
 	}
 	if err := recordRerunOf(*part, parts, doc, "v1.35.4", listed, nil, passed, &out); err != nil {
@@ -360,7 +368,7 @@ func TestRerunRecordedWithPart(t *testing.T) {
 		}
 	}
 	// Passed run again: nothing is left to run again.
-	if names, _, _, err := rerunSpecs(recFile, nil, listed); err != nil || len(names) != 0 {
+	if names, _, _, err := rerunSpecs(recFile, false, nil, listed); err != nil || len(names) != 0 {
 		t.Errorf("rerun of part 1's record after its failure passed: %q, %v", names, err)
 	}
 	// Run again, and failed again: the latest rerun is the one shown, and
@@ -376,7 +384,7 @@ func TestRerunRecordedWithPart(t *testing.T) {
 	if row := againRow(s.Failed); row != "| of which passed run again alone | 0 of the 1 run again |\n" {
 		t.Errorf("again row %q", row)
 	}
-	if names, _, _, err := rerunSpecs(recFile, nil, listed); err != nil || !slices.Equal(names, n1[1:2]) {
+	if names, _, _, err := rerunSpecs(recFile, false, nil, listed); err != nil || !slices.Equal(names, n1[1:2]) {
 		t.Errorf("rerun of part 1's record after its failure failed again: %q, %v", names, err)
 	}
 	// A rerun of an earlier run of the part is not recorded with this one.
@@ -393,13 +401,92 @@ func TestRerunRecordedWithPart(t *testing.T) {
 	if err := checkPart(p, "rec.json", p1, focus, "v1.35.4", listed); err == nil || !strings.Contains(err.Error(), "not one of part 1/2's specs") {
 		t.Errorf("a rerun of another part's spec: %v", err)
 	}
-	if _, _, _, err := rerunSpecs(filepath.Join(parts, "none.json"), nil, listed); err == nil || !strings.Contains(err.Error(), "none.json") {
+	if _, _, _, err := rerunSpecs(filepath.Join(parts, "none.json"), false, nil, listed); err == nil || !strings.Contains(err.Error(), "none.json") {
 		t.Errorf("rerun of a record that is not there: %v", err)
 	}
 	// A rerun against another e2e.test says nothing of the part's run.
 	out.Reset()
 	if err := recordRerunOf(*part, parts, doc, "v1.36.0", listed, nil, passed, &out); err != nil || !strings.Contains(out.String(), "not recorded with part 1/2: its run was of e2e.test v1.35.4, this one's is v1.36.0") {
 		t.Errorf("another e2e.test: %v\n%s", err, out.String())
+	}
+}
+
+// A spec the suite skipped at run time for a reason the rig gave (the
+// skeleton provider's unset node count) is told from one whose reason
+// still holds by running both again (RERUN_SKIPPED=1): only with that
+// asked are skips run again, the rerun is recorded with the part, and
+// the doc says of each skip how it went, while counting it as the part's
+// run did.
+func TestRerunSkipped(t *testing.T) {
+	listed := parseListTests(listTestsSample)
+	focus := regexp.MustCompile(`.`)
+	p1 := shard{K: 1, N: 2}
+	n1 := p1.names(listed, focus)
+	if len(n1) != 3 {
+		t.Fatalf("part 1 of the sample: %q", n1)
+	}
+	rigSkip, stillSkip := "skipped - Requires at least 2 nodes (not -1)", "skipped - Only supported for providers [gce] (not skeleton)"
+	base, parts := t.TempDir(), t.TempDir()
+	runDate := time.Date(2026, 12, 3, 15, 27, 0, 0, time.UTC)
+	rec := runRecord{runInfo: runInfo{Date: runDate, Focus: focus.String(), Nodes: 2, Procs: 2, Kubernetes: "v1.35.4", Image: "berth a", Wall: time.Hour}}
+	writePart(t, base, p1, rec, namesPattern(n1), listed, map[string]string{n1[0]: "passed", n1[1]: rigSkip, n1[2]: stillSkip})
+	record(t, base, parts, p1, focus, listed)
+	recFile := partFile(parts, focus.String(), p1)
+	if names, _, _, err := rerunSpecs(recFile, false, nil, listed); err != nil || len(names) != 0 {
+		t.Errorf("rerun of the record, skips not asked for: %q, %v", names, err)
+	}
+	var out bytes.Buffer
+	if _, _, err := planRerun([]string{recFile}, false, nil, listed, &out); err == nil {
+		t.Errorf("a rerun with nothing to run again, skips not asked for: no error")
+	}
+	if names, _, _, err := rerunSpecs(filepath.Join(p1.dir(base), "junit.xml"), true, nil, listed); err != nil || !slices.Equal(names, n1[1:]) {
+		t.Errorf("rerun of the report with its skips: %q, %v", names, err)
+	}
+	names, part, _, err := rerunSpecs(recFile, true, nil, listed)
+	if err != nil || !slices.Equal(names, n1[1:]) || part == nil {
+		t.Fatalf("rerun of the record with its skips: %q of %+v, %v", names, part, err)
+	}
+	rerun := rerunRecord{Date: runDate.Add(5 * time.Hour), Image: "berth a", Wall: 9 * time.Minute,
+		Results: summary{Passed: []outcome{{Name: n1[1], Seconds: 120}}, Skipped: []outcome{{Name: n1[2], Why: stillSkip}}}}
+	doc := filepath.Join(t.TempDir(), "conformance.md")
+	if err := recordRerunOf(*part, parts, doc, "v1.35.4", listed, nil, rerun, &out); err != nil {
+		t.Fatal(err)
+	}
+	s, recs, missing := mergeShards(parts, 2, focus, "v1.35.4", listed)
+	if len(s.Passed) != 1 || len(s.Skipped) != 2 || len(s.Failed) != 0 {
+		t.Fatalf("merged: passed %+v, skipped %+v, failed %+v", s.Passed, s.Skipped, s.Failed)
+	}
+	wantAgain := map[string]string{n1[1]: "passed (2m0s, 2026-12-03)", n1[2]: "skipped again (2026-12-03): " + stillSkip}
+	for _, o := range s.Skipped {
+		if o.Again != wantAgain[o.Name] {
+			t.Errorf("skip %q run again: %q, want %q", o.Name, o.Again, wantAgain[o.Name])
+		}
+	}
+	section := runSection(s, shardsInfo(recs, 2, missing))
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range []string{section, string(b)} {
+		for _, want := range []string{
+			"| skipped by the suite at run time | 2 |\n| of which passed run again alone | 1 of the 1 run again |\n| skipped by name",
+			"| spec | why | run again alone |",
+			"| " + n1[1] + " | " + rigSkip + " | passed (2m0s, 2026-12-03) |",
+			"| " + n1[2] + " | " + cell(stillSkip) + " | " + cell(wantAgain[n1[2]]) + " |",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the doc's section lacks %q:\n%s", want, got)
+			}
+		}
+	}
+	var console strings.Builder
+	writeSummary(&console, s, shardsInfo(recs, 2, missing))
+	if want := "SKIPPED (" + rigSkip + "), then run again alone: " + n1[1] + "\n         passed (2m0s, 2026-12-03)"; !strings.Contains(console.String(), want) {
+		t.Errorf("console lacks %q:\n%s", want, console.String())
+	}
+	// Passed run again: only the skip whose reason still holds is left.
+	if names, _, _, err := rerunSpecs(recFile, true, nil, listed); err != nil || !slices.Equal(names, n1[2:]) {
+		t.Errorf("rerun of the record after one skip passed: %q, %v", names, err)
 	}
 }
 
@@ -430,7 +517,7 @@ func TestPlanRerunOfParts(t *testing.T) {
 	record(t, base, parts, p2, focus, listed)
 	f1, f2 := partFile(parts, focus.String(), p1), partFile(parts, focus.String(), p2)
 	var out bytes.Buffer
-	names, sources, err := planRerun([]string{f1, f2}, nil, listed, &out)
+	names, sources, err := planRerun([]string{f1, f2}, false, nil, listed, &out)
 	want := []string{n1[len(n1)-1], n2[len(n2)-1]}
 	if slices.Index(listed, want[0]) > slices.Index(listed, want[1]) {
 		want[0], want[1] = want[1], want[0]
@@ -461,7 +548,7 @@ func TestPlanRerunOfParts(t *testing.T) {
 	}
 	// Nothing is left in either: each is said, and the run refused.
 	out.Reset()
-	_, _, err = planRerun([]string{f1, f2}, nil, listed, &out)
+	_, _, err = planRerun([]string{f1, f2}, false, nil, listed, &out)
 	if err == nil || !strings.Contains(err.Error(), f1+", "+f2) {
 		t.Errorf("nothing left to run again: %v", err)
 	}
