@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -39,6 +40,7 @@ import (
 	"github.com/berth-node/berth/internal/fsutil"
 	"github.com/berth-node/berth/internal/safe"
 	"github.com/berth-node/berth/qemu-tests/rigflags"
+	"github.com/berth-node/berth/qemu-tests/vcluster"
 )
 
 type options struct {
@@ -256,8 +258,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("creating the cluster's log: %w", err)
 	}
 	defer logf.Close()
-	cl := exec.Command(o.cluster, "-n", strconv.Itoa(o.n), "-cni", o.cni, "-out", clusterOut, "-e2e-images", o.e2eImages,
-		"-components", o.components, "-image", o.image)
+	nodeArgs, err := e2eNodeArgs(o.out, o.n)
+	if err != nil {
+		return err
+	}
+	cl := exec.Command(o.cluster, append([]string{"-n", strconv.Itoa(o.n), "-cni", o.cni, "-out", clusterOut, "-e2e-images", o.e2eImages,
+		"-components", o.components, "-image", o.image}, nodeArgs...)...)
 	cl.Stdout = io.MultiWriter(logf, prefixed(out, "cluster: "))
 	cl.Stderr = cl.Stdout
 	// Its own process group: a Ctrl-C here reaches it once, as a SIGTERM
@@ -561,4 +567,25 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		p.partial = p.partial[:0]
 	}
 	return len(b), nil
+}
+
+// e2eNodeConfig is the NodeConfig part every node of a run is given
+// besides its join: what the suite expects of an e2e node (the file says
+// what and why).
+//
+//go:embed e2e-node.yaml
+var e2eNodeConfig []byte
+
+// e2eNodeArgs writes e2eNodeConfig under dir and returns the cluster
+// command's flags that give it to each of n nodes.
+func e2eNodeArgs(dir string, n int) ([]string, error) {
+	path := filepath.Join(dir, "e2e-node.yaml")
+	if err := fsutil.WriteFileAtomic(path, e2eNodeConfig, 0o644); err != nil {
+		return nil, fmt.Errorf("writing the e2e nodes' NodeConfig part: %w", err)
+	}
+	var args []string
+	for i := range n {
+		args = append(args, "-node-config", vcluster.NodeAt(i).Name+"="+path)
+	}
+	return args, nil
 }
