@@ -564,8 +564,8 @@ cluster-down:
 ## specs' outcomes only), and the doc shows how each failure went run
 ## again; any other rerun leaves the doc alone. RERUN_SKIPPED=1 also
 ## runs again the specs the suite skipped at run time (a skip the rig
-## caused, and no longer does), and the doc says how each went. SHARD=K/N runs part K
-## of N of the focus's specs (every Nth, from the Kth, of those
+## caused, and no longer does), and the doc says how each went.
+## SHARD=K/N runs part K of N of the focus's specs (every Nth, from the Kth, of those
 ## e2e.test lists), each part with its own cluster, into
 ## build/conformance-shards/shard-K-of-N/: for a run longer than the time
 ## there is (the two-node [Conformance] run, about 3.5 hours here, in two

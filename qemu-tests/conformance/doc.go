@@ -200,18 +200,20 @@ func runSection(s summary, ri runInfo) string {
 		fmt.Fprintln(&w)
 	}
 	if len(s.Skipped) > 0 {
-		if !slices.ContainsFunc(s.Skipped, func(o outcome) bool { return o.Again != "" }) {
-			fmt.Fprintf(&w, "### Skipped by the suite at run time\n\n| spec | why |\n|---|---|\n")
-			for _, o := range s.Skipped {
-				fmt.Fprintf(&w, "| %s | %s |\n", cell(o.Name), cell(o.Why))
-			}
-		} else {
-			// A skip the rig caused (make conformance RERUN= RERUN_SKIPPED=1)
-			// is told from one whose reason still holds by running it again.
+		// A skip the rig caused (make conformance RERUN= RERUN_SKIPPED=1)
+		// is told from one whose reason still holds by running it again.
+		ranAgain := slices.ContainsFunc(s.Skipped, func(o outcome) bool { return o.Again != "" })
+		if ranAgain {
 			fmt.Fprintf(&w, "### Skipped by the suite at run time\n\nThe last column is how it went run again alone, on a fresh cluster of its own (`make conformance RERUN_SKIPPED=1 RERUN=` with its part's record).\n\n| spec | why | run again alone |\n|---|---|---|\n")
-			for _, o := range s.Skipped {
-				fmt.Fprintf(&w, "| %s | %s | %s |\n", cell(o.Name), cell(o.Why), cell(cmp.Or(o.Again, "not run again")))
+		} else {
+			fmt.Fprintf(&w, "### Skipped by the suite at run time\n\n| spec | why |\n|---|---|\n")
+		}
+		for _, o := range s.Skipped {
+			again := ""
+			if ranAgain {
+				again = " " + cell(cmp.Or(o.Again, "not run again")) + " |"
 			}
+			fmt.Fprintf(&w, "| %s | %s |%s\n", cell(o.Name), cell(o.Why), again)
 		}
 		fmt.Fprintln(&w)
 	}

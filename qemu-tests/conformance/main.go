@@ -212,6 +212,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	// beside its run.json) are recorded with the part, in the file's
 	// parts folder (or -parts). A whole run's rerun is not recorded.
 	var reruns []rerunSource
+	if o.rerunSkipped && len(o.reruns) == 0 {
+		return fmt.Errorf("-rerun-skipped says which of a rerun's specs to run again: not without -rerun")
+	}
 	if len(o.reruns) > 0 {
 		if o.subset != "" {
 			return fmt.Errorf("-rerun reruns part of a run: not with -subset")

@@ -60,22 +60,18 @@ func rerunNames(j junitSuites, file string, skipped bool, list skipList, listed 
 	if skip != nil {
 		asked = notSkipped(asked, skip)
 	}
-	s := summarize(j, asked, list)
-	again := append(append([]outcome{}, s.Failed...), s.NotReached...)
-	if skipped {
-		again = append(again, s.Skipped...)
-	}
-	return listedAmong(again, listed), nil
+	return listedAmong(summarize(j, asked, list).toRunAgain(skipped), listed), nil
 }
 
 // rerunSpecs are the specs -rerun's file says to run again, of those
 // e2e.test lists: a part's record (docs/conformance-parts/*.json, which
 // outlives the session that ran the part) names its failed and unreached
 // specs (and with skipped, those the suite skipped), less those that
-// passed run again since; a JUnit report, those rerunNames reads. of is the part whose specs they are, to record the
-// rerun with (nil for a whole run's report), and parts where that part's
-// record is by default: beside the record read, or the parts' folder
-// holding the report's part.
+// passed run again since; a JUnit report, those rerunNames reads. of is
+// the part whose specs they are, to record the rerun with (nil for a
+// whole run's report), and parts where that part's record is by default:
+// beside the record read, or the parts' folder holding the report's
+// part.
 func rerunSpecs(file string, skipped bool, list skipList, listed []string) (names []string, of *runRecord, parts string, err error) {
 	if strings.HasSuffix(file, ".json") {
 		p, err := readPartRecord(file)
@@ -87,11 +83,7 @@ func rerunSpecs(file string, skipped bool, list skipList, listed []string) (name
 		}
 		s := again(p.Results, p.Reruns)
 		var outcomes []outcome
-		candidates := append(append([]outcome{}, s.Failed...), s.NotReached...)
-		if skipped {
-			candidates = append(candidates, s.Skipped...)
-		}
-		for _, o := range candidates {
+		for _, o := range s.toRunAgain(skipped) {
 			if !o.passedAgain() {
 				outcomes = append(outcomes, o)
 			}
@@ -109,6 +101,16 @@ func rerunSpecs(file string, skipped bool, list skipList, listed []string) (name
 		of = &r
 	}
 	return names, of, filepath.Dir(filepath.Dir(file)), nil
+}
+
+// toRunAgain are the outcomes a rerun runs again: the failed and the
+// unreached, and with skipped those the suite skipped at run time.
+func (s summary) toRunAgain(skipped bool) []outcome {
+	again := append(append([]outcome{}, s.Failed...), s.NotReached...)
+	if skipped {
+		again = append(again, s.Skipped...)
+	}
+	return again
 }
 
 // listedAmong are the listed names of outcomes' specs (whose names have
