@@ -194,7 +194,7 @@ func TestShardsAgainstSuite(t *testing.T) {
 			t.Errorf("recorded as part 1/2, %d parts count %d passed, want 1 part, %d", len(recs), len(got.Passed), len(p1))
 		}
 	}
-	again, err := rerunNames(j, "dry run", nil, listed)
+	again, err := rerunNames(j, "dry run", false, nil, listed)
 	if err != nil || len(again) != 0 {
 		t.Errorf("rerun of a report with every asked spec passed: %d specs, %v", len(again), err)
 	}
