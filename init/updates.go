@@ -105,7 +105,7 @@ func (b *boot) updateOptions(log *slog.Logger) *agent.Options {
 		if err != nil {
 			log.Warn("update: the boot disk", "err", err)
 		} else {
-			o.Disk = agent.BootDisk{ClassBlock: classBlock, Disk: disk, MountDir: espMountDir}
+			o.Disk = agent.BootDisk{ClassBlock: classBlock, Disk: disk, MountDir: espMountDir, Log: log}
 			o.Verify = func(ctx context.Context, dev string, p verity.Param) (int64, error) {
 				return agent.VerifySlot(ctx, log, dev, p)
 			}

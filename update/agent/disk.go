@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -26,6 +28,8 @@ type BootDisk struct {
 	Disk string
 	// MountDir is where the ESP is mounted while berth writes it.
 	MountDir string
+	// Log says when a busy ESP had to be detached; nil discards.
+	Log *slog.Logger
 }
 
 // find is the partition named name on the boot disk.
@@ -68,29 +72,123 @@ func (d BootDisk) Slot(s partition.Slot) (string, int64, error) {
 }
 
 // MountESP mounts the ESP (vfat) on MountDir, without exec, suid or
-// device files; unmount syncs and unmounts it.
+// device files; unmount syncs and unmounts it. A mount already on
+// MountDir (one an unmount could not take off, or one berth left when it
+// restarted mid-write) is taken off first: left there, it would refuse
+// every later mount with EBUSY, and a trial boot could never be blessed.
 func (d BootDisk) MountESP(ctx context.Context) (string, func() error, error) {
 	dev, err := d.find(partition.NameESP)
 	if err != nil {
 		return "", nil, err
 	}
-	if err := os.MkdirAll(d.MountDir, 0o700); err != nil {
-		return "", nil, fmt.Errorf("mounting the ESP %s: %w", dev, err)
+	log := d.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
+	unmount, err := mountESPOn(ctx, log, dev, d.MountDir, mountESP)
+	if err != nil {
+		return "", nil, err
+	}
+	return d.MountDir, unmount, nil
+}
+
+// mountESPOn mounts dev on dir with mount (mountESP; a test's is
+// another filesystem's, the host's kernel having no vfat), a mount left
+// on dir taken off first.
+func mountESPOn(ctx context.Context, log *slog.Logger, dev, dir string, mount func(dev, dir string) error) (func() error, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("mounting the ESP %s: %w", dev, err)
+	}
+	if on, err := mounted(dir); err != nil {
+		return nil, fmt.Errorf("mounting the ESP %s: %w", dev, err)
+	} else if on {
+		log.Warn("update: a mount left on the ESP's directory, taken off first", "dir", dir, "dev", dev)
+		if err := unmountESP(ctx, log, dir); err != nil {
+			return nil, fmt.Errorf("mounting the ESP %s on %s, which holds a mount already: %w", dev, dir, err)
+		}
+	}
+	if err := mount(dev, dir); err != nil {
+		return nil, err
+	}
+	return func() error { return unmountESP(ctx, log, dir) }, nil
+}
+
+func mountESP(dev, dir string) error {
 	// The kernel asks /sbin/modprobe for vfat and its code pages
 	// (nls_cp437, nls_ascii) at the first mount.
 	// dirsync: vfat writes a directory's entries (a stage's or a
 	// blessing's rename) at once, not when its buffers are flushed; esp
 	// also syncs the filesystem after each rename.
-	if err := unix.Mount(dev, d.MountDir, "vfat", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_DIRSYNC, "umask=0077"); err != nil {
-		return "", nil, fmt.Errorf("mounting the ESP %s (vfat) on %s: %w", dev, d.MountDir, err)
+	if err := unix.Mount(dev, dir, "vfat", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_DIRSYNC, "umask=0077"); err != nil {
+		return fmt.Errorf("mounting the ESP %s (vfat) on %s: %w", dev, dir, err)
 	}
-	return d.MountDir, func() error {
-		if err := unix.Unmount(d.MountDir, 0); err != nil {
-			return fmt.Errorf("unmounting the ESP from %s: %w", d.MountDir, err)
+	return nil
+}
+
+// espBusyFor is how long an unmount of a busy ESP is tried before the
+// ESP is detached.
+const espBusyFor = 3 * time.Second
+
+// unmountESP unmounts the ESP from dir; nothing mounted there is not an
+// error. The kernel refuses the unmount (EBUSY) while any process holds
+// a file of it, and berth's own children do for a moment: a process
+// berth forks (iptables, a service) holds a copy of each of berth's open
+// files, a directory of the ESP's among them, until its exec. So a busy
+// ESP is tried again for espBusyFor, then synced and detached
+// (MNT_DETACH): it leaves dir at once, and the kernel unmounts it when
+// the last holder lets go, with nothing of berth's left to write.
+func unmountESP(ctx context.Context, log *slog.Logger, dir string) error {
+	deadline := time.Now().Add(espBusyFor)
+	for delay := 20 * time.Millisecond; ; delay *= 2 {
+		err := unix.Unmount(dir, 0)
+		if err == nil || errors.Is(err, unix.EINVAL) {
+			return nil
 		}
-		return nil
-	}, nil
+		if !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("unmounting the ESP from %s: %w", dir, err)
+		}
+		if time.Now().Add(delay).After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
+	if err := syncFS(dir); err != nil {
+		return fmt.Errorf("unmounting the ESP from %s, busy for %s: %w", dir, espBusyFor, err)
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmounting the ESP from %s, busy for %s, detaching it: %w", dir, espBusyFor, err)
+	}
+	log.Warn("update: the ESP was busy, detached after syncing", "dir", dir, "busy_for", espBusyFor)
+	return nil
+}
+
+// mounted says whether something is mounted on dir: a mount point's
+// device differs from its parent directory's.
+func mounted(dir string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return false, fmt.Errorf("checking for a mount on %s: %w", dir, err)
+	}
+	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+		return false, fmt.Errorf("checking for a mount on %s: %w", dir, err)
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// syncFS writes the filesystem mounted on dir to its disk.
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
 }
 
 // verifyName is the dm-verity device an update's check sets up over the
