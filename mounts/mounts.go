@@ -76,7 +76,7 @@ func Apply(ctx context.Context, log *slog.Logger, table []Mount) error {
 			errs = append(errs, fmt.Errorf("mounting %s: %w", m.Target, err))
 			break
 		}
-		if isMountPoint(m.Target) {
+		if IsMountPoint(m.Target) {
 			log.Debug("already mounted", "target", m.Target)
 			continue
 		}
@@ -98,10 +98,10 @@ func Apply(ctx context.Context, log *slog.Logger, table []Mount) error {
 	return errors.Join(errs...)
 }
 
-// isMountPoint reports whether path is a mount point: listed in mountinfo
+// IsMountPoint reports whether path is a mount point: listed in mountinfo
 // when /proc is there, else on another device than its parent (which is
 // enough for the pseudo-filesystems of the early table).
-func isMountPoint(path string) bool {
+func IsMountPoint(path string) bool {
 	path = filepath.Clean(path)
 	if ms, err := ReadMountInfo(); err == nil {
 		return mountedTargets(ms)[path]

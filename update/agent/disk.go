@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-node/berth/mounts"
 	"github.com/berth-node/berth/mounts/partition"
 	"github.com/berth-node/berth/mounts/raid"
 	"github.com/berth-node/berth/mounts/verity"
@@ -99,9 +100,7 @@ func mountESPOn(ctx context.Context, log *slog.Logger, dev, dir string, mount fu
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mounting the ESP %s: %w", dev, err)
 	}
-	if on, err := mounted(dir); err != nil {
-		return nil, fmt.Errorf("mounting the ESP %s: %w", dev, err)
-	} else if on {
+	if mounts.IsMountPoint(dir) {
 		log.Warn("update: a mount left on the ESP's directory, taken off first", "dir", dir, "dev", dev)
 		if err := unmountESP(ctx, log, dir); err != nil {
 			return nil, fmt.Errorf("mounting the ESP %s on %s, which holds a mount already: %w", dev, dir, err)
@@ -163,19 +162,6 @@ func unmountESP(ctx context.Context, log *slog.Logger, dir string) error {
 	}
 	log.Warn("update: the ESP was busy, detached after syncing", "dir", dir, "busy_for", espBusyFor)
 	return nil
-}
-
-// mounted says whether something is mounted on dir: a mount point's
-// device differs from its parent directory's.
-func mounted(dir string) (bool, error) {
-	var st, parent unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return false, fmt.Errorf("checking for a mount on %s: %w", dir, err)
-	}
-	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
-		return false, fmt.Errorf("checking for a mount on %s: %w", dir, err)
-	}
-	return st.Dev != parent.Dev, nil
 }
 
 // syncFS writes the filesystem mounted on dir to its disk.
