@@ -2,7 +2,8 @@
 # qemu-suite.sh runs a QEMU test suite for make test-qemu and
 # test-qemu-arm64: go test -v into LOG, one console log per VM under
 # LOGDIR, the summary lines on stdout and, on a failure, what the failed
-# tests wrote. A failure made only of guests whose kernel hung (every
+# tests wrote, ending with why each failed (qemu-tests/cmd/failwhy: its
+# error messages alone, since CI shows the end of the output). A failure made only of guests whose kernel hung (every
 # failed test's output has the harness's ErrGuestStalled; at most 2 such
 # tests; qemu-tests/cmd/stalled decides) is run once more, those tests
 # alone, and that run's result is the suite's. Both runs are printed and
@@ -98,5 +99,8 @@ if [ -n "$again" ]; then
 	failures "$log.again"
 	log=$log.again
 fi
+# Last, as CI shows the end of what make test printed: each failed test's
+# t.Error and t.Fatal messages, a few lines each.
+$GO run ./qemu-tests/cmd/failwhy "$log" | head -60
 echo "$name: FAILED (exit $rc); full log: $log"
 exit "$rc"
