@@ -56,6 +56,10 @@ seconds() {
 	esac
 }
 
+# The rest is one block, which bash reads whole before it runs any of
+# it: a run lasts an hour, and an edit to this file meanwhile must not
+# change what the running one does (bash reads a script as it goes).
+{
 if [ -z "$last" ]; then
 	suite "$log" "$logdir" "$timeout" "$run"
 	rc=$?
@@ -104,3 +108,4 @@ fi
 $GO run ./qemu-tests/cmd/failwhy "$log" | head -60
 echo "$name: FAILED (exit $rc); full log: $log"
 exit "$rc"
+}
