@@ -10,6 +10,9 @@ shift
 pids=()
 stop() { [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true; }
 trap stop EXIT
+# One block, read whole before it runs: COMMAND may run for hours, and
+# an edit to this file meanwhile must not change what this run does.
+{
 for ((i = 0; i < n; i++)); do
   yes >/dev/null &
   pids+=($!)
@@ -21,3 +24,4 @@ rc=$?
 set -e
 echo "busy.sh: $* exited $rc with $n hog(s) beside it"
 exit $rc
+}
